@@ -1,0 +1,7 @@
+import type { FastifyInstance } from 'fastify';
+import metaRoutes from './meta/routes.js';
+
+/** Every route module. Each area registers its own file here. */
+export async function registerRoutes(app: FastifyInstance) {
+  await app.register(metaRoutes);
+}

@@ -1,0 +1,67 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Config } from './config.js';
+import type { Cairn } from './context.js';
+import { openDatabase, type OpenedDatabase } from './db/index.js';
+import { migrateToLatest } from './db/migrate.js';
+import { registerRoutes } from './api/index.js';
+import { registerErrorHandling } from './plugins/errors.js';
+import { registerParams, parseNestedParams } from './plugins/params.js';
+import { registerAuth, personalAccessTokenResolver } from './plugins/auth.js';
+import { bootstrap } from './services/bootstrap.js';
+
+export interface BuildOptions {
+  config: Config;
+  /** An already open database (tests share one); opened from config otherwise. */
+  database?: OpenedDatabase;
+  /** Apply migrations and create root (default true). */
+  prepare?: boolean;
+  logger?: boolean | object;
+}
+
+export type App = FastifyInstance;
+
+export async function buildApp(opts: BuildOptions): Promise<App> {
+  const { config } = opts;
+  const database = opts.database ?? (await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
+  if (opts.prepare !== false) await migrateToLatest(database.db);
+
+  const app = Fastify({
+    logger: opts.logger ?? { level: config.logLevel },
+    bodyLimit: 64 * 1024 * 1024,
+    trustProxy: true,
+    // GitLab paths carry URL-encoded slashes (project paths, file paths); keep them as given.
+    routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false, querystringParser: (qs: string) => parseNestedParams(qs) },
+    ajv: { customOptions: { coerceTypes: 'array', useDefaults: true, removeAdditional: false, allErrors: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const cairn: Cairn = {
+    config,
+    db: database.db,
+    dbKind: database.kind,
+    tokenResolvers: [personalAccessTokenResolver],
+    postReceiveHooks: [],
+    closers: [],
+  };
+  app.decorate('cairn', cairn);
+
+  // python-gitlab compares the whole Content-Type header: JSON goes out without a charset.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    const type = reply.getHeader('content-type');
+    if (typeof type === 'string' && type.startsWith('application/json;')) reply.header('content-type', 'application/json');
+    return payload;
+  });
+
+  registerErrorHandling(app);
+  registerParams(app);
+  registerAuth(app);
+  await registerRoutes(app);
+
+  app.addHook('onClose', async () => {
+    for (const close of cairn.closers.reverse()) await close();
+    if (!opts.database) await database.close();
+  });
+
+  if (opts.prepare !== false) await bootstrap(cairn, (m) => app.log.warn(m));
+  return app;
+}

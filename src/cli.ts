@@ -1,0 +1,42 @@
+import { loadConfig } from './config.js';
+import { openDatabase } from './db/index.js';
+import { migrateToLatest } from './db/migrate.js';
+
+const USAGE = `usage: cairn <command>
+
+commands:
+  serve     run the HTTP server (migrates the database first)
+  migrate   apply pending database migrations and exit
+  help      show this text`;
+
+async function main(argv: string[]) {
+  const [command = 'help'] = argv;
+  switch (command) {
+    case 'serve': {
+      const { serve } = await import('./server.js');
+      await serve();
+      return;
+    }
+    case 'migrate': {
+      const config = loadConfig();
+      const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+      const applied = await migrateToLatest(database.db);
+      console.log(applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
+      await database.close();
+      return;
+    }
+    case 'help':
+    case '--help':
+    case '-h':
+      console.log(USAGE);
+      return;
+    default:
+      console.error(`unknown command "${command}"\n\n${USAGE}`);
+      process.exit(2);
+  }
+}
+
+main(process.argv.slice(2)).catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,64 @@
+import path from 'node:path';
+
+export interface Config {
+  host: string;
+  port: number;
+  /** Base URL used in every web_url / *_url_to_repo, without a trailing slash. */
+  externalUrl: string;
+  dataDir: string;
+  /** PostgreSQL connection string; PGlite under dataDir when unset. */
+  databaseUrl: string | null;
+  rootPassword: string | null;
+  rootToken: string | null;
+  /** Named repository storages: name -> absolute directory. Always has `default`. */
+  storages: Record<string, string>;
+  /** Archive downloads per user per minute; 0 = unlimited. */
+  archiveRateLimit: number;
+  /** Largest file accepted by the commits and files APIs, in bytes. */
+  maxFileSize: number;
+  /** OAuth access token lifetime in seconds. */
+  oauthAccessTokenTtl: number;
+  logLevel: string;
+}
+
+function int(value: string | undefined, fallback: number, name: string): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${value}"`);
+  return n;
+}
+
+export function parseStorages(spec: string | undefined, dataDir: string): Record<string, string> {
+  const storages: Record<string, string> = {};
+  for (const part of (spec ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+    const i = part.indexOf(':');
+    if (i <= 0) throw new Error(`CAIRN_STORAGES entry "${part}" must be name:/path`);
+    const name = part.slice(0, i);
+    if (!/^[A-Za-z0-9_.-]+$/.test(name)) throw new Error(`invalid storage name "${name}"`);
+    storages[name] = path.resolve(part.slice(i + 1));
+  }
+  if (!storages.default) storages.default = path.resolve(dataDir, 'repositories');
+  return storages;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+  const host = env.CAIRN_HOST || '127.0.0.1';
+  const port = int(env.CAIRN_PORT, 8080, 'CAIRN_PORT');
+  const dataDir = path.resolve(env.CAIRN_DATA_DIR || './data');
+  const externalUrl = (env.CAIRN_EXTERNAL_URL || `http://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(/\/+$/, '');
+  const cfg: Config = {
+    host,
+    port,
+    externalUrl,
+    dataDir,
+    databaseUrl: env.DATABASE_URL || null,
+    rootPassword: env.CAIRN_ROOT_PASSWORD || null,
+    rootToken: env.CAIRN_ROOT_TOKEN || null,
+    storages: parseStorages(env.CAIRN_STORAGES, dataDir),
+    archiveRateLimit: int(env.CAIRN_ARCHIVE_RATE_LIMIT, 5, 'CAIRN_ARCHIVE_RATE_LIMIT'),
+    maxFileSize: int(env.CAIRN_MAX_FILE_SIZE, 10 * 1024 * 1024, 'CAIRN_MAX_FILE_SIZE'),
+    oauthAccessTokenTtl: int(env.CAIRN_OAUTH_TOKEN_TTL, 7200, 'CAIRN_OAUTH_TOKEN_TTL'),
+    logLevel: env.CAIRN_LOG_LEVEL || 'info',
+  };
+  return { ...cfg, ...overrides };
+}

@@ -1,0 +1,72 @@
+import type { Config } from './config.js';
+import type { Database } from './db/index.js';
+import type { User } from './db/schema/core.js';
+
+/** How a request proved who it is. */
+export type CredentialKind = 'personal_access_token' | 'impersonation_token' | 'oauth' | 'job_token' | 'session';
+
+export interface Credential {
+  kind: CredentialKind;
+  user: User;
+  scopes: string[];
+  /** Row id of the token (personal access token, OAuth token, job). */
+  tokenId?: number;
+  /** Extra facts a resolver knows (e.g. the job id of a job token, the OAuth application). */
+  meta?: Record<string, unknown>;
+}
+
+export interface Actor extends Credential {
+  /** The user whose credential was used; differs from `user` under sudo. */
+  authUser: User;
+  sudo: boolean;
+}
+
+/** Where a token was found: PRIVATE-TOKEN, Authorization: Bearer / access_token, JOB-TOKEN / job_token. */
+export type TokenChannel = 'private' | 'bearer' | 'job';
+
+/**
+ * Turns a raw token into a credential. Personal access tokens register one; OAuth and
+ * CI job tokens plug theirs into the same list. Returning null means "not mine".
+ */
+export interface TokenResolver {
+  channels: TokenChannel[];
+  resolve(cairn: Cairn, token: string): Promise<Credential | null>;
+}
+
+export interface PostReceiveEvent {
+  projectId: number;
+  userId: number | null;
+  /** One entry per updated ref: old and new object ids (zeros for create/delete). */
+  changes: { ref: string; oldSha: string; newSha: string }[];
+}
+
+/** Everything a request handler may reach; one per Cairn process, holding no shared state. */
+export interface Cairn {
+  config: Config;
+  db: Database;
+  dbKind: 'postgres' | 'pglite';
+  tokenResolvers: TokenResolver[];
+  /** Called after a push has updated refs (CI subscribes here). */
+  postReceiveHooks: ((event: PostReceiveEvent) => Promise<void>)[];
+  /** Closed when the app closes (git process pools, workers). */
+  closers: (() => Promise<void>)[];
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    cairn: Cairn;
+  }
+  interface FastifyRequest {
+    actor: Actor | null;
+  }
+  interface FastifyContextConfig {
+    /** 'required': 401 without a credential. Default: optional (public reads). */
+    auth?: 'required' | 'optional';
+    /** Only administrators (403 for others). */
+    admin?: boolean;
+    /** A read_user token may call this route (GET only). */
+    readUser?: boolean;
+    /** Skip the API token handling entirely (git HTTP, OAuth and HTML pages do their own). */
+    skipApiAuth?: boolean;
+  }
+}

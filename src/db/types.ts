@@ -1,0 +1,4 @@
+import type { CoreTables } from './schema/core.js';
+
+/** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
+export interface DB extends CoreTables {}

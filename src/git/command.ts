@@ -1,0 +1,113 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+
+/**
+ * The one place that starts git. Arguments are arrays (never a shell), user values that
+ * look like options are refused, and every run has a timeout and a fixed environment.
+ */
+export class GitError extends Error {
+  constructor(
+    readonly args: string[],
+    readonly exitCode: number | null,
+    readonly stderr: string,
+    message?: string,
+  ) {
+    super(message ?? `git ${args[0] ?? ''} failed (exit ${exitCode}): ${stderr.trim().slice(0, 500)}`);
+  }
+}
+
+/** A user-supplied value that would be dangerous on a git command line. */
+export class UnsafeArgumentError extends Error {}
+
+export interface GitOptions {
+  /** The repository (bare) directory; passed as --git-dir. */
+  gitDir?: string;
+  cwd?: string;
+  input?: Buffer | string;
+  env?: Record<string, string | undefined>;
+  timeoutMs?: number;
+  /** Exit codes that are not failures (e.g. 1 for `merge-tree` conflicts). */
+  okCodes?: number[];
+  maxOutputBytes?: number;
+}
+
+export interface GitResult {
+  stdout: Buffer;
+  stderr: string;
+  exitCode: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 60_000;
+
+export function gitEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    LC_ALL: 'C',
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_CONFIG_GLOBAL: '/dev/null',
+    GIT_ASKPASS: '/bin/false',
+  };
+  for (const [k, v] of Object.entries(extra)) if (v !== undefined) env[k] = v;
+  return env;
+}
+
+/** Refuses values that git would read as an option or that carry NUL/control characters. */
+export function assertSafeArg(value: string, what = 'argument'): string {
+  if (typeof value !== 'string' || value.length === 0) throw new UnsafeArgumentError(`${what} is empty`);
+  if (value.startsWith('-')) throw new UnsafeArgumentError(`${what} must not start with '-'`);
+  if (/[\x00-\x1f\x7f]/.test(value)) throw new UnsafeArgumentError(`${what} contains control characters`);
+  return value;
+}
+
+function fullArgs(args: string[], opts: GitOptions): string[] {
+  return opts.gitDir ? ['--git-dir', opts.gitDir, ...args] : args;
+}
+
+export function spawnGit(args: string[], opts: GitOptions = {}): ChildProcess {
+  return spawn('git', fullArgs(args, opts), {
+    cwd: opts.cwd ?? opts.gitDir,
+    env: gitEnv(opts.env),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+}
+
+export function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawnGit(args, opts);
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let outBytes = 0;
+    let overflow = false;
+    const limit = opts.maxOutputBytes ?? 512 * 1024 * 1024;
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    child.stdout!.on('data', (b: Buffer) => {
+      outBytes += b.length;
+      if (outBytes > limit) {
+        overflow = true;
+        child.kill('SIGKILL');
+      } else out.push(b);
+    });
+    child.stderr!.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(new GitError(args, null, String(e)));
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const stderr = Buffer.concat(err).toString('utf8');
+      if (overflow) return reject(new GitError(args, code, stderr, `git ${args[0]} output exceeded ${limit} bytes`));
+      if (signal) return reject(new GitError(args, null, stderr, `git ${args[0]} killed by ${signal}`));
+      const exitCode = code ?? 0;
+      if (exitCode !== 0 && !(opts.okCodes ?? []).includes(exitCode)) return reject(new GitError(args, exitCode, stderr));
+      resolve({ stdout: Buffer.concat(out), stderr, exitCode });
+    });
+    child.stdin!.on('error', () => {});
+    if (opts.input !== undefined) child.stdin!.end(opts.input);
+    else child.stdin!.end();
+  });
+}
+
+export async function gitText(args: string[], opts: GitOptions = {}): Promise<string> {
+  return (await git(args, opts)).stdout.toString('utf8');
+}

@@ -1,0 +1,77 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+
+export const DEFAULT_PER_PAGE = 20;
+export const MAX_PER_PAGE = 100;
+
+/** Query properties every offset-paginated list accepts; spread into a route's querystring. */
+export const PaginationQuery = {
+  page: Type.Optional(Type.Union([Type.Integer(), Type.String()])),
+  per_page: Type.Optional(Type.Union([Type.Integer(), Type.String()])),
+};
+
+export interface Page {
+  page: number;
+  perPage: number;
+  offset: number;
+}
+
+function positiveInt(v: unknown): number | null {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v.trim()) ? Number(v) : NaN;
+  return Number.isInteger(n) && n > 0 ? n : null;
+}
+
+/** Reads page/per_page as GitLab does: bad or missing values fall back, per_page capped at 100. */
+export function pageParams(request: FastifyRequest): Page {
+  const q = (request.query ?? {}) as Record<string, unknown>;
+  const page = positiveInt(q.page) ?? 1;
+  const perPage = Math.min(positiveInt(q.per_page) ?? DEFAULT_PER_PAGE, MAX_PER_PAGE);
+  return { page, perPage, offset: (page - 1) * perPage };
+}
+
+export function externalBase(request: FastifyRequest): string {
+  return request.server.cairn.config.externalUrl;
+}
+
+function pageUrl(request: FastifyRequest, params: Record<string, string | number>): string {
+  const url = new URL(request.url, 'http://x');
+  for (const [k, v] of Object.entries(params)) url.searchParams.set(k, String(v));
+  return `${externalBase(request)}${url.pathname}${url.search}`;
+}
+
+/** Sets GitLab's offset pagination headers for a page of a list of `total` rows. */
+export function setPaginationHeaders(request: FastifyRequest, reply: FastifyReply, page: Page, total: number) {
+  const totalPages = Math.max(1, Math.ceil(total / page.perPage));
+  const next = page.page < totalPages ? page.page + 1 : null;
+  const prev = page.page > 1 ? page.page - 1 : null;
+  const links: string[] = [];
+  if (prev) links.push(`<${pageUrl(request, { page: prev, per_page: page.perPage })}>; rel="prev"`);
+  if (next) links.push(`<${pageUrl(request, { page: next, per_page: page.perPage })}>; rel="next"`);
+  links.push(`<${pageUrl(request, { page: 1, per_page: page.perPage })}>; rel="first"`);
+  links.push(`<${pageUrl(request, { page: totalPages, per_page: page.perPage })}>; rel="last"`);
+  reply.headers({
+    'x-page': String(page.page),
+    'x-per-page': String(page.perPage),
+    'x-total': String(total),
+    'x-total-pages': String(totalPages),
+    'x-next-page': next ? String(next) : '',
+    'x-prev-page': prev ? String(prev) : '',
+    link: links.join(', '),
+  });
+}
+
+/** Paginates an in-memory list (for lists that do not come from SQL, e.g. git output). */
+export function paginateArray<T>(request: FastifyRequest, reply: FastifyReply, items: T[]): T[] {
+  const page = pageParams(request);
+  setPaginationHeaders(request, reply, page, items.length);
+  return items.slice(page.offset, page.offset + page.perPage);
+}
+
+/**
+ * Keyset pagination: the caller fetched perPage + 1 rows; when there is more, a `Link`
+ * rel="next" header carries the given cursor parameters.
+ */
+export function setKeysetNext(request: FastifyRequest, reply: FastifyReply, perPage: number, cursor: Record<string, string | number> | null) {
+  reply.header('x-per-page', String(perPage));
+  if (cursor) reply.header('link', `<${pageUrl(request, { ...cursor, per_page: perPage })}>; rel="next"`);
+}

@@ -1,0 +1,112 @@
+import { sql } from 'kysely';
+import type { Database } from '../db/index.js';
+import type { Namespace, Project, User } from '../db/schema/core.js';
+
+export const AccessLevel = {
+  NO_ACCESS: 0,
+  MINIMAL_ACCESS: 5,
+  GUEST: 10,
+  REPORTER: 20,
+  DEVELOPER: 30,
+  MAINTAINER: 40,
+  OWNER: 50,
+  ADMIN: 60,
+} as const;
+
+export const VALID_ACCESS_LEVELS = [0, 5, 10, 20, 30, 40, 50];
+
+export const Visibility = { PRIVATE: 0, INTERNAL: 10, PUBLIC: 20 } as const;
+export const VISIBILITY_NAMES: Record<number, 'private' | 'internal' | 'public'> = { 0: 'private', 10: 'internal', 20: 'public' };
+export const VISIBILITY_LEVELS: Record<string, number> = { private: 0, internal: 10, public: 20 };
+
+export function accessLevelName(level: number): string {
+  return ({ 0: 'No access', 5: 'Minimal Access', 10: 'Guest', 20: 'Reporter', 30: 'Developer', 40: 'Maintainer', 50: 'Owner', 60: 'Admin' } as Record<number, string>)[level] ?? String(level);
+}
+
+/** A membership counts when it is active, not a pending request, and not expired. */
+export const activeMembership = sql<boolean>`(m.state = 0 and m.requested_at is null and (m.expires_at is null or m.expires_at > current_date))`;
+
+/**
+ * The highest access level a user has on a group: direct or inherited from ancestors,
+ * or through groups this group (or an ancestor) is shared with (capped at the link's level).
+ */
+export async function groupAccessLevel(db: Database, userId: number, group: Pick<Namespace, 'id' | 'traversal_ids'>): Promise<number> {
+  const row = await sql<{ level: number | null }>`
+    select max(level) as level from (
+      select m.access_level as level from members m
+       where m.user_id = ${userId} and m.source_type = 'Namespace'
+         and m.source_id = any(${group.traversal_ids}::int[]) and ${activeMembership}
+      union all
+      select least(l.group_access, m.access_level) from group_group_links l
+        join namespaces g on g.id = l.shared_with_group_id
+        join members m on m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids)
+       where l.shared_group_id = any(${group.traversal_ids}::int[])
+         and (l.expires_at is null or l.expires_at > current_date)
+         and m.user_id = ${userId} and ${activeMembership}
+    ) levels`.execute(db);
+  return row.rows[0]?.level ?? 0;
+}
+
+/**
+ * The highest access level a user has on a project: direct membership, the namespace's
+ * group tree, groups the project or its groups are shared with, and 50 for the owner of
+ * a personal namespace.
+ */
+export async function projectAccessLevel(db: Database, userId: number, project: Pick<Project, 'id' | 'namespace_id'>): Promise<number> {
+  const row = await sql<{ level: number | null }>`
+    with ns as (select id, type, owner_id, traversal_ids from namespaces where id = ${project.namespace_id})
+    select max(level) as level from (
+      select 50 as level from ns where ns.type = 'User' and ns.owner_id = ${userId}
+      union all
+      select m.access_level from members m
+       where m.user_id = ${userId} and m.source_type = 'Project' and m.source_id = ${project.id} and ${activeMembership}
+      union all
+      select m.access_level from members m, ns
+       where ns.type = 'Group' and m.user_id = ${userId} and m.source_type = 'Namespace'
+         and m.source_id = any(ns.traversal_ids) and ${activeMembership}
+      union all
+      select least(l.group_access, m.access_level) from project_group_links l
+        join namespaces g on g.id = l.group_id
+        join members m on m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids)
+       where l.project_id = ${project.id} and (l.expires_at is null or l.expires_at > current_date)
+         and m.user_id = ${userId} and ${activeMembership}
+      union all
+      select least(l.group_access, m.access_level) from ns
+        join group_group_links l on l.shared_group_id = any(ns.traversal_ids)
+        join namespaces g on g.id = l.shared_with_group_id
+        join members m on m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids)
+       where ns.type = 'Group' and (l.expires_at is null or l.expires_at > current_date)
+         and m.user_id = ${userId} and ${activeMembership}
+    ) levels`.execute(db);
+  return row.rows[0]?.level ?? 0;
+}
+
+/** Can this (possibly anonymous) user see something of this visibility, given their access level? */
+export function canSeeVisibility(user: User | null, visibilityLevel: number, accessLevel: number): boolean {
+  if (visibilityLevel >= Visibility.PUBLIC) return true;
+  if (!user) return false;
+  if (user.admin) return true;
+  if (visibilityLevel >= Visibility.INTERNAL && !user.external) return true;
+  return accessLevel >= AccessLevel.GUEST;
+}
+
+/**
+ * SQL condition: the project aliased `p` is visible to the user. Used by finders so that
+ * lists filter by visibility in the query (no per-row checks).
+ */
+export function projectVisibleTo(user: User | null) {
+  if (!user) return sql<boolean>`p.visibility_level = 20`;
+  if (user.admin) return sql<boolean>`true`;
+  const minLevel = user.external ? 20 : 10;
+  return sql<boolean>`(p.visibility_level >= ${minLevel} or p.id in (select project_id from project_authorizations(${user.id})))`;
+}
+
+/** SQL condition: the group aliased `g` is visible to the user. */
+export function groupVisibleTo(user: User | null) {
+  if (!user) return sql<boolean>`g.visibility_level = 20`;
+  if (user.admin) return sql<boolean>`true`;
+  const minLevel = user.external ? 20 : 10;
+  return sql<boolean>`(g.visibility_level >= ${minLevel} or g.id in (select group_id from group_authorizations(${user.id}))
+    or g.id in (select unnest(n.traversal_ids) from namespaces n join projects p on p.namespace_id = n.id
+                where p.id in (select project_id from project_authorizations(${user.id}))))`;
+}

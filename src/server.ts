@@ -1,0 +1,17 @@
+import { buildApp } from './app.js';
+import { loadConfig } from './config.js';
+
+export async function serve() {
+  const config = loadConfig();
+  const app = await buildApp({ config });
+  const shutdown = async (signal: string) => {
+    app.log.info(`${signal}: shutting down`);
+    await app.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  await app.listen({ host: config.host, port: config.port });
+  app.log.info(`Cairn serving ${config.externalUrl} (${app.cairn.dbKind === 'pglite' ? `embedded database in ${config.dataDir}` : 'PostgreSQL'})`);
+  return app;
+}
