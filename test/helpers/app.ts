@@ -3,7 +3,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { buildApp, type App } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import type { User } from '../../src/db/schema/core.js';
+import type { Namespace, Project, User } from '../../src/db/schema/core.js';
+import { insertGroup } from '../../src/services/groups.js';
+import { insertProject } from '../../src/services/projects.js';
+import { personalNamespaceOf } from '../../src/services/users.js';
 import { insertPersonalAccessToken } from '../../src/services/tokens.js';
 import { insertUser } from '../../src/services/users.js';
 import { openTestDatabase } from './database.js';
@@ -99,6 +102,40 @@ export class TestContext {
       expiresAt: expiresAt ?? null,
     });
     return { user, token, password };
+  }
+
+  /** A group; `owner` (if given) becomes an Owner member. */
+  async createGroup(attrs: { path?: string; name?: string; parent?: Namespace; visibility?: number; owner?: User } = {}): Promise<Namespace> {
+    const path = attrs.path ?? this.unique('group');
+    const group = await insertGroup(this.db, { name: attrs.name ?? path, path, parent: attrs.parent, visibility_level: attrs.visibility ?? 0 });
+    if (attrs.owner) await this.addMember(group, attrs.owner, 50);
+    return group;
+  }
+
+  /** A project with an empty bare repository, in a group or in `owner`'s personal namespace (root's by default). */
+  async createProject(attrs: { path?: string; name?: string; group?: Namespace; owner?: User; visibility?: number; defaultBranch?: string } = {}): Promise<Project> {
+    const path = attrs.path ?? this.unique('project');
+    let namespace = attrs.group;
+    if (!namespace) {
+      const ownerId = attrs.owner?.id ?? (await this.db.selectFrom('users').select('id').where('username', '=', 'root').executeTakeFirstOrThrow()).id;
+      namespace = (await personalNamespaceOf(this.db, ownerId))!;
+    }
+    return insertProject(this.app.cairn, {
+      name: attrs.name ?? path,
+      path,
+      namespace_id: namespace.id,
+      creator_id: attrs.owner?.id ?? null,
+      visibility_level: attrs.visibility ?? 0,
+      default_branch: attrs.defaultBranch ?? 'main',
+    });
+  }
+
+  async addMember(source: Namespace | Project, user: User, accessLevel: number, extra: { expires_at?: string | null } = {}) {
+    const sourceType = 'traversal_ids' in source ? 'Namespace' : 'Project';
+    await this.db
+      .insertInto('members')
+      .values({ source_type: sourceType, source_id: source.id, user_id: user.id, access_level: accessLevel, expires_at: extra.expires_at ?? null })
+      .execute();
   }
 
   async close() {

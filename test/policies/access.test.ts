@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
+import { groupAccessLevel, projectAccessLevel } from '../../src/policies/access.js';
+import { createTestContext, type TestContext } from '../helpers/app.js';
+
+describe('access levels', () => {
+  let t: TestContext;
+  before(async () => { t = await createTestContext(); });
+  after(async () => { await t.close(); });
+
+  it('inherits down the group tree, ignores expired memberships, caps shares at the link level', async () => {
+    const { user: alice } = await t.createUser();
+    const { user: bob } = await t.createUser();
+    const { user: carol } = await t.createUser();
+    const top = await t.createGroup();
+    const sub = await t.createGroup({ parent: top });
+    const project = await t.createProject({ group: sub });
+    await t.addMember(top, alice, 40);
+    await t.addMember(sub, bob, 30, { expires_at: '2000-01-01' });
+    assert.equal(await projectAccessLevel(t.db, alice.id, project), 40);
+    assert.equal(await groupAccessLevel(t.db, alice.id, sub), 40);
+    assert.equal(await projectAccessLevel(t.db, bob.id, project), 0);
+
+    const other = await t.createGroup();
+    await t.addMember(other, carol, 50);
+    await t.db.insertInto('project_group_links').values({ project_id: project.id, group_id: other.id, group_access: 20 }).execute();
+    assert.equal(await projectAccessLevel(t.db, carol.id, project), 20);
+    const auth = await sql<{ project_id: number; access_level: number }>`select * from project_authorizations(${carol.id})`.execute(t.db);
+    assert.deepEqual(auth.rows, [{ project_id: project.id, access_level: 20 }]);
+
+    await t.db.insertInto('group_group_links').values({ shared_group_id: top.id, shared_with_group_id: other.id, group_access: 30 }).execute();
+    assert.equal(await projectAccessLevel(t.db, carol.id, project), 30);
+    assert.equal(await groupAccessLevel(t.db, carol.id, sub), 30);
+  });
+
+  it('owner of a personal namespace has owner access to its projects', async () => {
+    const { user } = await t.createUser();
+    const project = await t.createProject({ owner: user });
+    assert.equal(await projectAccessLevel(t.db, user.id, project), 50);
+  });
+});
