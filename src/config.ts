@@ -19,6 +19,8 @@ export interface Config {
   /** OAuth access token lifetime in seconds. */
   oauthAccessTokenTtl: number;
   logLevel: string;
+  /** Git over HTTP accepts a user's password as well as tokens (GitLab's password_authentication_enabled_for_git). */
+  gitPasswordAuthentication: boolean;
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -59,6 +61,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxFileSize: int(env.CAIRN_MAX_FILE_SIZE, 10 * 1024 * 1024, 'CAIRN_MAX_FILE_SIZE'),
     oauthAccessTokenTtl: int(env.CAIRN_OAUTH_TOKEN_TTL, 7200, 'CAIRN_OAUTH_TOKEN_TTL'),
     logLevel: env.CAIRN_LOG_LEVEL || 'info',
+    gitPasswordAuthentication: !/^(0|false|no|off)$/i.test(env.CAIRN_GIT_PASSWORD_AUTH ?? ''),
   };
   return { ...cfg, ...overrides };
 }

@@ -1,0 +1,101 @@
+import { sql } from 'kysely';
+import type { Cairn, Credential } from '../../context.js';
+import type { User } from '../../db/schema/core.js';
+import { verifyPassword } from '../../lib/secrets.js';
+import { ApiError } from '../../plugins/errors.js';
+import { resolveCredential } from '../../plugins/auth.js';
+import type { GitCredential } from '../../policies/git_access.js';
+
+/** A git client's request failed authentication or access: a plain-text answer for `remote:`. */
+export class GitHttpError extends Error {
+  constructor(readonly status: 401 | 403 | 404 | 400 | 415 | 413, message: string) {
+    super(message);
+  }
+}
+
+export const ACCESS_DENIED =
+  'HTTP Basic: Access denied. The password or token is wrong, has expired or lacks the read_repository / write_repository scope. ' +
+  "Use a personal access token (username oauth2 or your own) when your account has two-factor authentication.";
+
+const TWO_FACTOR =
+  "HTTP Basic: Access denied. Your account has two-factor authentication: use a personal access token with the 'read_repository' or 'write_repository' scope as the password.";
+
+const DEACTIVATED = 'Your account has been deactivated by your administrator. Please sign in again in a web browser to reactivate it.';
+
+const READ_SCOPES = ['api', 'read_repository', 'write_repository'];
+const WRITE_SCOPES = ['api', 'write_repository'];
+
+/** Parses `Authorization: Basic base64(user:password)`; null for any other (or no) header. */
+export function parseBasicAuth(header: string | undefined): { username: string; password: string } | null {
+  if (!header) return null;
+  const m = /^basic\s+([A-Za-z0-9+/=_-]+)\s*$/i.exec(header);
+  if (!m) return null;
+  const decoded = Buffer.from(m[1], 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) return null;
+  return { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
+}
+
+function checkState(user: User) {
+  if (user.state === 'deactivated') throw new GitHttpError(403, DEACTIVATED);
+  if (user.state !== 'active' || user.user_type === 'ghost') throw new GitHttpError(401, ACCESS_DENIED);
+}
+
+async function tryResolve(cairn: Cairn, channel: 'bearer' | 'private' | 'job', token: string): Promise<Credential | null> {
+  try {
+    return await resolveCredential(cairn, channel, token);
+  } catch (err) {
+    // A known but revoked/expired token: the resolver refuses it.
+    if (err instanceof ApiError && err.status === 401) throw new GitHttpError(401, ACCESS_DENIED);
+    throw err;
+  }
+}
+
+function fromCredential(cred: Credential): GitCredential {
+  checkState(cred.user);
+  // CI job tokens fetch (dependencies, submodules) but never push.
+  if (cred.kind === 'job_token') return { user: cred.user, download: true, push: false };
+  return {
+    user: cred.user,
+    download: cred.scopes.some((s) => READ_SCOPES.includes(s)),
+    push: cred.scopes.some((s) => WRITE_SCOPES.includes(s)),
+  };
+}
+
+/**
+ * Who a git client is, from HTTP Basic credentials, in GitLab's order: a CI job token (user
+ * gitlab-ci-token), an OAuth token (user oauth2), a personal access token (any user name),
+ * then the user's own password when password authentication for git is enabled.
+ * Null without credentials; GitHttpError(401) when they are wrong.
+ */
+export async function authenticateGitClient(cairn: Cairn, authorization: string | undefined): Promise<GitCredential | null> {
+  const basic = parseBasicAuth(authorization);
+  if (!basic) {
+    if (authorization) throw new GitHttpError(401, ACCESS_DENIED);
+    return null;
+  }
+  const { username, password } = basic;
+  if (!password) throw new GitHttpError(401, ACCESS_DENIED);
+
+  if (username === 'gitlab-ci-token') {
+    const job = await tryResolve(cairn, 'job', password);
+    if (job) return fromCredential(job);
+  }
+  const cred = (await tryResolve(cairn, 'bearer', password)) ?? (await tryResolve(cairn, 'private', password));
+  if (cred && (cred.kind !== 'oauth' || username === 'oauth2')) return fromCredential(cred);
+  if (cred) throw new GitHttpError(401, ACCESS_DENIED);
+
+  if (!cairn.config.gitPasswordAuthentication || !username) throw new GitHttpError(401, ACCESS_DENIED);
+  const user = await cairn.db
+    .selectFrom('users')
+    .selectAll()
+    .where((eb) => eb.or([eb(sql`lower(username)`, '=', username.toLowerCase()), eb(sql`lower(email)`, '=', username.toLowerCase())]))
+    .executeTakeFirst();
+  if (!user || user.password_automatically_set || !(await verifyPassword(password, user.encrypted_password))) {
+    throw new GitHttpError(401, ACCESS_DENIED);
+  }
+  if (user.password_expires_at && new Date(user.password_expires_at).getTime() <= Date.now()) throw new GitHttpError(401, ACCESS_DENIED);
+  checkState(user);
+  if (user.two_factor_enabled) throw new GitHttpError(401, TWO_FACTOR);
+  return { user, download: true, push: true };
+}

@@ -1,0 +1,241 @@
+import { PassThrough, type Readable } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { findProject, type ProjectWithNamespace } from '../../finders/projects.js';
+import {
+  ensureHooksDir,
+  GIT_SERVICES,
+  InvalidPushError,
+  isProtocolV2,
+  readReceivePackHead,
+  refusalReport,
+  sanitizeGitProtocol,
+  serviceExit,
+  servicePreamble,
+  spawnService,
+  stopService,
+  type GitService,
+} from '../../git/http.js';
+import { checkGitAccess, type GitCredential } from '../../policies/git_access.js';
+import { recordPush } from '../../services/post_receive.js';
+import { projectRepoPath } from '../../services/projects.js';
+import { checkRefUpdates } from '../../services/push_rules.js';
+import { authenticateGitClient, GitHttpError } from './auth.js';
+
+/**
+ * Git's smart HTTP protocol (v0 and v2) at `/<full_path>[.git]/info/refs`,
+ * `/<full_path>[.git]/git-upload-pack` and `/<full_path>[.git]/git-receive-pack`, with
+ * HTTP Basic authentication (tokens or password), GitLab's access rules, Cairn's push rules
+ * and the post-receive hook point. Bodies stream both ways; a pack is never held in memory.
+ */
+
+/** A group may nest 20 levels deep, so a project path has up to 21 segments. */
+const MAX_PATH_SEGMENTS = 21;
+
+const NO_CACHE = {
+  'cache-control': 'no-cache, max-age=0, must-revalidate',
+  pragma: 'no-cache',
+  expires: 'Fri, 01 Jan 1980 00:00:00 GMT',
+};
+
+interface GitRequestContext {
+  project: ProjectWithNamespace;
+  cred: GitCredential | null;
+  accessLevel: number;
+  gitDir: string;
+  gitProtocol: string | undefined;
+}
+
+function projectPathOf(request: FastifyRequest): string {
+  const params = request.params as Record<string, string>;
+  const segments: string[] = [];
+  for (let i = 0; i < MAX_PATH_SEGMENTS && params[`p${i}`] !== undefined; i++) segments.push(params[`p${i}`]);
+  const last = segments.length - 1;
+  if (segments[last].toLowerCase().endsWith('.git')) segments[last] = segments[last].slice(0, -4);
+  return segments.join('/');
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const v = request.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** Authenticates the client and checks its access to the project for `service`. */
+async function authorizeGit(request: FastifyRequest, service: GitService): Promise<GitRequestContext> {
+  const cairn = request.server.cairn;
+  const cred = await authenticateGitClient(cairn, header(request, 'authorization'));
+  const fullPath = projectPathOf(request);
+  const project = fullPath.includes('/') && !fullPath.split('/').includes('') ? await findProject(cairn.db, fullPath) : undefined;
+  const decision = await checkGitAccess(cairn.db, project, cred, service);
+  if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
+  return {
+    project: project!,
+    cred,
+    accessLevel: decision.accessLevel,
+    gitDir: projectRepoPath(cairn, project!),
+    gitProtocol: sanitizeGitProtocol(request.headers['git-protocol']),
+  };
+}
+
+function sendGitError(reply: FastifyReply, err: GitHttpError) {
+  reply.code(err.status).header('content-type', 'text/plain; charset=utf-8').headers(NO_CACHE);
+  if (err.status === 401) reply.header('www-authenticate', 'Basic realm="GitLab"');
+  return reply.send(err.message + '\n');
+}
+
+/** Runs `handler`, turning expected refusals into plain-text answers git shows as `remote:` lines. */
+function gitRoute(handler: (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>) {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    try {
+      return await handler(request, reply);
+    } catch (err) {
+      if (err instanceof GitHttpError) return sendGitError(reply, err);
+      throw err;
+    }
+  };
+}
+
+/** The request body as a stream, gunzipped when the client compressed it. */
+function requestBody(request: FastifyRequest, service: GitService): Readable {
+  const type = (header(request, 'content-type') ?? '').split(';')[0].trim().toLowerCase();
+  const body = request.body as Readable | undefined;
+  if (type !== `application/x-${service}-request` || !body || typeof body.pipe !== 'function') {
+    throw new GitHttpError(415, `Unsupported Media Type: expected application/x-${service}-request`);
+  }
+  const encoding = (header(request, 'content-encoding') ?? 'identity').trim().toLowerCase();
+  if (encoding === 'identity' || encoding === '') return body;
+  if (encoding !== 'gzip' && encoding !== 'x-gzip') throw new GitHttpError(415, `Unsupported Content-Encoding: ${encoding}`);
+  const gunzip = createGunzip();
+  body.on('error', (e) => gunzip.destroy(e));
+  return body.pipe(gunzip);
+}
+
+/** Wires a service process to the request/response and logs a failure. */
+function superviseService(request: FastifyRequest, reply: FastifyReply, child: ReturnType<typeof spawnService>, service: GitService) {
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) stopService(child);
+  });
+  child.stdin!.on('error', () => {});
+  const exit = serviceExit(child);
+  exit.then(({ code, stderr }) => {
+    if (code !== 0) request.log.warn({ service, code, stderr: stderr.slice(0, 2000) }, 'git service failed');
+  });
+  return exit;
+}
+
+async function infoRefs(request: FastifyRequest, reply: FastifyReply) {
+  const service = (request.query as Record<string, unknown>).service;
+  if (typeof service !== 'string' || !GIT_SERVICES.includes(service as GitService)) {
+    throw new GitHttpError(403, 'Only the smart HTTP protocol is supported: use ?service=git-upload-pack or ?service=git-receive-pack.');
+  }
+  const svc = service as GitService;
+  const ctx = await authorizeGit(request, svc);
+  const child = spawnService({ gitDir: ctx.gitDir, service: svc, advertiseRefs: true, gitProtocol: ctx.gitProtocol });
+  const exit = superviseService(request, reply, child, svc);
+  child.stdin!.end();
+  // Wait for the first bytes, so a repository that cannot be read is an error, not an empty 200.
+  const first = await new Promise<Buffer | null>((resolve) => {
+    const stdout = child.stdout!;
+    const done = (b: Buffer | null) => {
+      stdout.off('data', onData);
+      stdout.off('end', onEnd);
+      stdout.pause();
+      resolve(b);
+    };
+    const onData = (b: Buffer) => done(b);
+    const onEnd = () => done(null);
+    stdout.on('data', onData);
+    stdout.on('end', onEnd);
+  });
+  if (!first) {
+    const { code, stderr } = await exit;
+    request.log.error({ code, stderr, project: ctx.project.id }, 'ref advertisement failed');
+    return reply.code(500).header('content-type', 'text/plain; charset=utf-8').send('The repository could not be read.\n');
+  }
+  const body = new PassThrough();
+  // v2 advertises capabilities only; v0 starts with the service line git's HTTP transport expects.
+  if (!isProtocolV2(ctx.gitProtocol)) body.write(servicePreamble(svc));
+  body.write(first);
+  child.stdout!.pipe(body);
+  return reply.code(200).header('content-type', `application/x-${svc}-advertisement`).headers(NO_CACHE).send(body);
+}
+
+async function uploadPack(request: FastifyRequest, reply: FastifyReply) {
+  const ctx = await authorizeGit(request, 'git-upload-pack');
+  const input = requestBody(request, 'git-upload-pack');
+  const child = spawnService({ gitDir: ctx.gitDir, service: 'git-upload-pack', gitProtocol: ctx.gitProtocol });
+  superviseService(request, reply, child, 'git-upload-pack');
+  input.on('error', () => stopService(child));
+  input.pipe(child.stdin!);
+  return reply.code(200).header('content-type', 'application/x-git-upload-pack-result').headers(NO_CACHE).send(child.stdout);
+}
+
+async function receivePack(request: FastifyRequest, reply: FastifyReply) {
+  const cairn = request.server.cairn;
+  const ctx = await authorizeGit(request, 'git-receive-pack');
+  const input = requestBody(request, 'git-receive-pack');
+  let head: Awaited<ReturnType<typeof readReceivePackHead>>;
+  try {
+    head = await readReceivePackHead(input);
+  } catch (err) {
+    input.destroy();
+    if (err instanceof InvalidPushError) throw new GitHttpError(400, err.message);
+    throw new GitHttpError(400, 'The push request could not be read.');
+  }
+  const user = ctx.cred!.user;
+  const decision = await checkRefUpdates(cairn, ctx.project, user, head.updates, ctx.accessLevel);
+  reply.code(200).header('content-type', 'application/x-git-receive-pack-result').headers(NO_CACHE);
+
+  if (decision.refusals.size) {
+    // Nothing is unpacked; read the rest of the request so the client sees the report, not a reset.
+    if (!head.ended) {
+      input.resume();
+      await finished(input).catch(() => {});
+    }
+    return reply.send(refusalReport(head, decision.refusals));
+  }
+
+  const noForce = decision.noForceRefs;
+  const child = spawnService({
+    gitDir: ctx.gitDir,
+    service: 'git-receive-pack',
+    gitProtocol: ctx.gitProtocol,
+    hooksPath: noForce.length ? await ensureHooksDir(cairn.config.dataDir) : undefined,
+    hookEnv: noForce.length ? { CAIRN_NO_FORCE_REFS: noForce.join('\n') } : undefined,
+  });
+  const exit = superviseService(request, reply, child, 'git-receive-pack');
+  input.on('error', () => stopService(child));
+  child.stdin!.write(head.consumed);
+  if (head.ended) child.stdin!.end();
+  else input.pipe(child.stdin!);
+
+  // The response stays open until the push is recorded, so a client that sees success can rely on it.
+  const out = new PassThrough();
+  child.stdout!.pipe(out, { end: false });
+  exit.then(async ({ code }) => {
+    try {
+      if (code === 0) await recordPush(cairn, ctx.project, user.id, head.updates, request.log);
+    } catch (err) {
+      request.log.error({ err, project: ctx.project.id }, 'recording a push failed');
+    } finally {
+      out.end();
+    }
+  });
+  return reply.send(out);
+}
+
+export default async function gitHttpRoutes(app: FastifyInstance) {
+  // The request body is handed over as the raw stream; the handlers pipe it into git.
+  app.addContentTypeParser(
+    ['application/x-git-upload-pack-request', 'application/x-git-receive-pack-request'],
+    (_request, payload, done) => done(null, payload),
+  );
+  const config = { skipApiAuth: true };
+  for (let n = 2; n <= MAX_PATH_SEGMENTS; n++) {
+    const prefix = '/' + Array.from({ length: n }, (_, i) => `:p${i}`).join('/');
+    app.get(`${prefix}/info/refs`, { config }, gitRoute(infoRefs));
+    app.post(`${prefix}/git-upload-pack`, { config }, gitRoute(uploadPack));
+    app.post(`${prefix}/git-receive-pack`, { config }, gitRoute(receivePack));
+  }
+}

@@ -1,0 +1,71 @@
+import type { Database } from '../db/index.js';
+import type { User } from '../db/schema/core.js';
+import type { ProjectWithNamespace } from '../finders/projects.js';
+import type { GitService } from '../git/http.js';
+import { AccessLevel, canSeeVisibility, projectAccessLevel, Visibility } from './access.js';
+
+/** Who is talking git over HTTP, and what their credential lets them do. */
+export interface GitCredential {
+  user: User;
+  /** The credential allows fetching (api, read_repository or write_repository scope; a password). */
+  download: boolean;
+  /** The credential allows pushing (api or write_repository scope; a password). */
+  push: boolean;
+}
+
+export const GIT_MESSAGES = {
+  projectNotFound: "The project you were looking for could not be found or you don't have permission to view it.",
+  download: 'You are not allowed to download code from this project.',
+  authDownload: 'You are not allowed to download code.',
+  authUpload: 'You are not allowed to upload code.',
+  push: 'You are not allowed to push code to this project.',
+  archived: "You can't push code to an archived project.",
+  readOnly: 'The repository is temporarily read-only. Please try again later.',
+} as const;
+
+export type GitAccessDecision =
+  | { allowed: true; accessLevel: number }
+  /** 401 asks git for credentials; 404 hides the project; 403 says why. */
+  | { allowed: false; status: 401 | 403 | 404; message: string };
+
+/** May this (possibly anonymous) user read the code of a project they can see? */
+export function canDownloadCode(user: User | null, project: Pick<ProjectWithNamespace, 'visibility_level'>, accessLevel: number): boolean {
+  if (project.visibility_level >= Visibility.PUBLIC) return true;
+  if (!user) return false;
+  if (user.admin || accessLevel >= AccessLevel.REPORTER) return true;
+  // Guests read code of internal projects; everyone signed in (not external) does too.
+  if (project.visibility_level >= Visibility.INTERNAL) return !user.external || accessLevel >= AccessLevel.GUEST;
+  return false;
+}
+
+/**
+ * The access check of one git request (the ref advertisement or the RPC itself). Anonymous
+ * callers get 401 wherever a credential could help, so git asks for one; a signed-in user gets
+ * 404 for a project they cannot see, 403 with GitLab's message otherwise.
+ */
+export async function checkGitAccess(
+  db: Database,
+  project: ProjectWithNamespace | undefined,
+  cred: GitCredential | null,
+  service: GitService,
+): Promise<GitAccessDecision> {
+  const user = cred?.user ?? null;
+  const deny = (status: 401 | 403 | 404, message: string): GitAccessDecision => ({ allowed: false, status, message });
+  if (!project) return user ? deny(404, GIT_MESSAGES.projectNotFound) : deny(401, GIT_MESSAGES.projectNotFound);
+  let accessLevel = user ? await projectAccessLevel(db, user.id, project) : 0;
+  if (user?.admin) accessLevel = Math.max(accessLevel, AccessLevel.OWNER);
+  if (!canSeeVisibility(user, project.visibility_level, accessLevel)) {
+    return user ? deny(404, GIT_MESSAGES.projectNotFound) : deny(401, GIT_MESSAGES.projectNotFound);
+  }
+  if (service === 'git-upload-pack') {
+    if (cred && !cred.download) return deny(403, GIT_MESSAGES.authDownload);
+    if (!canDownloadCode(user, project, accessLevel)) return user ? deny(403, GIT_MESSAGES.download) : deny(401, GIT_MESSAGES.download);
+    return { allowed: true, accessLevel };
+  }
+  if (!cred) return deny(401, GIT_MESSAGES.push);
+  if (!cred.push) return deny(403, GIT_MESSAGES.authUpload);
+  if (accessLevel < AccessLevel.DEVELOPER) return deny(403, GIT_MESSAGES.push);
+  if (project.archived) return deny(403, GIT_MESSAGES.archived);
+  if (project.repository_read_only) return deny(403, GIT_MESSAGES.readOnly);
+  return { allowed: true, accessLevel };
+}

@@ -1,0 +1,62 @@
+import { sql } from 'kysely';
+import type { Cairn, PostReceiveEvent } from '../context.js';
+import type { Project } from '../db/schema/core.js';
+import { hasAnyRef, headBranch, isZeroSha, listBranches, readRefs, setHeadBranch, type RefUpdate } from '../git/http.js';
+import { projectRepoPath } from './projects.js';
+
+/**
+ * Which branch becomes the default when the current one does not exist: the only branch, the
+ * one HEAD names, then main, then master, then the first by name (as Gitaly picks it).
+ */
+export function pickDefaultBranch(branches: string[], preferred: (string | null)[]): string | null {
+  if (!branches.length) return null;
+  if (branches.length === 1) return branches[0];
+  for (const name of [...preferred, 'main', 'master']) if (name && branches.includes(name)) return name;
+  return [...branches].sort()[0];
+}
+
+/**
+ * After receive-pack has finished: finds which of the pushed ref updates took effect, keeps
+ * the project's default branch, empty_repo and last_activity_at true to the repository, and
+ * calls every post-receive hook with the changes. Returns the event (null when nothing moved).
+ */
+export async function recordPush(
+  cairn: Cairn,
+  project: Pick<Project, 'id' | 'default_branch' | 'repository_storage' | 'disk_path'>,
+  userId: number | null,
+  updates: RefUpdate[],
+  log: { error: (obj: unknown, msg: string) => void } = console,
+): Promise<PostReceiveEvent | null> {
+  const gitDir = projectRepoPath(cairn, project);
+  const current = await readRefs(gitDir, updates.map((u) => u.ref));
+  const changes = updates
+    .filter((u) => (isZeroSha(u.newSha) ? !current.has(u.ref) : current.get(u.ref) === u.newSha))
+    .map((u) => ({ ref: u.ref, oldSha: u.oldSha, newSha: u.newSha }));
+  if (!changes.length) return null;
+
+  const branches = await listBranches(gitDir);
+  let defaultBranch = project.default_branch;
+  if (!defaultBranch || !branches.includes(defaultBranch)) {
+    const picked = pickDefaultBranch(branches, [defaultBranch, await headBranch(gitDir)]);
+    if (picked) {
+      await setHeadBranch(gitDir, picked);
+      defaultBranch = picked;
+    }
+  }
+  const empty = !(await hasAnyRef(gitDir));
+  await cairn.db
+    .updateTable('projects')
+    .set({ default_branch: defaultBranch, empty_repo: empty, last_activity_at: sql`now()` as any })
+    .where('id', '=', project.id)
+    .execute();
+
+  const event: PostReceiveEvent = { projectId: project.id, userId, changes };
+  for (const hook of cairn.postReceiveHooks) {
+    try {
+      await hook(event);
+    } catch (err) {
+      log.error({ err, projectId: project.id }, 'post-receive hook failed');
+    }
+  }
+  return event;
+}

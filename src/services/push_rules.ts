@@ -1,0 +1,68 @@
+import type { Cairn } from '../context.js';
+import type { Project, User } from '../db/schema/core.js';
+import { isZeroSha, type RefUpdate } from '../git/http.js';
+import { AccessLevel, projectAccessLevel } from '../policies/access.js';
+import { canPushToBranch } from '../policies/branches.js';
+
+export type { RefUpdate } from '../git/http.js';
+
+export interface RefUpdateDecision {
+  /** ref -> why it may not be updated; a push with any refusal moves no ref at all. */
+  refusals: Map<string, string>;
+  /** Refs the push may update only by fast-forward (checked once the pack is in). */
+  noForceRefs: string[];
+}
+
+export const PUSH_MESSAGES = {
+  pushCode: 'You are not allowed to push code to this project.',
+  deleteDefaultBranch: 'The default branch of a project cannot be deleted.',
+  changeTags: 'You are not allowed to change existing tags on this project.',
+} as const;
+
+/**
+ * Decides, before receive-pack runs, which ref updates of a push the user may make. Every
+ * rule about who may move which ref lives here (git over HTTP calls it with the commands it
+ * read from the push; other writers of refs can call it too).
+ */
+export async function checkRefUpdates(
+  cairn: Cairn,
+  project: Pick<Project, 'id' | 'namespace_id' | 'default_branch'>,
+  user: User | null,
+  updates: RefUpdate[],
+  accessLevel?: number,
+): Promise<RefUpdateDecision> {
+  const refusals = new Map<string, string>();
+  const noForceRefs: string[] = [];
+  let level = 0;
+  if (user) {
+    level = accessLevel ?? (await projectAccessLevel(cairn.db, user.id, project));
+    if (user.admin) level = Math.max(level, AccessLevel.OWNER);
+  }
+  for (const u of updates) {
+    if (!user || level < AccessLevel.DEVELOPER) {
+      refusals.set(u.ref, PUSH_MESSAGES.pushCode);
+      continue;
+    }
+    const creation = isZeroSha(u.oldSha);
+    const deletion = isZeroSha(u.newSha);
+    if (u.ref.startsWith('refs/heads/')) {
+      const branch = u.ref.slice('refs/heads/'.length);
+      if (deletion && project.default_branch && branch === project.default_branch) {
+        refusals.set(u.ref, PUSH_MESSAGES.deleteDefaultBranch);
+        continue;
+      }
+      const decision = await canPushToBranch(cairn.db, project.id, user, level, branch, { deletion });
+      if (!decision.allowed) {
+        refusals.set(u.ref, decision.message ?? PUSH_MESSAGES.pushCode);
+        continue;
+      }
+      if (!creation && !deletion) {
+        const force = await canPushToBranch(cairn.db, project.id, user, level, branch, { force: true });
+        if (!force.allowed) noForceRefs.push(u.ref);
+      }
+    } else if (u.ref.startsWith('refs/tags/')) {
+      if (!creation && level < AccessLevel.MAINTAINER) refusals.set(u.ref, PUSH_MESSAGES.changeTags);
+    }
+  }
+  return { refusals, noForceRefs };
+}
