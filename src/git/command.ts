@@ -1,4 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { spawnViaHelper, wrapChildProcess, type GitProcess } from './spawner.js';
+
+export type { GitProcess } from './spawner.js';
 
 /**
  * The one place that starts git. Arguments are arrays (never a shell), user values that
@@ -110,4 +113,17 @@ export function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
 
 export async function gitText(args: string[], opts: GitOptions = {}): Promise<string> {
   return (await git(args, opts)).stdout.toString('utf8');
+}
+
+/**
+ * Starts a git whose stdin and stdout the caller streams (smart HTTP services). It is started
+ * by Cairn's small spawner process, because forking this (large) process is slow; when that
+ * helper is unavailable, it is spawned directly.
+ */
+export async function startGit(args: string[], opts: GitOptions = {}): Promise<GitProcess> {
+  try {
+    return await spawnViaHelper(fullArgs(args, opts), opts.cwd ?? opts.gitDir, gitEnv(opts.env));
+  } catch {
+    return wrapChildProcess(spawnGit(args, opts));
+  }
 }

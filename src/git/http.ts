@@ -1,8 +1,7 @@
-import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { assertSafeArg, git, gitText, spawnGit } from './command.js';
+import { assertSafeArg, git, gitText, startGit, type GitProcess } from './command.js';
 
 /**
  * The process side of git's smart HTTP protocol (v0 and v2): `upload-pack` / `receive-pack`
@@ -66,7 +65,7 @@ export interface ServiceOptions {
  * Starts `git upload-pack|receive-pack --stateless-rpc [--advertise-refs] .` in the
  * repository. The caller pipes the request into stdin and stdout into the response.
  */
-export function spawnService(opts: ServiceOptions): ChildProcess {
+export function startService(opts: ServiceOptions): Promise<GitProcess> {
   const config: string[] = [];
   if (opts.service === 'git-upload-pack') {
     config.push('-c', 'uploadpack.allowFilter=true', '-c', 'uploadpack.allowAnySHA1InWant=true');
@@ -83,26 +82,19 @@ export function spawnService(opts: ServiceOptions): ChildProcess {
     if (!/^CAIRN_[A-Z0-9_]+$/.test(k)) throw new Error(`hook environment name ${k} is not allowed`);
     env[k] = v;
   }
-  return spawnGit(args, { cwd: opts.gitDir, env });
-}
-
-/** Kills a service process that is still running (the client went away). */
-export function stopService(child: ChildProcess) {
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  return startGit(args, { cwd: opts.gitDir, env });
 }
 
 /** Resolves with the exit code (null when killed) and the first 64 KiB of stderr. */
-export function serviceExit(child: ChildProcess): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    const err: Buffer[] = [];
-    let size = 0;
-    child.stderr?.on('data', (b: Buffer) => {
-      if (size < 65536) err.push(b);
-      size += b.length;
-    });
-    child.on('error', () => resolve({ code: null, stderr: Buffer.concat(err).toString('utf8') }));
-    child.on('close', (code) => resolve({ code, stderr: Buffer.concat(err).toString('utf8') }));
+export async function serviceExit(proc: GitProcess): Promise<{ code: number | null; stderr: string }> {
+  const err: Buffer[] = [];
+  let size = 0;
+  proc.stderr.on('data', (b: Buffer) => {
+    if (size < 65536) err.push(b);
+    size += b.length;
   });
+  const { code } = await proc.exited;
+  return { code, stderr: Buffer.concat(err).toString('utf8') };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -236,36 +228,40 @@ export function refusalReport(head: Pick<ReceivePackHead, 'updates' | 'capabilit
 // ---------------------------------------------------------------------------------------------
 // Refs before and after a push.
 
-/** Current values of the given refs (absent ones are missing from the map). */
-export async function readRefs(gitDir: string, refs: string[]): Promise<Map<string, string>> {
+export interface RefSnapshot {
+  /** Current values of the refs asked about (absent ones are missing). */
+  values: Map<string, string>;
+  /** Every branch name. */
+  branches: string[];
+}
+
+/** The values of `refs` and the list of branches, in one `for-each-ref`. */
+export async function refSnapshot(gitDir: string, refs: string[]): Promise<RefSnapshot> {
   const wanted = new Set(refs);
-  const patterns = refs.length <= 200 ? refs.map((r) => assertSafeArg(r, 'ref')) : [];
+  const others = refs.filter((r) => !r.startsWith('refs/heads/'));
+  // Past a few hundred refs a full listing is cheaper than a long command line.
+  const patterns = others.length <= 200 ? ['refs/heads/', ...others.map((r) => assertSafeArg(r, 'ref'))] : [];
   const out = await gitText(['for-each-ref', '--format=%(objectname) %(refname)', ...patterns], { gitDir });
   const values = new Map<string, string>();
+  const branches: string[] = [];
   for (const line of out.split('\n')) {
     const sp = line.indexOf(' ');
     if (sp < 0) continue;
     const ref = line.slice(sp + 1);
     if (wanted.has(ref)) values.set(ref, line.slice(0, sp));
+    if (ref.startsWith('refs/heads/')) branches.push(ref.slice('refs/heads/'.length));
   }
-  return values;
+  return { values, branches };
 }
 
-/** Branch names of the repository, and whether it has any ref at all. */
-export async function listBranches(gitDir: string): Promise<string[]> {
-  const out = await gitText(['for-each-ref', '--format=%(refname:lstrip=2)', 'refs/heads/'], { gitDir });
-  return out.split('\n').filter(Boolean);
-}
-
-export async function hasAnyRef(gitDir: string): Promise<boolean> {
-  const out = await gitText(['for-each-ref', '--count=1', '--format=%(refname)'], { gitDir });
-  return out.trim() !== '';
-}
-
-/** The branch HEAD points at (whether or not it exists). */
+/** The branch HEAD points at (whether or not it exists), read from the HEAD file. */
 export async function headBranch(gitDir: string): Promise<string | null> {
-  const res = await git(['symbolic-ref', '--quiet', '--short', 'HEAD'], { gitDir, okCodes: [1] });
-  return res.exitCode === 0 ? res.stdout.toString('utf8').trim() || null : null;
+  try {
+    const m = /^ref: refs\/heads\/(.+)$/m.exec(await fs.readFile(path.join(gitDir, 'HEAD'), 'utf8'));
+    return m ? m[1].trim() : null;
+  } catch {
+    return null;
+  }
 }
 
 export async function setHeadBranch(gitDir: string, branch: string): Promise<void> {

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Cairn, PostReceiveEvent } from '../context.js';
 import type { Project } from '../db/schema/core.js';
-import { hasAnyRef, headBranch, isZeroSha, listBranches, readRefs, setHeadBranch, type RefUpdate } from '../git/http.js';
+import { headBranch, isZeroSha, refSnapshot, setHeadBranch, type RefUpdate } from '../git/http.js';
 import { projectRepoPath } from './projects.js';
 
 /**
@@ -28,13 +28,12 @@ export async function recordPush(
   log: { error: (obj: unknown, msg: string) => void } = console,
 ): Promise<PostReceiveEvent | null> {
   const gitDir = projectRepoPath(cairn, project);
-  const current = await readRefs(gitDir, updates.map((u) => u.ref));
+  const { values, branches } = await refSnapshot(gitDir, updates.map((u) => u.ref));
   const changes = updates
-    .filter((u) => (isZeroSha(u.newSha) ? !current.has(u.ref) : current.get(u.ref) === u.newSha))
+    .filter((u) => (isZeroSha(u.newSha) ? !values.has(u.ref) : values.get(u.ref) === u.newSha))
     .map((u) => ({ ref: u.ref, oldSha: u.oldSha, newSha: u.newSha }));
   if (!changes.length) return null;
 
-  const branches = await listBranches(gitDir);
   let defaultBranch = project.default_branch;
   if (!defaultBranch || !branches.includes(defaultBranch)) {
     const picked = pickDefaultBranch(branches, [defaultBranch, await headBranch(gitDir)]);
@@ -43,10 +42,10 @@ export async function recordPush(
       defaultBranch = picked;
     }
   }
-  const empty = !(await hasAnyRef(gitDir));
+  // As GitLab counts it: a repository without branches has no visible content.
   await cairn.db
     .updateTable('projects')
-    .set({ default_branch: defaultBranch, empty_repo: empty, last_activity_at: sql`now()` as any })
+    .set({ default_branch: defaultBranch, empty_repo: branches.length === 0, last_activity_at: sql`now()` as any })
     .where('id', '=', project.id)
     .execute();
 

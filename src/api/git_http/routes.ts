@@ -13,10 +13,10 @@ import {
   sanitizeGitProtocol,
   serviceExit,
   servicePreamble,
-  spawnService,
-  stopService,
+  startService,
   type GitService,
 } from '../../git/http.js';
+import type { GitProcess } from '../../git/command.js';
 import { checkGitAccess, type GitCredential } from '../../policies/git_access.js';
 import { recordPush } from '../../services/post_receive.js';
 import { projectRepoPath } from '../../services/projects.js';
@@ -108,16 +108,47 @@ function requestBody(request: FastifyRequest, service: GitService): Readable {
   if (encoding !== 'gzip' && encoding !== 'x-gzip') throw new GitHttpError(415, `Unsupported Content-Encoding: ${encoding}`);
   const gunzip = createGunzip();
   body.on('error', (e) => gunzip.destroy(e));
+  // A corrupt body is handled where it is piped into git (see pipeInto); never an uncaught error.
+  gunzip.on('error', () => {});
   return body.pipe(gunzip);
 }
 
-/** Wires a service process to the request/response and logs a failure. */
-function superviseService(request: FastifyRequest, reply: FastifyReply, child: ReturnType<typeof spawnService>, service: GitService) {
-  reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) stopService(child);
+/**
+ * git's stdout as the response body. It ends when git has exited (after `before`, if given),
+ * also when git was killed, so a response never hangs on a dead process.
+ */
+function responseBody(proc: GitProcess, exit: Promise<unknown>, prefix: Buffer[] = [], before?: () => Promise<void>): PassThrough {
+  const out = new PassThrough();
+  for (const b of prefix) out.write(b);
+  proc.stdout.pipe(out, { end: false });
+  exit.then(async () => {
+    try {
+      if (before) await before();
+    } finally {
+      out.end();
+    }
   });
-  child.stdin!.on('error', () => {});
-  const exit = serviceExit(child);
+  return out;
+}
+
+/** Streams the request body into git's stdin; a broken body (bad gzip, reset) kills git. */
+function pipeInto(input: Readable, proc: GitProcess) {
+  if (input.errored) return proc.kill();
+  // Everything was read already (the push commands took the whole body): only EOF is left to pass on.
+  if (input.readableEnded) return proc.stdin.end();
+  if (input.destroyed) return proc.kill();
+  input.on('error', () => proc.kill());
+  input.pipe(proc.stdin);
+}
+
+/** Ties a service process to the response (killed if the client goes away) and logs a failure. */
+function superviseService(request: FastifyRequest, reply: FastifyReply, proc: GitProcess, service: GitService) {
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) proc.kill();
+  });
+  proc.stdin.on('error', () => {});
+  proc.stdout.on('error', () => {});
+  const exit = serviceExit(proc);
   exit.then(({ code, stderr }) => {
     if (code !== 0) request.log.warn({ service, code, stderr: stderr.slice(0, 2000) }, 'git service failed');
   });
@@ -131,15 +162,16 @@ async function infoRefs(request: FastifyRequest, reply: FastifyReply) {
   }
   const svc = service as GitService;
   const ctx = await authorizeGit(request, svc);
-  const child = spawnService({ gitDir: ctx.gitDir, service: svc, advertiseRefs: true, gitProtocol: ctx.gitProtocol });
-  const exit = superviseService(request, reply, child, svc);
-  child.stdin!.end();
+  const proc = await startService({ gitDir: ctx.gitDir, service: svc, advertiseRefs: true, gitProtocol: ctx.gitProtocol });
+  const exit = superviseService(request, reply, proc, svc);
+  proc.stdin.end();
   // Wait for the first bytes, so a repository that cannot be read is an error, not an empty 200.
   const first = await new Promise<Buffer | null>((resolve) => {
-    const stdout = child.stdout!;
+    const stdout = proc.stdout;
     const done = (b: Buffer | null) => {
       stdout.off('data', onData);
       stdout.off('end', onEnd);
+      stdout.off('close', onEnd);
       stdout.pause();
       resolve(b);
     };
@@ -147,28 +179,27 @@ async function infoRefs(request: FastifyRequest, reply: FastifyReply) {
     const onEnd = () => done(null);
     stdout.on('data', onData);
     stdout.on('end', onEnd);
+    stdout.on('close', onEnd);
   });
   if (!first) {
     const { code, stderr } = await exit;
     request.log.error({ code, stderr, project: ctx.project.id }, 'ref advertisement failed');
     return reply.code(500).header('content-type', 'text/plain; charset=utf-8').send('The repository could not be read.\n');
   }
-  const body = new PassThrough();
   // v2 advertises capabilities only; v0 starts with the service line git's HTTP transport expects.
-  if (!isProtocolV2(ctx.gitProtocol)) body.write(servicePreamble(svc));
-  body.write(first);
-  child.stdout!.pipe(body);
+  const prefix = isProtocolV2(ctx.gitProtocol) ? [first] : [servicePreamble(svc), first];
+  const body = responseBody(proc, exit, prefix);
   return reply.code(200).header('content-type', `application/x-${svc}-advertisement`).headers(NO_CACHE).send(body);
 }
 
 async function uploadPack(request: FastifyRequest, reply: FastifyReply) {
   const ctx = await authorizeGit(request, 'git-upload-pack');
   const input = requestBody(request, 'git-upload-pack');
-  const child = spawnService({ gitDir: ctx.gitDir, service: 'git-upload-pack', gitProtocol: ctx.gitProtocol });
-  superviseService(request, reply, child, 'git-upload-pack');
-  input.on('error', () => stopService(child));
-  input.pipe(child.stdin!);
-  return reply.code(200).header('content-type', 'application/x-git-upload-pack-result').headers(NO_CACHE).send(child.stdout);
+  const proc = await startService({ gitDir: ctx.gitDir, service: 'git-upload-pack', gitProtocol: ctx.gitProtocol });
+  const exit = superviseService(request, reply, proc, 'git-upload-pack');
+  pipeInto(input, proc);
+  const out = responseBody(proc, exit);
+  return reply.code(200).header('content-type', 'application/x-git-upload-pack-result').headers(NO_CACHE).send(out);
 }
 
 async function receivePack(request: FastifyRequest, reply: FastifyReply) {
@@ -197,29 +228,26 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   }
 
   const noForce = decision.noForceRefs;
-  const child = spawnService({
+  const proc = await startService({
     gitDir: ctx.gitDir,
     service: 'git-receive-pack',
     gitProtocol: ctx.gitProtocol,
     hooksPath: noForce.length ? await ensureHooksDir(cairn.config.dataDir) : undefined,
     hookEnv: noForce.length ? { CAIRN_NO_FORCE_REFS: noForce.join('\n') } : undefined,
   });
-  const exit = superviseService(request, reply, child, 'git-receive-pack');
-  input.on('error', () => stopService(child));
-  child.stdin!.write(head.consumed);
-  if (head.ended) child.stdin!.end();
-  else input.pipe(child.stdin!);
+  const exit = superviseService(request, reply, proc, 'git-receive-pack');
+  proc.stdin.write(head.consumed);
+  if (head.ended) proc.stdin.end();
+  else pipeInto(input, proc);
 
   // The response stays open until the push is recorded, so a client that sees success can rely on it.
-  const out = new PassThrough();
-  child.stdout!.pipe(out, { end: false });
-  exit.then(async ({ code }) => {
+  const out = responseBody(proc, exit, [], async () => {
+    const { code } = await exit;
+    if (code !== 0) return;
     try {
-      if (code === 0) await recordPush(cairn, ctx.project, user.id, head.updates, request.log);
+      await recordPush(cairn, ctx.project, user.id, head.updates, request.log);
     } catch (err) {
       request.log.error({ err, project: ctx.project.id }, 'recording a push failed');
-    } finally {
-      out.end();
     }
   });
   return reply.send(out);
