@@ -33,6 +33,21 @@ class Spawner {
   private child: ChildProcess | null = null;
   private ready: Promise<string> | null = null;
   private readonly waiters = new Map<string, Waiter>();
+  /** Operations in flight; while there are any, the IPC channel keeps this process alive. */
+  private active = 0;
+
+  private hold<T>(promise: Promise<T>): Promise<T> {
+    if (this.active++ === 0) this.channel()?.ref?.();
+    const release = () => {
+      if (--this.active === 0) this.channel()?.unref?.();
+    };
+    promise.then(release, release);
+    return promise;
+  }
+
+  private channel() {
+    return this.child?.channel as unknown as { ref?: () => void; unref?: () => void } | undefined;
+  }
 
   private start(): Promise<string> {
     if (this.ready) return this.ready;
@@ -57,11 +72,11 @@ class Spawner {
         w.exit(null, 'SIGKILL');
       }
     });
-    // The helper must not keep the server process alive; it exits when we do.
+    // An idle helper must not keep this process alive; it exits when we do.
     child.unref();
-    (child.channel as unknown as { unref?: () => void } | undefined)?.unref?.();
+    this.channel()?.unref?.();
     this.ready.catch(() => {});
-    return this.ready;
+    return this.hold(this.ready);
   }
 
   private onMessage(msg: any) {
@@ -87,7 +102,7 @@ class Spawner {
     let exitResult: { code: number | null; signal: string | null } | null = null;
     let stdoutDone = false;
     let settle!: (v: { code: number | null; signal: string | null }) => void;
-    const exited = new Promise<{ code: number | null; signal: string | null }>((r) => (settle = r));
+    const exited = this.hold(new Promise<{ code: number | null; signal: string | null }>((r) => (settle = r)));
     const maybeSettle = () => {
       if (exitResult && stdoutDone) settle(exitResult);
     };
