@@ -15,7 +15,7 @@ import { insertUser, personalNamespaceOf } from '../src/services/users.js';
 import { openTestDatabase } from '../test/helpers/database.js';
 
 const COMMITS = Number(process.argv[2] ?? 10_000);
-const RUNS = Number(process.argv[3] ?? 5);
+const RUNS = Number(process.argv[3] ?? 7);
 const FILES = 200;
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-bench-clone-'));
