@@ -38,10 +38,6 @@ export async function findKeyByFingerprint(db: Database, kind: 'md5' | 'sha256',
   return (kind === 'md5' ? q.where('fingerprint', '=', fingerprint) : q.where('fingerprint_sha256', '=', fingerprint)).executeTakeFirst();
 }
 
-export async function findKeyByFingerprintSha256(db: Database, fingerprintSha256: string): Promise<Key | undefined> {
-  return findKeyByFingerprint(db, 'sha256', fingerprintSha256);
-}
-
 export async function findDeployKeyLinks(db: Database, keyIds: number[]): Promise<DeployKeysProject[]> {
   if (keyIds.length === 0) return [];
   return db.selectFrom('deploy_keys_projects').selectAll().where('deploy_key_id', 'in', keyIds).orderBy('id').execute();

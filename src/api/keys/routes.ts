@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { User } from '../../db/schema/core.js';
 import {
@@ -64,7 +64,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     return presentSshKey(ctx(), result.key, owner);
   }
 
-  async function visibleUser(request: FastifyRequest, idOrUsername: string) {
+  async function visibleUser(idOrUsername: string) {
     const user = await findUserByIdOrUsername(db(), idOrUsername);
     if (!user) throw notFound('User');
     return user;
@@ -101,7 +101,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
 
   // Anyone's public keys, by id or username (GitLab serves these without authentication).
   app.get('/api/v4/users/:user_id/keys', { config: { readUser: true }, schema: { params: UserParams, querystring: ListQuery } }, async (request, reply) => {
-    const user = await visibleUser(request, request.params.user_id);
+    const user = await visibleUser(request.params.user_id);
     const page = pageParams(request);
     const { rows, total } = await findUserKeys(db(), user.id, page);
     setPaginationHeaders(request, reply, page, total);
@@ -109,7 +109,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
   });
 
   app.get('/api/v4/users/:user_id/keys/:key_id', { config: { readUser: true }, schema: { params: UserKeyParams } }, async (request) => {
-    const user = await visibleUser(request, request.params.user_id);
+    const user = await visibleUser(request.params.user_id);
     const key = await findUserKey(db(), user.id, request.params.key_id);
     if (!key) throw notFound('Key');
     return presentSshKey(ctx(), key, user);
