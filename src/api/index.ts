@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import memberRoutes from './members/routes.js';
 import metaRoutes from './meta/routes.js';
 import personalAccessTokenRoutes from './personal_access_tokens/routes.js';
 import keyRoutes from './keys/routes.js';
@@ -10,4 +11,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(personalAccessTokenRoutes);
   await app.register(keyRoutes);
   await app.register(deployKeyRoutes);
+  await app.register(memberRoutes);
 }
