@@ -3,6 +3,12 @@ import type { User } from '../db/schema/core.js';
 /** What presenters may know beyond the row: the external URL, and preloaded extras. */
 export interface PresentContext {
   baseUrl: string;
+  /** Who is looking: a private profile is shown in full to its owner and to administrators. */
+  viewer?: { id: number; admin: boolean } | null;
+}
+
+function profileHidden(ctx: PresentContext, u: User): boolean {
+  return u.private_profile && !(ctx.viewer && (ctx.viewer.admin || ctx.viewer.id === u.id));
 }
 
 export interface IdentityRow {
@@ -39,7 +45,7 @@ export function presentUserBasic(ctx: PresentContext, u: User) {
 
 /** The extended form (job user, key owner): profile fields, no counts. */
 export function presentUserExtended(ctx: PresentContext, u: User) {
-  const hidden = u.private_profile;
+  const hidden = profileHidden(ctx, u);
   return {
     ...presentUserBasic(ctx, u),
     created_at: iso(u.created_at),
@@ -71,8 +77,8 @@ export function presentUserSingle(ctx: PresentContext, u: User, counts: FollowCo
   return {
     ...presentUserExtended(ctx, u),
     local_time: null,
-    followers: u.private_profile ? 0 : counts.followers,
-    following: u.private_profile ? 0 : counts.following,
+    followers: profileHidden(ctx, u) ? 0 : counts.followers,
+    following: profileHidden(ctx, u) ? 0 : counts.following,
     is_followed: counts.isFollowed ?? false,
   };
 }

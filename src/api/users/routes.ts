@@ -26,7 +26,7 @@ import {
   UpdateUserBody, WithCustomAttributesQuery,
 } from './schemas.js';
 
-const ctxOf = (req: FastifyRequest): PresentContext => ({ baseUrl: req.server.cairn.config.externalUrl });
+const ctxOf = (req: FastifyRequest): PresentContext => ({ baseUrl: req.server.cairn.config.externalUrl, viewer: req.actor?.user ?? null });
 
 function parseTime(name: string, value: string | undefined): Date | undefined {
   if (value === undefined || value === '') return undefined;
