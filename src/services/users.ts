@@ -90,7 +90,6 @@ export interface UserAttributes {
   extra_shared_runners_minutes_limit?: number | null;
   extern_uid?: string;
   provider?: string;
-  group_id_for_saml?: number;
 }
 
 export interface CreateUserInput extends UserAttributes {
@@ -232,7 +231,7 @@ export async function createUserByAdmin(db: Database, input: CreateUserInput): P
       });
       if (input.provider && input.extern_uid) {
         await trx.insertInto('identities').values({
-          user_id: user.id, provider: input.provider, extern_uid: input.extern_uid, saml_provider_id: input.group_id_for_saml ?? null,
+          user_id: user.id, provider: input.provider, extern_uid: input.extern_uid, saml_provider_id: null,
         }).execute();
       }
       return user;
@@ -293,7 +292,7 @@ export async function updateUserByAdmin(db: Database, actor: User, user: User, i
       }
       if (input.provider && input.extern_uid) {
         await trx.insertInto('identities')
-          .values({ user_id: user.id, provider: input.provider, extern_uid: input.extern_uid, saml_provider_id: input.group_id_for_saml ?? null })
+          .values({ user_id: user.id, provider: input.provider, extern_uid: input.extern_uid, saml_provider_id: null })
           .onConflict((oc) => oc.columns(['user_id', 'provider']).doUpdateSet({ extern_uid: input.extern_uid!, updated_at: new Date() }))
           .execute();
       }

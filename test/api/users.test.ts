@@ -410,6 +410,15 @@ describe('users: list, show, create, update, delete', () => {
       assert.equal(await t.db.selectFrom('namespaces').select('id').where('id', '=', group.id).executeTakeFirst(), undefined);
     });
 
+    it('as in GitLab, an administrator may delete their own account; the ghost is internal', async () => {
+      const admin2 = await t.createUser({ admin: true });
+      assert.equal((await t.delete(`/api/v4/users/${admin2.user.id}`, { token: admin2.token })).status, 204);
+      assert.equal((await t.get('/api/v4/user', { token: admin2.token })).status, 401);
+      const ghost = await t.db.selectFrom('users').select('id').where('user_type', '=', 'ghost').executeTakeFirstOrThrow();
+      const ids = (await t.get('/api/v4/users?exclude_internal=true&per_page=100')).body.map((u: any) => u.id);
+      assert.ok(!ids.includes(ghost.id));
+    });
+
     it('unknown user is 404; anonymous 401', async () => {
       assert.equal((await t.delete('/api/v4/users/999999')).status, 404);
       assert.equal((await t.delete(`/api/v4/users/${alice.user.id}`, { token: null })).status, 401);

@@ -70,7 +70,6 @@ const userAttributes = {
   extra_shared_runners_minutes_limit: NullableInt,
   extern_uid: Str,
   provider: Str,
-  group_id_for_saml: Int,
 };
 
 export const CreateUserBody = Type.Object({
