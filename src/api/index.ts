@@ -4,6 +4,7 @@ import metaRoutes from './meta/routes.js';
 import personalAccessTokenRoutes from './personal_access_tokens/routes.js';
 import keyRoutes from './keys/routes.js';
 import deployKeyRoutes from './deploy_keys/routes.js';
+import userRoutes from './users/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -12,4 +13,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(keyRoutes);
   await app.register(deployKeyRoutes);
   await app.register(memberRoutes);
+  await app.register(userRoutes);
 }
