@@ -105,6 +105,8 @@ export async function deleteApplication(db: Database, id: number): Promise<boole
 }
 
 export async function findInstanceApplication(db: Database, id: number) {
+  // Ids beyond the integer column's range cannot exist; asking PostgreSQL would be an error.
+  if (!Number.isSafeInteger(id) || id < 1 || id > 2147483647) return undefined;
   return db.selectFrom('oauth_applications').selectAll().where('id', '=', id).where('owner_id', 'is', null).executeTakeFirst();
 }
 

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestContext, type TestContext } from '../helpers/app.js';
+import { Value } from 'typebox/value';
 import { tokenDigest } from '../../src/lib/secrets.js';
+import { ApplicationSchema, ApplicationWithSecretSchema } from '../../src/api/applications/schemas.js';
 import { tokenRequest } from './support.js';
 
 describe('Applications API (instance-wide OAuth applications)', () => {
@@ -26,6 +28,9 @@ describe('Applications API (instance-wide OAuth applications)', () => {
 
     const list = await t.get('/api/v4/applications');
     assert.equal(list.status, 200);
+    assert.ok(Value.Check(ApplicationWithSecretSchema, res.body), 'create response matches its schema');
+    for (const a of list.body) assert.ok(Value.Check(ApplicationSchema, a), 'list entries match their schema');
+    assert.ok(list.body.every((a: any) => !('secret' in a)));
     const listed = list.body.find((a: any) => a.id === res.body.id);
     assert.deepEqual(listed, { id: res.body.id, application_id: res.body.application_id, application_name: 'MyApplication', callback_url: 'https://redirect.example/cb', confidential: true });
   });
@@ -104,5 +109,7 @@ describe('Applications API (instance-wide OAuth applications)', () => {
     assert.equal((await t.get('/api/v4/version', { token: null, headers: { authorization: `Bearer ${tok.body.access_token}` } })).status, 401);
     assert.equal((await t.delete(`/api/v4/applications/${created.id}`)).status, 404);
     assert.equal((await t.delete('/api/v4/applications/abc')).status, 400);
+    assert.equal((await t.delete('/api/v4/applications/99999999999')).status, 404);
+    assert.equal((await t.post('/api/v4/applications/99999999999/renew-secret')).status, 404);
   });
 });
