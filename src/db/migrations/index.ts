@@ -1,6 +1,7 @@
 import type { Migration } from 'kysely';
 import * as core from './0001_core.js';
 import * as protectedBranches from './0002_protected_branches.js';
+import * as keys from './0150_keys.js';
 import * as oauth from './0500_oauth.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
@@ -8,5 +9,6 @@ import * as oauth from './0500_oauth.js';
 export const migrations: Record<string, Migration> = {
   '0001_core': core,
   '0002_protected_branches': protectedBranches,
+  '0150_keys': keys,
   '0500_oauth': oauth,
 };
