@@ -5,6 +5,8 @@ import personalAccessTokenRoutes from './personal_access_tokens/routes.js';
 import keyRoutes from './keys/routes.js';
 import deployKeyRoutes from './deploy_keys/routes.js';
 import userRoutes from './users/routes.js';
+import applicationRoutes from './applications/routes.js';
+import oauthRoutes from '../oauth/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -14,4 +16,6 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(deployKeyRoutes);
   await app.register(memberRoutes);
   await app.register(userRoutes);
+  await app.register(applicationRoutes);
+  await app.register(oauthRoutes);
 }

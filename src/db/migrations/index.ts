@@ -4,6 +4,7 @@ import * as protectedBranches from './0002_protected_branches.js';
 import * as keys from './0150_keys.js';
 import * as members from './0250_members.js';
 import * as users from './0100_users.js';
+import * as oauth from './0500_oauth.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   '0150_keys': keys,
   '0250_members': members,
   '0100_users': users,
+  '0500_oauth': oauth,
 };
