@@ -1,4 +1,5 @@
 import type { CoreTables } from './schema/core.js';
+import type { GroupsTables } from './schema/groups.js';
 
 /** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
-export interface DB extends CoreTables {}
+export interface DB extends CoreTables, GroupsTables {}
