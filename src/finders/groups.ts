@@ -1,6 +1,9 @@
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Namespace } from '../db/schema/core.js';
+import type { User } from '../db/schema/core.js';
+import { groupVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
+import type { SharedGroupLink } from '../presenters/groups.js';
 
 /** `:id` of /groups/:id: an integer id or a URL-decoded full path. Groups only (not user namespaces). */
 export async function findGroup(db: Database, idOrPath: string | number): Promise<Namespace | undefined> {
@@ -13,10 +16,6 @@ export async function findGroup(db: Database, idOrPath: string | number): Promis
 
 // ---------------------------------------------------------------------------------------------
 // Lists: visibility first, then one step per filter; one builder for the page and the total.
-
-import type { User } from '../db/schema/core.js';
-import { groupVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
-import type { SharedGroupLink } from '../presenters/groups.js';
 
 export interface GroupFilters {
   /** false: only groups the caller belongs to (GitLab's default for signed-in non-admins). */

@@ -1,6 +1,10 @@
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Namespace, Project } from '../db/schema/core.js';
+import type { User } from '../db/schema/core.js';
+import { activeMembership, projectVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
+import type { ProjectExtras, ProjectRow } from '../presenters/projects.js';
+import type { SharedGroupLink } from '../presenters/groups.js';
 
 export type ProjectWithNamespace = Project & { namespace: Namespace };
 
@@ -45,11 +49,6 @@ export function projectFullName(p: ProjectWithNamespace): string {
 
 // ---------------------------------------------------------------------------------------------
 // Lists: visibility first, then one step per filter; one builder for the page and the total.
-
-import type { User } from '../db/schema/core.js';
-import { activeMembership, projectVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
-import type { ProjectExtras, ProjectRow } from '../presenters/projects.js';
-import type { SharedGroupLink } from '../presenters/groups.js';
 
 export type ProjectOrder = 'id' | 'name' | 'path' | 'created_at' | 'updated_at' | 'last_activity_at' | 'similarity' | 'star_count';
 

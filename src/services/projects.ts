@@ -3,6 +3,16 @@ import type { Cairn } from '../context.js';
 import type { ProjectsTable } from '../db/schema/core.js';
 import { hashedDiskPath, initBareRepository, repositoryPath } from '../git/repository.js';
 import { randomToken } from '../lib/secrets.js';
+import { sql } from 'kysely';
+import type { Database } from '../db/index.js';
+import type { Namespace, Project, User } from '../db/schema/core.js';
+import { createRootCommit, branchExists, hasRefs, isValidBranchName, rootReadme, setHeadBranch } from '../git/plumbing.js';
+import { removeRepository } from '../git/repository.js';
+import { pathError, pathFromName } from '../lib/paths.js';
+import { AccessLevel, groupAccessLevel, VISIBILITY_LEVELS, VISIBILITY_NAMES } from '../policies/access.js';
+import { ApiError, apiError, validationFailed } from '../plugins/errors.js';
+import { featureAvailable, type ProjectRow } from '../presenters/projects.js';
+import { parseProjectSettings } from './project-settings.js';
 
 export type NewProject = Omit<Insertable<ProjectsTable>, 'disk_path' | 'runners_token'>;
 
@@ -37,17 +47,6 @@ export async function insertProject(cairn: Cairn, attrs: NewProject) {
 
 // ---------------------------------------------------------------------------------------------
 // Projects API: create, update, delete, transfer, stars.
-
-import { sql } from 'kysely';
-import type { Database } from '../db/index.js';
-import type { Namespace, Project, User } from '../db/schema/core.js';
-import { createRootCommit, branchExists, hasRefs, isValidBranchName, rootReadme, setHeadBranch } from '../git/plumbing.js';
-import { removeRepository } from '../git/repository.js';
-import { pathError, pathFromName } from '../lib/paths.js';
-import { AccessLevel, groupAccessLevel, VISIBILITY_LEVELS, VISIBILITY_NAMES } from '../policies/access.js';
-import { ApiError, apiError, validationFailed } from '../plugins/errors.js';
-import { featureAvailable, type ProjectRow } from '../presenters/projects.js';
-import { parseProjectSettings } from './project-settings.js';
 
 const NAME_RE = /^[\p{L}\p{N}_\p{Extended_Pictographic}][\p{L}\p{N}\p{Extended_Pictographic}\p{M}_.+\- ]*$/u;
 const NAME_MESSAGE = "can contain only letters, digits, emoji, '_', '.', '+', dashes, or spaces. It must start with a letter, digit, emoji, or '_'.";
