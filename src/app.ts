@@ -9,6 +9,7 @@ import { registerErrorHandling } from './plugins/errors.js';
 import { registerParams, parseNestedParams } from './plugins/params.js';
 import { registerAuth, personalAccessTokenResolver } from './plugins/auth.js';
 import { bootstrap } from './services/bootstrap.js';
+import { CatFilePool } from './git/catfile.js';
 
 export interface BuildOptions {
   config: Config;
@@ -40,9 +41,11 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     db: database.db,
     dbKind: database.kind,
     tokenResolvers: [personalAccessTokenResolver],
+    catfile: new CatFilePool(),
     postReceiveHooks: [],
     closers: [],
   };
+  cairn.closers.push(() => cairn.catfile.close());
   app.decorate('cairn', cairn);
 
   // python-gitlab compares the whole Content-Type header: JSON goes out without a charset.

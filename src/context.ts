@@ -1,6 +1,7 @@
 import type { Config } from './config.js';
 import type { Database } from './db/index.js';
 import type { User } from './db/schema/core.js';
+import type { CatFilePool } from './git/catfile.js';
 
 /** How a request proved who it is. */
 export type CredentialKind = 'personal_access_token' | 'impersonation_token' | 'oauth' | 'job_token' | 'session';
@@ -46,6 +47,8 @@ export interface Cairn {
   db: Database;
   dbKind: 'postgres' | 'pglite';
   tokenResolvers: TokenResolver[];
+  /** Long-lived git object readers, shared by every request of this process. */
+  catfile: CatFilePool;
   /** Called after a push has updated refs (CI subscribes here). */
   postReceiveHooks: ((event: PostReceiveEvent) => Promise<void>)[];
   /** Closed when the app closes (git process pools, workers). */
@@ -68,5 +71,7 @@ declare module 'fastify' {
     readUser?: boolean;
     /** Skip the API token handling entirely (git HTTP, OAuth and HTML pages do their own). */
     skipApiAuth?: boolean;
+    /** Token scopes accepted here besides api/read_api ('any': every scope, e.g. a token reading itself). */
+    allowScopes?: string[] | 'any';
   }
 }

@@ -1,5 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import metaRoutes from './meta/routes.js';
+import personalAccessTokenRoutes from './personal_access_tokens/routes.js';
+import keyRoutes from './keys/routes.js';
+import deployKeyRoutes from './deploy_keys/routes.js';
 import projectRoutes from './projects/routes.js';
 import groupRoutes from './groups/routes.js';
 import namespaceRoutes from './namespaces/routes.js';
@@ -7,6 +10,9 @@ import namespaceRoutes from './namespaces/routes.js';
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
   await app.register(metaRoutes);
+  await app.register(personalAccessTokenRoutes);
+  await app.register(keyRoutes);
+  await app.register(deployKeyRoutes);
   await app.register(projectRoutes);
   await app.register(groupRoutes);
   await app.register(namespaceRoutes);

@@ -1,5 +1,7 @@
+import type { BranchTables } from './schema/branches.js';
 import type { CoreTables } from './schema/core.js';
 import type { GroupsTables } from './schema/groups.js';
+import type { KeysTables } from './schema/keys.js';
 
 /** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
-export interface DB extends CoreTables, GroupsTables {}
+export interface DB extends CoreTables, BranchTables, KeysTables, GroupsTables {}

@@ -1,0 +1,97 @@
+import type { Database } from '../db/index.js';
+import type { ProtectedBranch, ProtectedBranchAccessLevel } from '../db/schema/branches.js';
+import type { User } from '../db/schema/core.js';
+import { sql } from 'kysely';
+import { AccessLevel, activeMembership } from './access.js';
+
+/** GitLab's wildcard protection: `*` matches any run of characters (including '/'). */
+export function branchMatches(pattern: string, branch: string): boolean {
+  if (!pattern.includes('*')) return pattern === branch;
+  const re = new RegExp('^' + pattern.split('*').map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*') + '$');
+  return re.test(branch);
+}
+
+export interface BranchProtection {
+  rules: ProtectedBranch[];
+  levels: ProtectedBranchAccessLevel[];
+}
+
+/** The protection rules that match a branch, with their access levels (one query each). */
+export async function protectionFor(db: Database, projectId: number, branch: string): Promise<BranchProtection> {
+  const all = await db.selectFrom('protected_branches').selectAll().where('project_id', '=', projectId).execute();
+  const rules = all.filter((r) => branchMatches(r.name, branch));
+  if (!rules.length) return { rules, levels: [] };
+  const levels = await db
+    .selectFrom('protected_branch_access_levels')
+    .selectAll()
+    .where('protected_branch_id', 'in', rules.map((r) => r.id))
+    .execute();
+  return { rules, levels };
+}
+
+async function userInGroup(db: Database, userId: number, groupId: number): Promise<boolean> {
+  const row = await sql<{ ok: number }>`
+    select 1 as ok from members m join namespaces g on g.id = ${groupId}
+     where m.user_id = ${userId} and m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids) and ${activeMembership}
+     limit 1`.execute(db);
+  return row.rows.length > 0;
+}
+
+/** Does one of the rule's access levels of `kind` admit this user? */
+async function admitted(db: Database, levels: ProtectedBranchAccessLevel[], kind: string, user: User, accessLevel: number): Promise<boolean> {
+  for (const l of levels.filter((x) => x.kind === kind)) {
+    if (l.access_level !== null) {
+      if (l.access_level === AccessLevel.NO_ACCESS) continue;
+      if (l.access_level === AccessLevel.ADMIN ? user.admin : accessLevel >= l.access_level) return true;
+    } else if (l.user_id !== null && l.user_id === user.id && accessLevel >= AccessLevel.DEVELOPER) {
+      return true;
+    } else if (l.group_id !== null && (await userInGroup(db, user.id, l.group_id))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+export interface PushDecision {
+  allowed: boolean;
+  message?: string;
+}
+
+/**
+ * May `user` (with `accessLevel` on the project) push to `branch`? Developers and up push to
+ * unprotected branches; on a protected branch every matching rule must admit the user, and a
+ * force push (non-fast-forward or deletion) needs allow_force_push on all of them.
+ */
+export async function canPushToBranch(
+  db: Database,
+  projectId: number,
+  user: User,
+  accessLevel: number,
+  branch: string,
+  opts: { force?: boolean; deletion?: boolean } = {},
+): Promise<PushDecision> {
+  if (accessLevel < AccessLevel.DEVELOPER) return { allowed: false, message: 'You are not allowed to push code to this project.' };
+  const { rules, levels } = await protectionFor(db, projectId, branch);
+  if (!rules.length) return { allowed: true };
+  if (opts.deletion) return { allowed: false, message: 'You can only delete protected branches using the web interface.' };
+  for (const rule of rules) {
+    const ruleLevels = levels.filter((l) => l.protected_branch_id === rule.id);
+    if (!(await admitted(db, ruleLevels, 'push', user, accessLevel))) {
+      return { allowed: false, message: 'You are not allowed to push code to protected branches on this project.' };
+    }
+    if (opts.force && !rule.allow_force_push) {
+      return { allowed: false, message: 'You are not allowed to force push code to a protected branch on this project.' };
+    }
+  }
+  return { allowed: true };
+}
+
+/** May `user` merge into `branch` (merge requests, and commits API on protected branches via merge rights)? */
+export async function canMergeToBranch(db: Database, projectId: number, user: User, accessLevel: number, branch: string): Promise<boolean> {
+  if (accessLevel < AccessLevel.DEVELOPER) return false;
+  const { rules, levels } = await protectionFor(db, projectId, branch);
+  for (const rule of rules) {
+    if (!(await admitted(db, levels.filter((l) => l.protected_branch_id === rule.id), 'merge', user, accessLevel))) return false;
+  }
+  return true;
+}
