@@ -7,6 +7,9 @@ import deployKeyRoutes from './deploy_keys/routes.js';
 import userRoutes from './users/routes.js';
 import applicationRoutes from './applications/routes.js';
 import oauthRoutes from '../oauth/routes.js';
+import projectRoutes from './projects/routes.js';
+import groupRoutes from './groups/routes.js';
+import namespaceRoutes from './namespaces/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -18,4 +21,7 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(userRoutes);
   await app.register(applicationRoutes);
   await app.register(oauthRoutes);
+  await app.register(projectRoutes);
+  await app.register(groupRoutes);
+  await app.register(namespaceRoutes);
 }

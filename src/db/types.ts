@@ -1,5 +1,6 @@
 import type { BranchTables } from './schema/branches.js';
 import type { CoreTables } from './schema/core.js';
+import type { GroupsTables } from './schema/groups.js';
 import type { KeysTables } from './schema/keys.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { UsersAreaTables } from './schema/users.js';
@@ -8,6 +9,7 @@ import type { UsersAreaTables } from './schema/users.js';
 export interface DB
   extends CoreTables,
     BranchTables,
+    GroupsTables,
     KeysTables,
     OAuthTables,
     UsersAreaTables {}
