@@ -1,5 +1,6 @@
 import type { BranchTables } from './schema/branches.js';
 import type { CoreTables } from './schema/core.js';
+import type { NoteTables } from './schema/notes.js';
 
 /** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
-export interface DB extends CoreTables, BranchTables {}
+export interface DB extends CoreTables, BranchTables, NoteTables {}

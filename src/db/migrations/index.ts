@@ -1,10 +1,12 @@
 import type { Migration } from 'kysely';
 import * as core from './0001_core.js';
 import * as protectedBranches from './0002_protected_branches.js';
+import * as notes from './0300_notes.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
 export const migrations: Record<string, Migration> = {
   '0001_core': core,
   '0002_protected_branches': protectedBranches,
+  '0300_notes': notes,
 };
