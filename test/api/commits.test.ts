@@ -14,7 +14,7 @@ describe('commits API', () => {
   let guest: TestUser, reporter: TestUser, developer: TestUser, maintainer: TestUser, outsider: TestUser;
 
   const commit = (body: Record<string, unknown>, opts?: { token?: string | null }) => t.post(`${url}/repository/commits`, body, opts);
-  const gitIn = (p: Project, ...args: string[]) => execFileSync('git', ['--git-dir', projectRepoPath(t.app.cairn, p), ...args], { encoding: 'utf8' });
+  const gitIn = (p: Project, ...args: string[]) => execFileSync('git', ['--git-dir', projectRepoPath(t.app.cairn, p), ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
   before(async () => {
     t = await createTestContext();
