@@ -132,6 +132,11 @@ async function planActions(gitDir: string, baseTree: string | null, actions: Tre
   return overlay;
 }
 
+/** Writes the new contents of `actions` as blobs (one git call); null where an action has none. */
+export async function writeActionBlobs(gitDir: string, actions: TreeAction[]): Promise<(string | null)[]> {
+  return withTempDir((tmp) => writeBlobs(gitDir, tmp, actions));
+}
+
 async function writeBlobs(gitDir: string, tmp: string, actions: TreeAction[]): Promise<(string | null)[]> {
   const files: string[] = [];
   const index: number[] = [];
@@ -189,6 +194,8 @@ export interface BuildCommitInput {
   message: string;
   author: Identity;
   committer: Identity;
+  /** Blobs already written by writeActionBlobs (so retries do not rewrite content). */
+  blobs?: (string | null)[];
 }
 
 /** Writes the commit that applies `actions` on top of `parent`; throws TreeActionError for invalid actions. */
@@ -200,7 +207,7 @@ export async function buildCommit(gitDir: string, input: BuildCommitInput): Prom
   return withTempDir(async (tmp) => {
     const env = { GIT_INDEX_FILE: path.join(tmp, 'index') };
     const baseTree = input.parent ? `${input.parent}^{tree}` : null;
-    const blobs = await writeBlobs(gitDir, tmp, input.actions);
+    const blobs = input.blobs ?? (await writeBlobs(gitDir, tmp, input.actions));
     const overlay = await planActions(gitDir, baseTree, input.actions, blobs);
     if (baseTree) await git(['read-tree', baseTree], { gitDir, env });
     else await git(['read-tree', '--empty'], { gitDir, env });

@@ -25,7 +25,7 @@ import {
   type CommitStats,
   type LogOptions,
 } from '../git/commits.js';
-import { buildCommit, checkWritablePath, commitTree, compareAndSwapRef, mergeTrees, setHead, TreeActionError, type Identity, type TreeAction } from '../git/write.js';
+import { buildCommit, checkWritablePath, writeActionBlobs, commitTree, compareAndSwapRef, mergeTrees, setHead, TreeActionError, type Identity, type TreeAction } from '../git/write.js';
 import { assertCanPushToBranch, assertRepositoryWritable } from '../policies/code.js';
 import { ApiError, apiError, invalidParam, missingParam, notFound } from '../plugins/errors.js';
 import { projectRepoPath } from './projects.js';
@@ -184,6 +184,30 @@ async function adoptFirstBranch(cairn: Cairn, project: ProjectWithNamespace, git
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Randomised exponential backoff after a lost compare-and-swap race. */
+const backoff = (attempt: number) => sleep(Math.random() * Math.min(200, 5 * 2 ** attempt));
+
+/**
+ * Writers of one branch in this process take turns. This is only about throughput: without it
+ * N simultaneous requests build N commits of which one wins each round. Correctness never
+ * depends on it: other processes are not covered, and every ref update is compare-and-swap.
+ */
+const branchQueues = new Map<string, Promise<unknown>>();
+async function inTurn<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  const previous = branchQueues.get(key) ?? Promise.resolve();
+  const run = previous.then(fn, fn);
+  const tail = run.then(
+    () => undefined,
+    () => undefined,
+  );
+  branchQueues.set(key, tail);
+  try {
+    return await run;
+  } finally {
+    if (branchQueues.get(key) === tail) branchQueues.delete(key);
+  }
+}
+
 /**
  * Creates one commit from file actions and moves `branch` to it, the way GitLab's
  * Commits::CreateService / Files::MultiService do.
@@ -232,48 +256,51 @@ export async function createCommit(cairn: Cairn, input: CreateCommitInput): Prom
   const committer = userIdentity(user);
   const author: Identity = { name: input.authorName || committer.name, email: input.authorEmail || committer.email };
   const tmpRef = crossProject ? `refs/tmp/cairn-start-${crypto.randomBytes(10).toString('hex')}` : null;
+  const blobs = await writeActionBlobs(gitDir, actions);
 
-  try {
-    for (let attempt = 1; ; attempt++) {
-      const target = await readRef(gitDir, `refs/heads/${branch}`);
-      let parent: string | null;
-      if (startSha) parent = startSha;
-      else {
-        parent = startBranch === branch && !crossProject ? target : await readRef(startDir, `refs/heads/${startBranch}`);
-        if (!parent && !(await hasNoBranches(startDir))) throw fail('You can only create or edit files when you are on a branch');
-      }
-      if (different && target && !input.force) {
-        throw fail(`A branch called '${branch}' already exists. Switch to that branch in order to make changes`);
-      }
-      if (parent && crossProject) await fetchCommitFrom(gitDir, startDir, parent, tmpRef!);
-
-      if (parent) {
-        for (const a of actions) {
-          if (!a.lastCommitId || !['update', 'move', 'delete'].includes(a.action)) continue;
-          const path = a.previousPath ?? a.path;
-          const last = await lastCommitForPath(gitDir, parent, path);
-          if (last && last !== a.lastCommitId) throw fail(stale(path, a.action));
+  return inTurn(`${gitDir}\0${branch}`, async () => {
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const target = await readRef(gitDir, `refs/heads/${branch}`);
+        let parent: string | null;
+        if (startSha) parent = startSha;
+        else {
+          parent = startBranch === branch && !crossProject ? target : await readRef(startDir, `refs/heads/${startBranch}`);
+          if (!parent && !(await hasNoBranches(startDir))) throw fail('You can only create or edit files when you are on a branch');
         }
-      }
+        if (different && target && !input.force) {
+          throw fail(`A branch called '${branch}' already exists. Switch to that branch in order to make changes`);
+        }
+        if (parent && crossProject) await fetchCommitFrom(gitDir, startDir, parent, tmpRef!);
 
-      let built: { commit: string };
-      try {
-        built = await buildCommit(gitDir, { parent, actions, message: input.message, author, committer });
-      } catch (e) {
-        if (e instanceof TreeActionError) throw fail(e.message);
-        throw e;
+        if (parent) {
+          for (const a of actions) {
+            if (!a.lastCommitId || !['update', 'move', 'delete'].includes(a.action)) continue;
+            const path = a.previousPath ?? a.path;
+            const last = await lastCommitForPath(gitDir, parent, path);
+            if (last && last !== a.lastCommitId) throw fail(stale(path, a.action));
+          }
+        }
+
+        let built: { commit: string };
+        try {
+          built = await buildCommit(gitDir, { parent, actions, message: input.message, author, committer, blobs });
+        } catch (e) {
+          if (e instanceof TreeActionError) throw fail(e.message);
+          throw e;
+        }
+        if (await compareAndSwapRef(gitDir, `refs/heads/${branch}`, built.commit, target)) {
+          if (!target) await adoptFirstBranch(cairn, project, gitDir, branch);
+          await notifyPush(cairn, project, user, `refs/heads/${branch}`, target, built.commit);
+          return (await resolveCommit(cairn.catfile, gitDir, built.commit))!;
+        }
+        if (attempt >= CAS_ATTEMPTS) throw fail(`Could not update refs/heads/${branch}. Please refresh and try again.`);
+        await backoff(attempt);
       }
-      if (await compareAndSwapRef(gitDir, `refs/heads/${branch}`, built.commit, target)) {
-        if (!target) await adoptFirstBranch(cairn, project, gitDir, branch);
-        await notifyPush(cairn, project, user, `refs/heads/${branch}`, target, built.commit);
-        return (await resolveCommit(cairn.catfile, gitDir, built.commit))!;
-      }
-      if (attempt >= CAS_ATTEMPTS) throw fail(`Could not update refs/heads/${branch}. Please refresh and try again.`);
-      await sleep(Math.random() * 5 * attempt);
+    } finally {
+      if (tmpRef) await deleteRef(gitDir, tmpRef);
     }
-  } finally {
-    if (tmpRef) await deleteRef(gitDir, tmpRef);
-  }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -318,30 +345,32 @@ export async function pickCommit(cairn: Cairn, kind: 'cherry_pick' | 'revert', i
   const emptyTree = parentTree ?? EMPTY_TREE;
   const theirs = kind === 'cherry_pick' ? commit.tree : emptyTree;
 
-  for (let attempt = 1; ; attempt++) {
-    const tipOid = await readRef(gitDir, `refs/heads/${branch}`);
-    if (!tipOid) throw notFound('Branch');
-    const tip = (await resolveCommit(cairn.catfile, gitDir, tipOid))!;
-    const merged = await mergeTrees(gitDir, base, tip.tree, theirs);
-    if (merged.status !== 'ok') throw pickError(kind, merged.status);
-    if (input.dryRun) return { dryRun: true };
-    let message: string;
-    let author: Identity;
-    if (kind === 'cherry_pick') {
-      message = input.message || `${commit.message.replace(/\s+$/, '')}\n\n(cherry picked from commit ${commit.oid})`;
-      author = { name: commit.author.name, email: commit.author.email, time: commit.author.time, tz: commit.author.tz };
-    } else {
-      message = input.message || `Revert "${commitTitleOf(commit)}"\n\nThis reverts commit ${commit.oid}`;
-      author = committer;
+  return inTurn(`${gitDir}\0${branch}`, async (): Promise<PickOutcome> => {
+    for (let attempt = 1; ; attempt++) {
+      const tipOid = await readRef(gitDir, `refs/heads/${branch}`);
+      if (!tipOid) throw notFound('Branch');
+      const tip = (await resolveCommit(cairn.catfile, gitDir, tipOid))!;
+      const merged = await mergeTrees(gitDir, base, tip.tree, theirs);
+      if (merged.status !== 'ok') throw pickError(kind, merged.status);
+      if (input.dryRun) return { dryRun: true };
+      let message: string;
+      let author: Identity;
+      if (kind === 'cherry_pick') {
+        message = input.message || `${commit.message.replace(/\s+$/, '')}\n\n(cherry picked from commit ${commit.oid})`;
+        author = { name: commit.author.name, email: commit.author.email, time: commit.author.time, tz: commit.author.tz };
+      } else {
+        message = input.message || `Revert "${commitTitleOf(commit)}"\n\nThis reverts commit ${commit.oid}`;
+        author = committer;
+      }
+      const oid = await commitTree(gitDir, merged.tree!, [tipOid], message, author, committer);
+      if (await compareAndSwapRef(gitDir, `refs/heads/${branch}`, oid, tipOid)) {
+        await notifyPush(cairn, project, user, `refs/heads/${branch}`, tipOid, oid);
+        return { dryRun: false, commit: (await resolveCommit(cairn.catfile, gitDir, oid))! };
+      }
+      if (attempt >= CAS_ATTEMPTS) throw apiError(400, `Could not update refs/heads/${branch}. Please refresh and try again.`);
+      await backoff(attempt);
     }
-    const oid = await commitTree(gitDir, merged.tree!, [tipOid], message, author, committer);
-    if (await compareAndSwapRef(gitDir, `refs/heads/${branch}`, oid, tipOid)) {
-      await notifyPush(cairn, project, user, `refs/heads/${branch}`, tipOid, oid);
-      return { dryRun: false, commit: (await resolveCommit(cairn.catfile, gitDir, oid))! };
-    }
-    if (attempt >= CAS_ATTEMPTS) throw apiError(400, `Could not update refs/heads/${branch}. Please refresh and try again.`);
-    await sleep(Math.random() * 5 * attempt);
-  }
+  });
 }
 
 function commitTitleOf(c: ParsedCommit): string {
