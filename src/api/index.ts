@@ -1,11 +1,25 @@
 import type { FastifyInstance } from 'fastify';
+import memberRoutes from './members/routes.js';
 import metaRoutes from './meta/routes.js';
+import personalAccessTokenRoutes from './personal_access_tokens/routes.js';
+import keyRoutes from './keys/routes.js';
+import deployKeyRoutes from './deploy_keys/routes.js';
+import userRoutes from './users/routes.js';
+import applicationRoutes from './applications/routes.js';
+import oauthRoutes from '../oauth/routes.js';
 import commitRoutes from './commits/routes.js';
 import fileRoutes from './files/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
   await app.register(metaRoutes);
+  await app.register(personalAccessTokenRoutes);
+  await app.register(keyRoutes);
+  await app.register(deployKeyRoutes);
+  await app.register(memberRoutes);
+  await app.register(userRoutes);
+  await app.register(applicationRoutes);
+  await app.register(oauthRoutes);
   await app.register(commitRoutes);
   await app.register(fileRoutes);
 }
