@@ -10,6 +10,8 @@ import oauthRoutes from '../oauth/routes.js';
 import projectRoutes from './projects/routes.js';
 import groupRoutes from './groups/routes.js';
 import namespaceRoutes from './namespaces/routes.js';
+import commitRoutes from './commits/routes.js';
+import fileRoutes from './files/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -24,4 +26,6 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(projectRoutes);
   await app.register(groupRoutes);
   await app.register(namespaceRoutes);
+  await app.register(commitRoutes);
+  await app.register(fileRoutes);
 }

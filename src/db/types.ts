@@ -4,6 +4,7 @@ import type { GroupsTables } from './schema/groups.js';
 import type { KeysTables } from './schema/keys.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { UsersAreaTables } from './schema/users.js';
+import type { NoteTables } from './schema/notes.js';
 
 /** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
 export interface DB
@@ -12,4 +13,5 @@ export interface DB
     GroupsTables,
     KeysTables,
     OAuthTables,
-    UsersAreaTables {}
+    UsersAreaTables,
+    NoteTables {}
