@@ -146,7 +146,8 @@ export async function listRefs(gitDir: string, prefix: 'refs/heads/' | 'refs/tag
 
 /** The full ref's current value, or null. */
 export async function readRef(pool: CatFilePool, gitDir: string, fullRef: string): Promise<string | null> {
-  if (!isSafeRevision(fullRef)) return null;
+  // Only a plain ref name: no revision operators that would name some other object.
+  if (!isSafeRevision(fullRef) || /[~^?*[]|@\{/.test(fullRef) || fullRef.endsWith('/')) return null;
   const info = await safely(() => pool.info(gitDir, fullRef), null);
   return info ? info.oid : null;
 }
