@@ -1,6 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import memberRoutes from './members/routes.js';
 import metaRoutes from './meta/routes.js';
+import repositoryRoutes from './repository/routes.js';
+import branchRoutes from './branches/routes.js';
+import tagRoutes from './tags/routes.js';
+import protectedBranchRoutes from './protected_branches/routes.js';
 import personalAccessTokenRoutes from './personal_access_tokens/routes.js';
 import keyRoutes from './keys/routes.js';
 import deployKeyRoutes from './deploy_keys/routes.js';
@@ -16,6 +20,10 @@ import fileRoutes from './files/routes.js';
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
   await app.register(metaRoutes);
+  await app.register(repositoryRoutes);
+  await app.register(branchRoutes);
+  await app.register(tagRoutes);
+  await app.register(protectedBranchRoutes);
   await app.register(personalAccessTokenRoutes);
   await app.register(keyRoutes);
   await app.register(deployKeyRoutes);
