@@ -71,5 +71,7 @@ declare module 'fastify' {
     readUser?: boolean;
     /** Skip the API token handling entirely (git HTTP, OAuth and HTML pages do their own). */
     skipApiAuth?: boolean;
+    /** Token scopes accepted here besides api/read_api ('any': every scope, e.g. a token reading itself). */
+    allowScopes?: string[] | 'any';
   }
 }

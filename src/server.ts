@@ -1,5 +1,6 @@
 import { buildApp } from './app.js';
 import { loadConfig } from './config.js';
+import { startWorker } from './jobs/queue.js';
 
 export async function serve() {
   const config = loadConfig();
@@ -11,6 +12,11 @@ export async function serve() {
   };
   process.once('SIGINT', () => void shutdown('SIGINT'));
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  // Background jobs run in-process by default; every process works the same queue.
+  if (process.env.CAIRN_WORKERS !== '0') {
+    const stop = startWorker(app.cairn);
+    app.cairn.closers.unshift(stop);
+  }
   await app.listen({ host: config.host, port: config.port });
   app.log.info(`Cairn serving ${config.externalUrl} (${app.cairn.dbKind === 'pglite' ? `embedded database in ${config.dataDir}` : 'PostgreSQL'})`);
   return app;

@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { assertSafeArg, git, gitText, startGit, type GitProcess } from './command.js';
+import { assertSafeArg, gitText, startGit, type GitProcess } from './command.js';
 
 /**
  * The process side of git's smart HTTP protocol (v0 and v2): `upload-pack` / `receive-pack`
@@ -262,10 +262,6 @@ export async function headBranch(gitDir: string): Promise<string | null> {
   } catch {
     return null;
   }
-}
-
-export async function setHeadBranch(gitDir: string, branch: string): Promise<void> {
-  await git(['symbolic-ref', 'HEAD', `refs/heads/${assertSafeArg(branch, 'branch')}`], { gitDir });
 }
 
 // ---------------------------------------------------------------------------------------------

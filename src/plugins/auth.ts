@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import type { Actor, Cairn, Credential, TokenChannel } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import { tokenDigest } from '../lib/secrets.js';
+import { revokeTokenFamily } from '../services/tokens.js';
 import { ApiError, forbidden, notFound, unauthorized } from './errors.js';
 import { allParams } from './params.js';
 
@@ -44,7 +45,11 @@ export const personalAccessTokenResolver = {
       .executeTakeFirst();
     if (!row) return null;
     const today = new Date().toISOString().slice(0, 10);
-    if (row.revoked || (row.expires_at && row.expires_at <= today)) throw unauthorized();
+    if (row.revoked) {
+      await revokeTokenFamily(cairn.db, row.token_id);
+      throw unauthorized();
+    }
+    if (row.expires_at && row.expires_at <= today) throw unauthorized();
     const { token_id, scopes, expires_at: _e, revoked: _r, impersonation, last_used_at, ...user } = row;
     // Recording use on every request would be a write per read; once in ten minutes is enough.
     if (!last_used_at || Date.now() - new Date(last_used_at).getTime() > 10 * 60_000) {
@@ -83,6 +88,8 @@ export async function resolveCredential(cairn: Cairn, channel: TokenChannel, tok
 /** May this credential call this route? read_api reads, read_user reads user endpoints, api does all. */
 export function checkScopes(request: FastifyRequest, scopes: string[]) {
   if (scopes.includes('api')) return;
+  const allowed = request.routeOptions.config?.allowScopes;
+  if (allowed === 'any' || allowed?.some((s) => scopes.includes(s))) return;
   const reading = request.method === 'GET' || request.method === 'HEAD';
   if (reading && scopes.includes('read_api')) return;
   if (reading && request.routeOptions.config?.readUser && scopes.includes('read_user')) return;

@@ -26,9 +26,17 @@ export function accessLevelName(level: number): string {
 /** A membership counts when it is active, not a pending request, and not expired. */
 export const activeMembership = sql<boolean>`(m.state = 0 and m.requested_at is null and (m.expires_at is null or m.expires_at > current_date))`;
 
+/** SQL condition: a group share (aliased `l`) has not expired. */
+const linkActive = sql<boolean>`(l.expires_at is null or l.expires_at > current_date)`;
+
+/** SQL condition: the namespace aliased `pn` allows its projects' group shares to count. */
+export const shareWithGroupAllowed = sql<boolean>`((pn.settings -> 'share_with_group_lock') is distinct from 'true'::jsonb)`;
+
 /**
- * The highest access level a user has on a group: direct or inherited from ancestors,
- * or through groups this group (or an ancestor) is shared with (capped at the link's level).
+ * The highest access level a user has on a group: membership of the group or an ancestor,
+ * and direct membership of a group that this group (or an ancestor) is shared with, capped at
+ * the share's level. As in GitLab, a share reaches only the invited group's direct members.
+ * Same rules as the SQL function group_authorizations().
  */
 export async function groupAccessLevel(db: Database, userId: number, group: Pick<Namespace, 'id' | 'traversal_ids'>): Promise<number> {
   const row = await sql<{ level: number | null }>`
@@ -38,47 +46,64 @@ export async function groupAccessLevel(db: Database, userId: number, group: Pick
          and m.source_id = any(${group.traversal_ids}::int[]) and ${activeMembership}
       union all
       select least(l.group_access, m.access_level) from group_group_links l
-        join namespaces g on g.id = l.shared_with_group_id
-        join members m on m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids)
-       where l.shared_group_id = any(${group.traversal_ids}::int[])
-         and (l.expires_at is null or l.expires_at > current_date)
-         and m.user_id = ${userId} and ${activeMembership}
+        join members m on m.source_type = 'Namespace' and m.source_id = l.shared_with_group_id
+       where l.shared_group_id = any(${group.traversal_ids}::int[]) and ${linkActive}
+         and m.user_id = ${userId} and m.access_level > 5 and ${activeMembership}
     ) levels`.execute(db);
   return row.rows[0]?.level ?? 0;
 }
 
 /**
  * The highest access level a user has on a project: direct membership, the namespace's
- * group tree, groups the project or its groups are shared with, and 50 for the owner of
- * a personal namespace.
+ * group tree (and groups shared into it), groups the project is shared with (unless its
+ * namespace locks sharing), and 50 for the owner of a personal namespace. Minimal access
+ * grants nothing on projects. Same rules as the SQL function project_authorizations().
  */
 export async function projectAccessLevel(db: Database, userId: number, project: Pick<Project, 'id' | 'namespace_id'>): Promise<number> {
   const row = await sql<{ level: number | null }>`
-    with ns as (select id, type, owner_id, traversal_ids from namespaces where id = ${project.namespace_id})
+    with ns as (select id, type, owner_id, traversal_ids, settings from namespaces where id = ${project.namespace_id}),
+    -- every group whose access reaches the project, with the cap that applies to it
+    reach as (
+      select ns.traversal_ids, 50 as cap from ns where ns.type = 'Group'
+      union all
+      select g.traversal_ids, l.group_access from project_group_links l
+        join namespaces g on g.id = l.group_id
+        join ns pn on true
+       where l.project_id = ${project.id} and ${linkActive} and ${shareWithGroupAllowed}
+    )
     select max(level) as level from (
       select 50 as level from ns where ns.type = 'User' and ns.owner_id = ${userId}
       union all
       select m.access_level from members m
        where m.user_id = ${userId} and m.source_type = 'Project' and m.source_id = ${project.id} and ${activeMembership}
       union all
-      select m.access_level from members m, ns
-       where ns.type = 'Group' and m.user_id = ${userId} and m.source_type = 'Namespace'
-         and m.source_id = any(ns.traversal_ids) and ${activeMembership}
+      select least(r.cap, m.access_level) from reach r
+        join members m on m.source_type = 'Namespace' and m.source_id = any(r.traversal_ids)
+       where m.user_id = ${userId} and m.access_level >= 10 and ${activeMembership}
       union all
-      select least(l.group_access, m.access_level) from project_group_links l
-        join namespaces g on g.id = l.group_id
-        join members m on m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids)
-       where l.project_id = ${project.id} and (l.expires_at is null or l.expires_at > current_date)
-         and m.user_id = ${userId} and ${activeMembership}
-      union all
-      select least(l.group_access, m.access_level) from ns
-        join group_group_links l on l.shared_group_id = any(ns.traversal_ids)
-        join namespaces g on g.id = l.shared_with_group_id
-        join members m on m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids)
-       where ns.type = 'Group' and (l.expires_at is null or l.expires_at > current_date)
-         and m.user_id = ${userId} and ${activeMembership}
+      select least(r.cap, l.group_access, m.access_level) from reach r
+        join group_group_links l on l.shared_group_id = any(r.traversal_ids)
+        join members m on m.source_type = 'Namespace' and m.source_id = l.shared_with_group_id
+       where ${linkActive} and m.user_id = ${userId} and m.access_level >= 10 and ${activeMembership}
     ) levels`.execute(db);
   return row.rows[0]?.level ?? 0;
+}
+
+/**
+ * GitLab lets a user see a private group when they have access to one of its subgroups or
+ * projects (read_group through descendants); the same rule as groupVisibleTo below.
+ */
+export async function hasAccessBelowGroup(db: Database, userId: number, groupId: number): Promise<boolean> {
+  const row = await sql<{ found: boolean }>`
+    select exists (
+      select 1 from group_authorizations(${userId}) ga join namespaces n on n.id = ga.group_id
+       where n.traversal_ids @> array[${groupId}::int] and ga.access_level >= 10
+      union all
+      select 1 from project_authorizations(${userId}) pa
+        join projects p on p.id = pa.project_id join namespaces n on n.id = p.namespace_id
+       where n.traversal_ids @> array[${groupId}::int]
+    ) as found`.execute(db);
+  return row.rows[0]?.found ?? false;
 }
 
 /** Can this (possibly anonymous) user see something of this visibility, given their access level? */

@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
 import type { Cairn, PostReceiveEvent } from '../context.js';
 import type { Project } from '../db/schema/core.js';
-import { headBranch, isZeroSha, refSnapshot, setHeadBranch, type RefUpdate } from '../git/http.js';
+import { headBranch, isZeroSha, refSnapshot, type RefUpdate } from '../git/http.js';
+import { setHead } from '../git/refs.js';
 import { projectRepoPath } from './projects.js';
 
 /**
@@ -38,7 +39,7 @@ export async function recordPush(
   if (!defaultBranch || !branches.includes(defaultBranch)) {
     const picked = pickDefaultBranch(branches, [defaultBranch, await headBranch(gitDir)]);
     if (picked) {
-      await setHeadBranch(gitDir, picked);
+      await setHead(gitDir, picked);
       defaultBranch = picked;
     }
   }

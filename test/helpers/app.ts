@@ -145,7 +145,7 @@ export class TestContext {
   }
 }
 
-export async function createTestContext(overrides: Partial<Config> = {}): Promise<TestContext> {
+export async function createTestContext(overrides: Partial<Config> = {}, setup?: (app: App) => void | Promise<void>): Promise<TestContext> {
   const { database, databaseUrl, drop } = await openTestDatabase();
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-test-'));
   const config = loadConfig(
@@ -153,6 +153,7 @@ export async function createTestContext(overrides: Partial<Config> = {}): Promis
     { databaseUrl, logLevel: 'silent', ...overrides },
   );
   const app = await buildApp({ config, database, logger: false });
+  await setup?.(app);
   await app.ready();
   return new TestContext(app, config, databaseUrl, tmpDir, drop);
 }

@@ -1,10 +1,22 @@
 import type { Migration } from 'kysely';
 import * as core from './0001_core.js';
 import * as protectedBranches from './0002_protected_branches.js';
+import * as keys from './0150_keys.js';
+import * as members from './0250_members.js';
+import * as users from './0100_users.js';
+import * as oauth from './0500_oauth.js';
+import * as groupsProjects from './0200_groups_projects.js';
+import * as notes from './0300_notes.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
 export const migrations: Record<string, Migration> = {
   '0001_core': core,
   '0002_protected_branches': protectedBranches,
+  '0150_keys': keys,
+  '0250_members': members,
+  '0100_users': users,
+  '0500_oauth': oauth,
+  '0200_groups_projects': groupsProjects,
+  '0300_notes': notes,
 };

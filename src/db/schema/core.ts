@@ -127,6 +127,9 @@ export interface MembersTable {
   override: Auto<boolean>;
   invite_source: string | null;
   created_by_id: number | null;
+  /** Onboarding tasks (ci, code, issues) the inviter attached, in tasks_project_id (migration 0250). */
+  tasks_to_be_done: Auto<string[]>;
+  tasks_project_id: number | null;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

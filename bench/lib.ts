@@ -1,0 +1,104 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+
+export const ROOT = path.resolve(import.meta.dirname, '..');
+export const BENCH_TOKEN = 'bench-root-token-0123456789';
+
+export interface BenchServer {
+  url: string;
+  dataDir: string;
+  env: NodeJS.ProcessEnv;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+/**
+ * Starts `cairn serve` in its own process (so the load generator does not share its event loop)
+ * on PostgreSQL when DATABASE_URL is set, else on a fresh embedded database.
+ */
+export async function startServer(extraEnv: Record<string, string> = {}): Promise<BenchServer> {
+  const port = await freePort();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-bench-'));
+  const env = {
+    ...process.env,
+    CAIRN_PORT: String(port),
+    CAIRN_HOST: '127.0.0.1',
+    CAIRN_DATA_DIR: dataDir,
+    CAIRN_ROOT_TOKEN: BENCH_TOKEN,
+    CAIRN_ROOT_PASSWORD: 'bench-password-123',
+    CAIRN_LOG_LEVEL: 'warn',
+    CAIRN_ARCHIVE_RATE_LIMIT: '0',
+    ...extraEnv,
+  };
+  const child: ChildProcess = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error('cairn serve exited during start');
+    try {
+      const res = await fetch(`${url}/-/readiness`);
+      if (res.ok) break;
+    } catch {}
+    if (i > 600) throw new Error('cairn serve did not become ready');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    url,
+    dataDir,
+    env,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function api(server: BenchServer, method: string, p: string, body?: unknown): Promise<any> {
+  const res = await fetch(`${server.url}/api/v4${p}`, {
+    method,
+    headers: { 'private-token': BENCH_TOKEN, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  if (res.status >= 400) throw new Error(`${method} ${p}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+export interface LoadResult {
+  name: string;
+  rps: number;
+  p99: number;
+  errors: number;
+}
+
+export async function load(name: string, url: string, opts: { headers?: Record<string, string>; seconds?: number; connections?: number } = {}): Promise<LoadResult> {
+  const result = await autocannon({
+    url,
+    headers: opts.headers,
+    connections: opts.connections ?? 20,
+    duration: opts.seconds ?? Number(process.env.BENCH_SECONDS || 8),
+  });
+  const errors = result.errors + result.non2xx + result.timeouts;
+  return { name, rps: Math.round(result.requests.average), p99: result.latency.p99, errors };
+}
+
+export function printTable(rows: (LoadResult & { ratio?: number })[]) {
+  console.log(`${'endpoint'.padEnd(52)} ${'req/s'.padStart(8)} ${'p99 ms'.padStart(7)} ${'ratio'.padStart(6)} ${'errors'.padStart(6)}`);
+  for (const r of rows) {
+    console.log(`${r.name.padEnd(52)} ${String(r.rps).padStart(8)} ${String(r.p99).padStart(7)} ${(r.ratio === undefined ? '' : r.ratio.toFixed(2)).padStart(6)} ${String(r.errors).padStart(6)}`);
+  }
+}

@@ -1,0 +1,46 @@
+import { Type } from 'typebox';
+import { PaginationQuery } from '../../plugins/pagination.js';
+
+const Id = Type.Integer({ minimum: 0, maximum: 2147483647 });
+
+export const UsageType = Type.Union([Type.Literal('auth'), Type.Literal('signing'), Type.Literal('auth_and_signing')]);
+
+export const KeyIdParams = Type.Object({ key_id: Id });
+export const KeyLookupParams = Type.Object({ id: Id });
+export const UserParams = Type.Object({ user_id: Type.String() });
+export const UserIdParams = Type.Object({ user_id: Id });
+export const UserKeyParams = Type.Object({ user_id: Type.String(), key_id: Id });
+export const UserIdKeyParams = Type.Object({ user_id: Id, key_id: Id });
+
+export const ListQuery = Type.Object({ ...PaginationQuery });
+export const FingerprintQuery = Type.Object({ fingerprint: Type.String() });
+
+export const CreateKeyBody = Type.Object({
+  title: Type.String(),
+  key: Type.String(),
+  expires_at: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  usage_type: Type.Optional(UsageType),
+});
+
+export const ProjectParams = Type.Object({ id: Type.String() });
+export const ProjectKeyParams = Type.Object({ id: Type.String(), key_id: Id });
+
+export const DeployKeyListQuery = Type.Object({ ...PaginationQuery, public: Type.Optional(Type.Boolean()) });
+
+export const CreateDeployKeyBody = Type.Object({
+  title: Type.String(),
+  key: Type.String(),
+  expires_at: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+});
+
+export const CreateProjectDeployKeyBody = Type.Object({
+  title: Type.String(),
+  key: Type.String(),
+  can_push: Type.Optional(Type.Boolean()),
+  expires_at: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+});
+
+export const UpdateProjectDeployKeyBody = Type.Object({
+  title: Type.Optional(Type.String()),
+  can_push: Type.Optional(Type.Boolean()),
+});

@@ -1,0 +1,120 @@
+import type { FastifyRequest } from 'fastify';
+import type { MemberSource } from '../../finders/members.js';
+import { invalidParam, missingParam, notFound } from '../../plugins/errors.js';
+import { toBoolean } from '../../plugins/params.js';
+import { authorizeGroup } from '../../policies/groups.js';
+import { authorizeProject } from '../../policies/projects.js';
+import type { User } from '../../db/schema/core.js';
+import type { PresentContext } from '../../presenters/users.js';
+
+export type SourceKind = 'groups' | 'projects';
+
+export interface LoadedSource {
+  source: MemberSource;
+  /** The caller's level on the source (admins count as owners). */
+  level: number;
+  user: User | null;
+}
+
+/** Loads /groups/:id or /projects/:id for the caller (404 when invisible). */
+export async function loadSource(request: FastifyRequest, kind: SourceKind, id: string): Promise<LoadedSource> {
+  if (kind === 'projects') {
+    const { project, accessLevel, user } = await authorizeProject(request, id);
+    return { source: { type: 'Project', project }, level: accessLevel, user };
+  }
+  const { group, accessLevel, user } = await authorizeGroup(request, id);
+  return { source: { type: 'Namespace', group }, level: accessLevel, user };
+}
+
+function present(v: unknown): boolean {
+  return v !== undefined && v !== null && v !== '';
+}
+
+/** An Integer parameter as Grape coerces it: digits only (with an optional sign). */
+export function intParam(params: Record<string, unknown>, name: string, required: boolean): number | undefined {
+  const v = params[name];
+  if (!present(v)) {
+    if (required) throw missingParam(name);
+    return undefined;
+  }
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^[-+]?\d+$/.test(v.trim()) ? Number(v) : NaN;
+  if (!Number.isSafeInteger(n)) throw invalidParam(name);
+  return n;
+}
+
+/** An integer from a path segment (`:user_id`): anything else is "<name> is invalid". */
+export function pathInt(value: string, name: string): number {
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) throw invalidParam(name);
+  return Number(value);
+}
+
+/** An access level that must be one of `allowed` ("does not have a valid value" otherwise). */
+export function accessLevelParam(params: Record<string, unknown>, name: string, allowed: number[], required: boolean): number | undefined {
+  const level = intParam(params, name, required);
+  if (level !== undefined && !allowed.includes(level)) throw invalidParam(name, 'does not have a valid value');
+  return level;
+}
+
+/**
+ * A date parameter: YEAR-MONTH-DAY (a full timestamp is cut to its date, as Grape's Date
+ * coercion does). Absent -> undefined; empty -> null (clears it); unparsable -> 400.
+ */
+export function dateParam(params: Record<string, unknown>, name: string): string | null | undefined {
+  if (!(name in params) || params[name] === undefined) return undefined;
+  const v = params[name];
+  if (v === null || v === '') return null;
+  if (typeof v !== 'string') throw invalidParam(name);
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$/.exec(v.trim());
+  if (!m) throw invalidParam(name);
+  const date = `${m[1]}-${m[2]}-${m[3]}`;
+  const parsed = new Date(`${date}T00:00:00Z`);
+  if (Number.isNaN(parsed.getTime()) || parsed.toISOString().slice(0, 10) !== date) throw invalidParam(name);
+  return date;
+}
+
+/** An integer array: `name[]=1&name[]=2`, a JSON array, or "1,2" (CommaSeparatedToIntegerArray). */
+export function intArrayParam(params: Record<string, unknown>, name: string): number[] | undefined {
+  const v = params[name];
+  if (!present(v)) return undefined;
+  const items = Array.isArray(v) ? v : typeof v === 'string' || typeof v === 'number' ? String(v).split(',') : null;
+  if (!items) throw invalidParam(name);
+  const out: number[] = [];
+  for (const item of items) {
+    const s = String(item).trim();
+    if (s === '') continue;
+    if (!/^\d+$/.test(s)) throw invalidParam(name);
+    out.push(Number(s));
+  }
+  return out;
+}
+
+/** A string array: `name[]=a`, a JSON array, or "a,b" (CommaSeparatedToArray). */
+export function stringArrayParam(params: Record<string, unknown>, name: string): string[] | undefined {
+  const v = params[name];
+  if (!present(v)) return undefined;
+  const items = Array.isArray(v) ? v : typeof v === 'string' ? v.split(',') : null;
+  if (!items || items.some((i) => typeof i !== 'string' && typeof i !== 'number')) throw invalidParam(name);
+  return items.map((i) => String(i).trim()).filter((s) => s !== '');
+}
+
+export function boolParam(params: Record<string, unknown>, name: string, fallback: boolean): boolean {
+  const v = params[name];
+  if (!present(v)) return fallback;
+  const b = toBoolean(v);
+  if (b === undefined) throw invalidParam(name);
+  return b;
+}
+
+export function stringParam(params: Record<string, unknown>, name: string): string | undefined {
+  const v = params[name];
+  if (!present(v)) return undefined;
+  if (typeof v !== 'string' && typeof v !== 'number') throw invalidParam(name);
+  return String(v);
+}
+
+/** GitLab's 404 for a membership that is not there (ActiveRecord::RecordNotFound). */
+export const memberNotFound = () => notFound();
+
+export function presentContext(request: FastifyRequest): PresentContext {
+  return { baseUrl: request.server.cairn.config.externalUrl };
+}

@@ -1,0 +1,239 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { findToken, findTokens, type TokenFilters } from '../../finders/tokens.js';
+import { findUserById } from '../../finders/keys.js';
+import { requireUser } from '../../plugins/auth.js';
+import { ApiError, apiError, badRequest, methodNotAllowed, notFound, unauthorized, validationFailed } from '../../plugins/errors.js';
+import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
+import {
+  presentImpersonationToken,
+  presentImpersonationTokenWithToken,
+  presentPersonalAccessToken,
+  presentPersonalAccessTokenWithToken,
+} from '../../presenters/tokens.js';
+import {
+  dateAfterDays,
+  fullMessages,
+  insertPersonalAccessToken,
+  MAX_TOKEN_LIFETIME_DAYS,
+  PAT_SCOPES,
+  revokeToken,
+  rotateToken,
+  tokenValidationErrors,
+} from '../../services/tokens.js';
+import {
+  CreateImpersonationTokenBody,
+  CreateTokenBody,
+  dateParam,
+  dateTimeParam,
+  ImpersonationListQuery,
+  ImpersonationTokenParams,
+  RotateBody,
+  scopeList,
+  TokenIdParams,
+  TokenListQuery,
+  UserIdParams,
+} from './schemas.js';
+
+/** Scopes a user may give a token they create for themselves through the API. */
+const SELF_SERVICE_SCOPES = ['k8s_proxy', 'self_rotate'];
+
+/** The token that authenticated this request, for the /self endpoints. */
+async function currentToken(request: FastifyRequest) {
+  const actor = request.actor;
+  if (!actor) throw unauthorized();
+  if ((actor.kind !== 'personal_access_token' && actor.kind !== 'impersonation_token') || !actor.tokenId) return null;
+  return (await findToken(request.server.cairn.db, actor.tokenId)) ?? null;
+}
+
+async function rotate(request: FastifyRequest, tokenId: number, expiresAtRaw: string | undefined) {
+  const expiresAt = dateParam('expires_at', expiresAtRaw) ?? null;
+  const max = dateAfterDays(MAX_TOKEN_LIFETIME_DAYS);
+  if (expiresAt && expiresAt > max) throw badRequest(`Expires at must be before ${max}`);
+  const result = await rotateToken(request.server.cairn.db, tokenId, expiresAt);
+  if (!result.row) throw badRequest(result.error ?? 'Token not found');
+  return { row: result.row, token: result.token };
+}
+
+async function targetUser(request: FastifyRequest, userId: number) {
+  const user = await findUserById(request.server.cairn.db, userId);
+  if (!user) throw notFound('User');
+  return user;
+}
+
+export default async function personalAccessTokenRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const db = () => app.cairn.db;
+  const required = { auth: 'required' as const };
+
+  app.get('/api/v4/personal_access_tokens', { config: required, schema: { querystring: TokenListQuery } }, async (request, reply) => {
+    const user = requireUser(request);
+    const q = request.query;
+    const filters: TokenFilters = {
+      revoked: q.revoked,
+      state: q.state,
+      createdBefore: dateTimeParam('created_before', q.created_before),
+      createdAfter: dateTimeParam('created_after', q.created_after),
+      lastUsedBefore: dateTimeParam('last_used_before', q.last_used_before),
+      lastUsedAfter: dateTimeParam('last_used_after', q.last_used_after),
+      expiresBefore: dateParam('expires_before', q.expires_before),
+      expiresAfter: dateParam('expires_after', q.expires_after),
+      search: q.search || undefined,
+      sort: q.sort,
+    };
+    if (user.admin) {
+      if (q.user_id !== undefined) {
+        if (q.user_id === '') throw notFound();
+        filters.userId = (await targetUser(request, q.user_id)).id;
+      }
+    } else {
+      // GitLab answers 401 when a non-administrator asks for someone else's tokens.
+      if (q.user_id !== undefined && q.user_id !== '' && q.user_id !== user.id) throw unauthorized();
+      filters.userId = user.id;
+      filters.impersonation = false;
+    }
+    const page = pageParams(request);
+    const { rows, total } = await findTokens(db(), filters, page);
+    setPaginationHeaders(request, reply, page, total);
+    return rows.map(presentPersonalAccessToken);
+  });
+
+  // Any token may read and revoke itself, whatever its scopes.
+  app.get('/api/v4/personal_access_tokens/self', { config: { ...required, allowScopes: 'any' } }, async (request) => {
+    const token = await currentToken(request);
+    if (!token) throw badRequest('This endpoint requires token type to be a personal access token');
+    return presentPersonalAccessToken(token);
+  });
+
+  app.delete('/api/v4/personal_access_tokens/self', { config: { ...required, allowScopes: 'any' } }, async (request, reply) => {
+    const token = await currentToken(request);
+    if (!token) throw badRequest('This endpoint requires token type to be a personal access token');
+    await revokeToken(db(), token.id);
+    return reply.code(204).send();
+  });
+
+  app.post(
+    '/api/v4/personal_access_tokens/self/rotate',
+    { config: { ...required, allowScopes: ['self_rotate'] }, schema: { body: RotateBody } },
+    async (request) => {
+      const token = await currentToken(request);
+      if (!token) throw methodNotAllowed();
+      const { row, token: plain } = await rotate(request, token.id, request.body.expires_at);
+      return presentPersonalAccessTokenWithToken(row, plain);
+    },
+  );
+
+  app.get('/api/v4/personal_access_tokens/:id', { config: required, schema: { params: TokenIdParams } }, async (request) => {
+    const user = requireUser(request);
+    const token = await findToken(db(), request.params.id);
+    if (token && (user.admin || token.user_id === user.id)) return presentPersonalAccessToken(token);
+    // Only administrators learn whether a token exists.
+    throw user.admin ? notFound() : unauthorized();
+  });
+
+  app.post(
+    '/api/v4/personal_access_tokens/:id/rotate',
+    { config: required, schema: { params: TokenIdParams, body: RotateBody } },
+    async (request) => {
+      const user = requireUser(request);
+      const token = await findToken(db(), request.params.id);
+      if (!token || !(user.admin || token.user_id === user.id)) throw user.admin ? notFound() : unauthorized();
+      const { row, token: plain } = await rotate(request, token.id, request.body.expires_at);
+      return presentPersonalAccessTokenWithToken(row, plain);
+    },
+  );
+
+  app.delete('/api/v4/personal_access_tokens/:id', { config: required, schema: { params: TokenIdParams } }, async (request, reply) => {
+    const user = requireUser(request);
+    const token = await findToken(db(), request.params.id);
+    if (!token) throw notFound();
+    if (!user.admin && token.user_id !== user.id) throw badRequest('Not permitted to revoke');
+    await revokeToken(db(), token.id);
+    return reply.code(204).send();
+  });
+
+  app.post(
+    '/api/v4/users/:user_id/personal_access_tokens',
+    { config: { admin: true }, schema: { params: UserIdParams, body: CreateTokenBody } },
+    async (request, reply) => {
+      const target = await targetUser(request, request.params.user_id);
+      const body = request.body;
+      const scopes = scopeList(body.scopes);
+      if (!scopes.every((s) => (PAT_SCOPES as readonly string[]).includes(s))) throw new ApiError(400, { error: 'scopes does not have a valid value' });
+      const expiresAt = dateParam('expires_at', body.expires_at) ?? dateAfterDays(MAX_TOKEN_LIFETIME_DAYS);
+      const errors = tokenValidationErrors({ name: body.name, scopes, expiresAt });
+      if (Object.keys(errors).length) throw apiError(422, fullMessages(errors));
+      const { row, token } = await insertPersonalAccessToken(db(), {
+        userId: target.id, name: body.name, description: body.description ?? null, scopes, expiresAt,
+      });
+      return reply.code(201).send(presentPersonalAccessTokenWithToken(row, token));
+    },
+  );
+
+  app.post('/api/v4/user/personal_access_tokens', { config: required, schema: { body: CreateTokenBody } }, async (request, reply) => {
+    const user = requireUser(request);
+    const body = request.body;
+    const scopes = scopeList(body.scopes);
+    if (!scopes.every((s) => SELF_SERVICE_SCOPES.includes(s))) throw new ApiError(400, { error: 'scopes does not have a valid value' });
+    const expiresAt = dateParam('expires_at', body.expires_at) ?? dateAfterDays(MAX_TOKEN_LIFETIME_DAYS);
+    const errors = tokenValidationErrors({ name: body.name, scopes, expiresAt });
+    if (Object.keys(errors).length) throw apiError(422, fullMessages(errors));
+    const { row, token } = await insertPersonalAccessToken(db(), {
+      userId: user.id, name: body.name, description: body.description ?? null, scopes, expiresAt,
+    });
+    return reply.code(201).send(presentPersonalAccessTokenWithToken(row, token));
+  });
+
+  // Impersonation tokens: administrators act as a user through them; the user never sees them.
+  app.get(
+    '/api/v4/users/:user_id/impersonation_tokens',
+    { config: { admin: true }, schema: { params: UserIdParams, querystring: ImpersonationListQuery } },
+    async (request, reply) => {
+      const target = await targetUser(request, request.params.user_id);
+      const page = pageParams(request);
+      const { rows, total } = await findTokens(db(), { userId: target.id, impersonation: true, state: request.query.state ?? 'all' }, page);
+      setPaginationHeaders(request, reply, page, total);
+      return rows.map(presentImpersonationToken);
+    },
+  );
+
+  app.post(
+    '/api/v4/users/:user_id/impersonation_tokens',
+    { config: { admin: true }, schema: { params: UserIdParams, body: CreateImpersonationTokenBody } },
+    async (request, reply) => {
+      const target = await targetUser(request, request.params.user_id);
+      const body = request.body;
+      const scopes = scopeList(body.scopes);
+      const expiresAt = dateParam('expires_at', body.expires_at) ?? dateAfterDays(MAX_TOKEN_LIFETIME_DAYS);
+      const errors = tokenValidationErrors({ name: body.name, scopes, expiresAt });
+      if (Object.keys(errors).length) throw validationFailed(errors);
+      const { row, token } = await insertPersonalAccessToken(db(), {
+        userId: target.id, name: body.name, description: body.description ?? null, scopes, expiresAt, impersonation: true,
+      });
+      return reply.code(201).send(presentImpersonationTokenWithToken(row, token));
+    },
+  );
+
+  const findImpersonationToken = async (request: FastifyRequest, userId: number, tokenId: number) => {
+    const target = await targetUser(request, userId);
+    const token = await findToken(db(), tokenId);
+    if (!token || token.user_id !== target.id || !token.impersonation) throw notFound('Impersonation Token');
+    return token;
+  };
+
+  app.get(
+    '/api/v4/users/:user_id/impersonation_tokens/:impersonation_token_id',
+    { config: { admin: true }, schema: { params: ImpersonationTokenParams } },
+    async (request) => presentImpersonationToken(await findImpersonationToken(request, request.params.user_id, request.params.impersonation_token_id)),
+  );
+
+  app.delete(
+    '/api/v4/users/:user_id/impersonation_tokens/:impersonation_token_id',
+    { config: { admin: true }, schema: { params: ImpersonationTokenParams } },
+    async (request, reply) => {
+      const token = await findImpersonationToken(request, request.params.user_id, request.params.impersonation_token_id);
+      await revokeToken(db(), token.id);
+      return reply.code(204).send();
+    },
+  );
+}

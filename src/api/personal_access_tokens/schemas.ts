@@ -1,0 +1,76 @@
+import { Type } from 'typebox';
+import { invalidParam } from '../../plugins/errors.js';
+import { PaginationQuery } from '../../plugins/pagination.js';
+
+const Id = Type.Integer({ minimum: 0, maximum: 2147483647 });
+const Str = Type.String();
+const Bool = Type.Boolean();
+/** Arrays arrive as `scopes[]=a&scopes[]=b`, a JSON array, or GitLab's comma-separated string. */
+export const StringList = Type.Union([Type.Array(Type.String()), Type.String()]);
+
+export const TokenIdParams = Type.Object({ id: Id });
+export const UserIdParams = Type.Object({ user_id: Id });
+export const ImpersonationTokenParams = Type.Object({ user_id: Id, impersonation_token_id: Id });
+
+export const TokenListQuery = Type.Object({
+  ...PaginationQuery,
+  user_id: Type.Optional(Type.Union([Id, Type.Literal('')])),
+  revoked: Type.Optional(Bool),
+  state: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('inactive')])),
+  created_before: Type.Optional(Str),
+  created_after: Type.Optional(Str),
+  last_used_before: Type.Optional(Str),
+  last_used_after: Type.Optional(Str),
+  expires_before: Type.Optional(Str),
+  expires_after: Type.Optional(Str),
+  search: Type.Optional(Str),
+  sort: Type.Optional(Str),
+});
+
+export const ImpersonationListQuery = Type.Object({
+  ...PaginationQuery,
+  state: Type.Optional(Type.Union([Type.Literal('all'), Type.Literal('active'), Type.Literal('inactive')])),
+});
+
+export const RotateBody = Type.Object({ expires_at: Type.Optional(Str) });
+
+export const CreateTokenBody = Type.Object({
+  name: Str,
+  scopes: StringList,
+  description: Type.Optional(Type.Union([Str, Type.Null()])),
+  expires_at: Type.Optional(Type.Union([Str, Type.Null()])),
+});
+
+export const CreateImpersonationTokenBody = Type.Object({
+  name: Str,
+  scopes: Type.Optional(StringList),
+  description: Type.Optional(Type.Union([Str, Type.Null()])),
+  expires_at: Type.Optional(Type.Union([Str, Type.Null()])),
+});
+
+export function scopeList(v: string[] | string | undefined): string[] {
+  if (v === undefined) return [];
+  const list = Array.isArray(v) ? v : [v];
+  return list.flatMap((s) => String(s).split(',')).map((s) => s.trim()).filter(Boolean);
+}
+
+/** A Grape `Date` parameter: YYYY-MM-DD (a datetime is cut to its date); 400 "<name> is invalid" otherwise. */
+export function dateParam(name: string, v: string | null | undefined): string | undefined {
+  if (v === undefined || v === null || v === '') return undefined;
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[T ].*)?$/.exec(v.trim());
+  if (!m) throw invalidParam(name);
+  const d = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
+  if (d.getUTCFullYear() !== Number(m[1]) || d.getUTCMonth() !== Number(m[2]) - 1 || d.getUTCDate() !== Number(m[3])) {
+    throw invalidParam(name);
+  }
+  return `${m[1]}-${m[2]}-${m[3]}`;
+}
+
+/** A Grape `DateTime` parameter; a bare date means midnight UTC. */
+export function dateTimeParam(name: string, v: string | undefined): Date | undefined {
+  if (v === undefined || v === '') return undefined;
+  const s = v.trim();
+  const d = new Date(/^\d{4}-\d{2}-\d{2}$/.test(s) ? `${s}T00:00:00Z` : /^\d{4}-\d{2}-\d{2}T[\d:.]+$/.test(s) ? `${s}Z` : s);
+  if (Number.isNaN(d.getTime())) throw invalidParam(name);
+  return d;
+}

@@ -1,0 +1,268 @@
+import { sql, type ExpressionBuilder, type SelectQueryBuilder } from 'kysely';
+import type { Database } from '../db/index.js';
+import type { DB } from '../db/types.js';
+import type { User, UsersTable } from '../db/schema/core.js';
+import type { Identity, UserCustomAttribute } from '../db/schema/users.js';
+import type { Page } from '../plugins/pagination.js';
+
+/** User types GitLab creates for itself; `exclude_internal` and `active` leave them out. */
+export const INTERNAL_USER_TYPES = [
+  'ghost', 'alert_bot', 'support_bot', 'visual_review_bot', 'migration_bot', 'security_bot', 'automation_bot',
+  'security_policy_bot', 'admin_bot', 'suggested_reviewers_bot', 'llm_bot', 'duo_code_review_bot',
+];
+
+/** States only administrators see in lists. */
+const FORBIDDEN_STATES = ['blocked_pending_approval', 'banned'];
+
+export const USER_ORDER_FIELDS = ['id', 'name', 'username', 'created_at', 'updated_at'] as const;
+export type UserOrderField = (typeof USER_ORDER_FIELDS)[number];
+
+export interface UserListParams {
+  username?: string;
+  search?: string;
+  active?: boolean;
+  blocked?: boolean;
+  external?: boolean;
+  exclude_external?: boolean;
+  exclude_internal?: boolean;
+  humans?: boolean;
+  exclude_humans?: boolean;
+  exclude_active?: boolean;
+  without_project_bots?: boolean;
+  extern_uid?: string;
+  provider?: string;
+  /** Admin only from here on. */
+  created_before?: Date;
+  created_after?: Date;
+  custom_attributes?: Record<string, string>;
+  order_by?: UserOrderField;
+  sort?: 'asc' | 'desc';
+  two_factor?: string;
+  without_projects?: boolean;
+  admins?: boolean;
+  saml_provider_id?: number;
+}
+
+type UDB = DB & { u: UsersTable };
+type Q = SelectQueryBuilder<UDB, 'u', {}>;
+
+const ADMIN_ONLY: (keyof UserListParams)[] = [
+  'created_before', 'created_after', 'custom_attributes', 'order_by', 'sort', 'two_factor', 'without_projects', 'admins', 'saml_provider_id',
+];
+
+/** The filters the viewer may use: administrators all, others not the admin-only ones. */
+function allowedParams(viewer: User | null, params: UserListParams): UserListParams {
+  if (viewer?.admin) return params;
+  const copy = { ...params };
+  for (const key of ADMIN_ONLY) delete copy[key];
+  return copy;
+}
+
+function visibleTo(q: Q, viewer: User | null): Q {
+  return viewer?.admin ? q : q.where('u.state', 'not in', FORBIDDEN_STATES);
+}
+
+const byUsername = (q: Q, p: UserListParams) => (p.username === undefined ? q : q.where(sql`lower(u.username)`, '=', p.username.toLowerCase()));
+
+/**
+ * GitLab's User.search: exact (case-insensitive) public email, or name/username containing the
+ * term; terms shorter than 3 characters match name or username exactly. Administrators also
+ * match the primary email exactly.
+ */
+function bySearch(q: Q, p: UserListParams, viewer: User | null): Q {
+  const term = p.search?.trim().replace(/^@/, '');
+  if (!term) return q;
+  const lower = term.toLowerCase();
+  const pattern = term.length >= 3 ? `%${escapeLike(term)}%` : escapeLike(term);
+  return q.where((eb) =>
+    eb.or([
+      eb(sql`lower(u.public_email)`, '=', lower),
+      ...(viewer?.admin ? [eb(sql`lower(u.email)`, '=', lower)] : []),
+      eb('u.name', 'ilike', pattern),
+      eb('u.username', 'ilike', pattern),
+    ]),
+  );
+}
+
+const byBlocked = (q: Q, p: UserListParams) => (p.blocked ? q.where('u.state', 'in', ['blocked', 'ldap_blocked']) : q);
+const byActive = (q: Q, p: UserListParams) => (p.active ? q.where('u.state', '=', 'active').where('u.user_type', 'not in', INTERNAL_USER_TYPES) : q);
+const byWithoutActive = (q: Q, p: UserListParams) => (p.exclude_active ? q.where('u.state', '!=', 'active') : q);
+const byHumans = (q: Q, p: UserListParams) => (p.humans ? q.where('u.user_type', '=', 'human') : q);
+const byWithoutHumans = (q: Q, p: UserListParams) => (p.exclude_humans ? q.where('u.user_type', '!=', 'human') : q);
+const byExternal = (q: Q, p: UserListParams) => (p.external ? q.where('u.external', '=', true) : q);
+const byNonExternal = (q: Q, p: UserListParams) => (p.exclude_external ? q.where('u.external', '=', false) : q);
+const byNonInternal = (q: Q, p: UserListParams) => (p.exclude_internal ? q.where('u.user_type', 'not in', INTERNAL_USER_TYPES) : q);
+const byWithoutProjectBots = (q: Q, p: UserListParams) => (p.without_project_bots ? q.where('u.user_type', '!=', 'project_bot') : q);
+const byAdmins = (q: Q, p: UserListParams) => (p.admins ? q.where('u.admin', '=', true) : q);
+const byCreatedBefore = (q: Q, p: UserListParams) => (p.created_before ? q.where('u.created_at', '<', p.created_before) : q);
+const byCreatedAfter = (q: Q, p: UserListParams) => (p.created_after ? q.where('u.created_at', '>', p.created_after) : q);
+
+function byTwoFactor(q: Q, p: UserListParams): Q {
+  if (p.two_factor === 'enabled') return q.where('u.two_factor_enabled', '=', true);
+  if (p.two_factor === 'disabled') return q.where('u.two_factor_enabled', '=', false);
+  return q;
+}
+
+function byExternalIdentity(q: Q, p: UserListParams): Q {
+  if (!p.extern_uid || !p.provider) return q;
+  const { provider, extern_uid } = p;
+  return q.where((eb) =>
+    eb.exists(
+      eb.selectFrom('identities as i').select('i.id').whereRef('i.user_id', '=', 'u.id')
+        .where('i.provider', '=', provider).where(sql`lower(i.extern_uid)`, '=', extern_uid.toLowerCase()),
+    ),
+  );
+}
+
+function bySamlProvider(q: Q, p: UserListParams): Q {
+  if (p.saml_provider_id === undefined) return q;
+  const id = p.saml_provider_id;
+  return q.where((eb) => eb.exists(eb.selectFrom('identities as i').select('i.id').whereRef('i.user_id', '=', 'u.id').where('i.saml_provider_id', '=', id)));
+}
+
+function byWithoutProjects(q: Q, p: UserListParams): Q {
+  return p.without_projects ? q.where(sql<boolean>`not exists (select 1 from project_authorizations(u.id))`) : q;
+}
+
+function byCustomAttributes(q: Q, p: UserListParams): Q {
+  if (!p.custom_attributes) return q;
+  for (const [key, value] of Object.entries(p.custom_attributes)) {
+    q = q.where((eb: ExpressionBuilder<UDB, 'u'>) =>
+      eb.exists(
+        eb.selectFrom('user_custom_attributes as ca').select('ca.id').whereRef('ca.user_id', '=', 'u.id')
+          .where('ca.key', '=', key).where('ca.value', '=', String(value)),
+      ),
+    );
+  }
+  return q;
+}
+
+function escapeLike(s: string): string {
+  return s.replace(/[\\%_]/g, (c) => '\\' + c);
+}
+
+/** Search results come best match first unless an order was asked for; otherwise by field, id breaking ties. */
+function ordered(q: Q, p: UserListParams): Q {
+  const term = p.search?.trim().replace(/^@/, '').toLowerCase();
+  if (term && !p.order_by && !p.sort) {
+    return q
+      .orderBy(sql`case when lower(u.public_email) = ${term} then 0 when lower(u.username) = ${term} then 1 when lower(u.name) = ${term} then 2 else 3 end`)
+      .orderBy('u.name', 'asc')
+      .orderBy('u.id', 'desc');
+  }
+  const field = p.order_by ?? 'id';
+  const dir = p.sort ?? 'desc';
+  q = q.orderBy(`u.${field}` as const, dir);
+  return field === 'id' ? q : q.orderBy('u.id', dir);
+}
+
+function filtered(db: Database, viewer: User | null, raw: UserListParams): { query: Q; params: UserListParams } {
+  const p = allowedParams(viewer, raw);
+  let q: Q = visibleTo(db.selectFrom('users as u') as unknown as Q, viewer);
+  q = byUsername(q, p);
+  q = byAdmins(q, p);
+  q = byHumans(q, p);
+  q = byWithoutHumans(q, p);
+  q = bySearch(q, p, viewer);
+  q = byBlocked(q, p);
+  q = byActive(q, p);
+  q = byWithoutActive(q, p);
+  q = byExternalIdentity(q, p);
+  q = byExternal(q, p);
+  q = byNonExternal(q, p);
+  q = byTwoFactor(q, p);
+  q = byCreatedBefore(q, p);
+  q = byCreatedAfter(q, p);
+  q = byWithoutProjects(q, p);
+  q = byCustomAttributes(q, p);
+  q = byNonInternal(q, p);
+  q = byWithoutProjectBots(q, p);
+  q = bySamlProvider(q, p);
+  return { query: q, params: p };
+}
+
+/** GET /users: one filtered builder gives the page and the total. */
+export async function findUsers(db: Database, viewer: User | null, raw: UserListParams, page: Page): Promise<{ rows: User[]; total: number }> {
+  const { query, params } = filtered(db, viewer, raw);
+  const [rows, count] = await Promise.all([
+    ordered(query.selectAll('u'), params).limit(page.perPage).offset(page.offset).execute(),
+    query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
+  ]);
+  return { rows: rows as User[], total: Number(count.n) };
+}
+
+export async function findUserById(db: Database, id: number | string): Promise<User | undefined> {
+  const n = Number(id);
+  if (!Number.isSafeInteger(n) || n <= 0 || n > 2147483647) return undefined;
+  return db.selectFrom('users').selectAll().where('id', '=', n).executeTakeFirst();
+}
+
+/** `:id_or_username` as GitLab's find_user takes it. */
+export async function findUserByIdOrUsername(db: Database, key: string): Promise<User | undefined> {
+  if (/^\d+$/.test(key)) return findUserById(db, key);
+  return db.selectFrom('users').selectAll().where(sql`lower(username)`, '=', key.toLowerCase()).executeTakeFirst();
+}
+
+export interface UserExtras {
+  identities: Map<number, Identity[]>;
+  followers: Map<number, number>;
+  following: Map<number, number>;
+  followedByViewer: Set<number>;
+  namespaceIds: Map<number, number>;
+  customAttributes: Map<number, UserCustomAttribute[]>;
+}
+
+/** Everything the richer forms show beyond the row, for many users in a few queries. */
+export async function loadUserExtras(
+  db: Database,
+  userIds: number[],
+  opts: { viewerId?: number | null; customAttributes?: boolean } = {},
+): Promise<UserExtras> {
+  const extras: UserExtras = {
+    identities: new Map(), followers: new Map(), following: new Map(), followedByViewer: new Set(), namespaceIds: new Map(), customAttributes: new Map(),
+  };
+  if (userIds.length === 0) return extras;
+  const [identities, followers, following, namespaces, attrs, followed] = await Promise.all([
+    db.selectFrom('identities').selectAll().where('user_id', 'in', userIds).orderBy('id').execute(),
+    db.selectFrom('user_follow_users').select(['followee_id as id', (eb) => eb.fn.countAll<number>().as('n')]).where('followee_id', 'in', userIds).groupBy('followee_id').execute(),
+    db.selectFrom('user_follow_users').select(['follower_id as id', (eb) => eb.fn.countAll<number>().as('n')]).where('follower_id', 'in', userIds).groupBy('follower_id').execute(),
+    db.selectFrom('namespaces').select(['id', 'owner_id']).where('type', '=', 'User').where('owner_id', 'in', userIds).execute(),
+    opts.customAttributes
+      ? db.selectFrom('user_custom_attributes').selectAll().where('user_id', 'in', userIds).orderBy('key').execute()
+      : Promise.resolve([] as UserCustomAttribute[]),
+    opts.viewerId
+      ? db.selectFrom('user_follow_users').select('followee_id').where('follower_id', '=', opts.viewerId).where('followee_id', 'in', userIds).execute()
+      : Promise.resolve([] as { followee_id: number }[]),
+  ]);
+  for (const i of identities) extras.identities.set(i.user_id, [...(extras.identities.get(i.user_id) ?? []), i]);
+  for (const r of followers) extras.followers.set(r.id, Number(r.n));
+  for (const r of following) extras.following.set(r.id, Number(r.n));
+  for (const n of namespaces) if (n.owner_id !== null) extras.namespaceIds.set(n.owner_id, n.id);
+  for (const a of attrs) extras.customAttributes.set(a.user_id, [...(extras.customAttributes.get(a.user_id) ?? []), a]);
+  for (const f of followed) extras.followedByViewer.add(f.followee_id);
+  return extras;
+}
+
+/** Followers (`direction` 'followers') or followees of a user, newest follow first. */
+export async function findFollowUsers(db: Database, userId: number, direction: 'followers' | 'following', page: Page) {
+  const base = direction === 'followers'
+    ? db.selectFrom('user_follow_users as f').innerJoin('users as u', 'u.id', 'f.follower_id').where('f.followee_id', '=', userId)
+    : db.selectFrom('user_follow_users as f').innerJoin('users as u', 'u.id', 'f.followee_id').where('f.follower_id', '=', userId);
+  const [rows, count] = await Promise.all([
+    base.selectAll('u').orderBy('f.created_at', 'desc').orderBy('u.id', 'desc').limit(page.perPage).offset(page.offset).execute(),
+    base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
+  ]);
+  return { rows: rows as User[], total: Number(count.n) };
+}
+
+export async function findUserStatus(db: Database, userId: number) {
+  return db.selectFrom('user_statuses').selectAll().where('user_id', '=', userId).executeTakeFirst();
+}
+
+export async function findCustomAttributes(db: Database, userId: number) {
+  return db.selectFrom('user_custom_attributes').selectAll().where('user_id', '=', userId).orderBy('key').execute();
+}
+
+export async function findCustomAttribute(db: Database, userId: number, key: string) {
+  return db.selectFrom('user_custom_attributes').selectAll().where('user_id', '=', userId).where('key', '=', key).executeTakeFirst();
+}

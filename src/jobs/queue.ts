@@ -1,0 +1,95 @@
+import os from 'node:os';
+import { sql } from 'kysely';
+import type { Cairn } from '../context.js';
+import type { Database } from '../db/index.js';
+
+/**
+ * The durable background queue: rows in background_jobs, claimed with FOR UPDATE SKIP LOCKED so
+ * any number of Cairn processes can work it. A job that throws is retried with backoff until
+ * max_attempts; a job whose worker died is reclaimed after the lock timeout.
+ */
+export type JobHandler = (cairn: Cairn, payload: Record<string, any>) => Promise<void>;
+
+const handlers = new Map<string, JobHandler>();
+const LOCK_TIMEOUT = '15 minutes';
+
+/** Handlers are code, registered at import time by the module that owns the job kind. */
+export function defineJob(kind: string, handler: JobHandler) {
+  handlers.set(kind, handler);
+}
+
+export async function enqueue(db: Database, kind: string, payload: Record<string, unknown> = {}, opts: { runAt?: Date; queue?: string; maxAttempts?: number } = {}) {
+  return db
+    .insertInto('background_jobs')
+    .values({ kind, payload: JSON.stringify(payload) as any, run_at: opts.runAt ?? new Date(), queue: opts.queue ?? 'default', max_attempts: opts.maxAttempts ?? 5 })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+}
+
+const workerId = `${os.hostname()}:${process.pid}`;
+
+/** Claims and runs one due job; false when none was due. */
+export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolean> {
+  const claimed = await sql<{ id: number; kind: string; payload: Record<string, any>; attempts: number; max_attempts: number }>`
+    update background_jobs set state = 'running', locked_at = now(), locked_by = ${workerId}, attempts = attempts + 1
+     where id = (
+       select id from background_jobs
+        where queue = ${queue}
+          and ((state = 'pending' and run_at <= now()) or (state = 'running' and locked_at < now() - ${LOCK_TIMEOUT}::interval))
+        order by run_at, id
+        for update skip locked
+        limit 1)
+    returning id, kind, payload, attempts, max_attempts`.execute(cairn.db);
+  const job = claimed.rows[0];
+  if (!job) return false;
+  const handler = handlers.get(job.kind);
+  try {
+    if (!handler) throw new Error(`no handler for job kind "${job.kind}"`);
+    await handler(cairn, job.payload);
+    await cairn.db.updateTable('background_jobs').set({ state: 'done', finished_at: new Date(), locked_at: null, last_error: null }).where('id', '=', job.id).execute();
+  } catch (err) {
+    const failed = job.attempts >= job.max_attempts;
+    const backoffSeconds = Math.min(3600, 2 ** job.attempts * 5);
+    await cairn.db
+      .updateTable('background_jobs')
+      .set({
+        state: failed ? 'failed' : 'pending',
+        last_error: String((err as Error)?.stack ?? err).slice(0, 4000),
+        locked_at: null,
+        run_at: sql`now() + ${`${backoffSeconds} seconds`}::interval` as any,
+        finished_at: failed ? new Date() : null,
+      })
+      .where('id', '=', job.id)
+      .execute();
+  }
+  return true;
+}
+
+/** Runs due jobs until none is left (tests, and `cairn` commands that must finish their work). */
+export async function drainJobs(cairn: Cairn, queue = 'default', max = 1000): Promise<number> {
+  let n = 0;
+  while (n < max && (await runOneJob(cairn, queue))) n++;
+  return n;
+}
+
+/** Polls the queue in the background until stopped. */
+export function startWorker(cairn: Cairn, opts: { queue?: string; idleMs?: number } = {}): () => Promise<void> {
+  let stopped = false;
+  let wake: (() => void) | null = null;
+  const loop = (async () => {
+    while (!stopped) {
+      let worked = false;
+      try {
+        worked = await runOneJob(cairn, opts.queue);
+      } catch {
+        // The database may be briefly unreachable; keep polling.
+      }
+      if (!worked && !stopped) await new Promise<void>((r) => { wake = r; setTimeout(r, opts.idleMs ?? 1000).unref(); });
+    }
+  })();
+  return async () => {
+    stopped = true;
+    (wake as (() => void) | null)?.();
+    await loop;
+  };
+}

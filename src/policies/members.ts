@@ -1,0 +1,103 @@
+import { sql } from 'kysely';
+import type { Database } from '../db/index.js';
+import type { Namespace } from '../db/schema/core.js';
+import type { MemberSource } from '../finders/members.js';
+import { AccessLevel, accessLevelName } from './access.js';
+
+/**
+ * Levels a membership may hold. Owner is for groups only and minimal access for groups only
+ * (the spec's access-level table); a project's top member level is Maintainer.
+ */
+export function validMemberLevels(source: MemberSource): number[] {
+  return source.type === 'Project' ? [10, 20, 30, 40] : [5, 10, 20, 30, 40, 50];
+}
+
+/** The levels the API accepts at all for access_level (others: "does not have a valid value"). */
+export const ACCEPTED_ACCESS_LEVELS = [5, 10, 20, 30, 40, 50];
+
+/** Managing members needs Maintainer on a project and Owner on a group (admin_*_member). */
+export function memberAdminLevel(source: MemberSource): number {
+  return source.type === 'Project' ? AccessLevel.MAINTAINER : AccessLevel.OWNER;
+}
+
+export function canAdminMembers(source: MemberSource, callerLevel: number): boolean {
+  return callerLevel >= memberAdminLevel(source);
+}
+
+/** The owner of a personal namespace can be neither changed nor removed on its projects. */
+export function isPersonalProjectOwner(source: MemberSource, userId: number): boolean {
+  return source.type === 'Project' && source.project.namespace.type === 'User' && source.project.namespace.owner_id === userId;
+}
+
+/**
+ * Is this user's direct Owner membership the last one that keeps the group owned? Owners of
+ * ancestor groups count too. A blocked owner only counts when the target is blocked as well.
+ */
+export async function isLastOwner(db: Database, group: Namespace, userId: number): Promise<boolean> {
+  const row = await sql<{ is_owner: boolean; target_active: boolean; others: number }>`
+    select
+      exists (select 1 from members m where m.source_type = 'Namespace' and m.source_id = ${group.id}
+                and m.user_id = ${userId} and m.access_level = 50 and m.requested_at is null) as is_owner,
+      (select state = 'active' from users where id = ${userId}) as target_active,
+      (select count(*)::int from members m join users u on u.id = m.user_id
+        where m.source_type = 'Namespace' and m.source_id = any(${group.traversal_ids}::int[])
+          and m.access_level = 50 and m.requested_at is null and m.state = 0
+          and (m.expires_at is null or m.expires_at > current_date)
+          and m.user_id <> ${userId} and u.user_type = 'human'
+          and (u.state = 'active' or (select state <> 'active' from users where id = ${userId}))) as others`.execute(db);
+  const r = row.rows[0];
+  return !!r && r.is_owner && r.others === 0;
+}
+
+function today(): string {
+  return new Date().toISOString().slice(0, 10);
+}
+
+/**
+ * GitLab's member validations: the level must suit the source, the expiry may not be in the
+ * past, and a direct level may not be below what the user already has from an ancestor group.
+ * Returns {"field": ["message"]} (empty when valid).
+ */
+export async function validateMembership(
+  db: Database,
+  source: MemberSource,
+  userId: number,
+  accessLevel: number,
+  expiresAt: string | null | undefined,
+): Promise<Record<string, string[]>> {
+  const errors: Record<string, string[]> = {};
+  const add = (field: string, msg: string) => (errors[field] ??= []).push(msg);
+  if (!validMemberLevels(source).includes(accessLevel)) add('access_level', 'is not included in the list');
+  const ancestors =
+    source.type === 'Project'
+      ? source.project.namespace.type === 'Group' ? source.project.namespace.traversal_ids : []
+      : source.group.traversal_ids.filter((id) => id !== source.group.id);
+  if (ancestors.length) {
+    const inherited = await sql<{ access_level: number; name: string }>`
+      select m.access_level, n.name from members m join namespaces n on n.id = m.source_id
+       where m.source_type = 'Namespace' and m.source_id = any(${ancestors}::int[]) and m.user_id = ${userId}
+         and m.requested_at is null
+       order by m.access_level desc limit 1`.execute(db);
+    const top = inherited.rows[0];
+    if (top && top.access_level > accessLevel) {
+      add('access_level', `should be greater than or equal to ${accessLevelName(top.access_level)} inherited membership from group ${top.name}`);
+    }
+  }
+  if (expiresAt && expiresAt < today()) add('expires_at', 'cannot be a date in the past');
+  return errors;
+}
+
+/** Rails' full messages ("Access level is not included in the list"), for multi-user answers. */
+export function fullMessages(errors: Record<string, string[]>): string[] {
+  return Object.entries(errors).flatMap(([field, msgs]) => {
+    const label = field.charAt(0).toUpperCase() + field.slice(1).replace(/_/g, ' ');
+    return msgs.map((m) => `${label} ${m}`);
+  });
+}
+
+/** Ruby's Array#to_sentence: "a", "a and b", "a, b, and c". */
+export function toSentence(items: string[]): string {
+  if (items.length <= 1) return items[0] ?? '';
+  if (items.length === 2) return `${items[0]} and ${items[1]}`;
+  return `${items.slice(0, -1).join(', ')}, and ${items[items.length - 1]}`;
+}

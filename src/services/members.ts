@@ -1,0 +1,152 @@
+import { sql } from 'kysely';
+import type { Database } from '../db/index.js';
+import type { Member, Namespace } from '../db/schema/core.js';
+import { sourceId, type MemberSource } from '../finders/members.js';
+
+export interface MembershipAttrs {
+  accessLevel: number;
+  expiresAt: string | null;
+  inviteSource?: string | null;
+  tasksToBeDone?: string[];
+  tasksProjectId?: number | null;
+  createdById: number | null;
+}
+
+/**
+ * Makes the user a direct member. A pending access request of the user becomes the
+ * membership (as GitLab's creator does); an existing membership is updated.
+ */
+export async function upsertMember(db: Database, source: MemberSource, userId: number, attrs: MembershipAttrs): Promise<Member> {
+  const values = {
+    access_level: attrs.accessLevel,
+    expires_at: attrs.expiresAt,
+    requested_at: null,
+    updated_at: sql`now()`,
+  } as const;
+  const existing = await db
+    .selectFrom('members')
+    .select(['id', 'requested_at'])
+    .where('source_type', '=', source.type)
+    .where('source_id', '=', sourceId(source))
+    .where('user_id', '=', userId)
+    .executeTakeFirst();
+  if (existing) {
+    return db
+      .updateTable('members')
+      .set({
+        ...values,
+        ...(existing.requested_at ? { created_by_id: attrs.createdById, created_at: sql`now()` as any, invite_source: attrs.inviteSource ?? null } : {}),
+      } as any)
+      .where('id', '=', existing.id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+  return db
+    .insertInto('members')
+    .values({
+      source_type: source.type,
+      source_id: sourceId(source),
+      user_id: userId,
+      access_level: attrs.accessLevel,
+      expires_at: attrs.expiresAt,
+      invite_source: attrs.inviteSource ?? null,
+      tasks_to_be_done: attrs.tasksToBeDone ?? [],
+      tasks_project_id: attrs.tasksProjectId ?? null,
+      created_by_id: attrs.createdById,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function updateMemberRow(db: Database, memberId: number, changes: { access_level?: number; expires_at?: string | null; override?: boolean }): Promise<Member> {
+  return db
+    .updateTable('members')
+    .set({ ...changes, updated_at: sql`now()` as any })
+    .where('id', '=', memberId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/**
+ * Removes a direct membership. For a group, the user's direct memberships of its subgroups
+ * and of projects in its tree go too, unless `skipSubresources`.
+ */
+export async function destroyMember(db: Database, source: MemberSource, member: Pick<Member, 'id' | 'user_id'>, skipSubresources: boolean): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('members').where('id', '=', member.id).execute();
+    if (source.type !== 'Namespace' || skipSubresources) return;
+    const groupId = source.group.id;
+    await sql`
+      delete from members m
+       where m.user_id = ${member.user_id} and m.requested_at is null
+         and ((m.source_type = 'Namespace' and m.source_id in
+                (select id from namespaces where traversal_ids @> array[${groupId}::int] and id <> ${groupId}))
+           or (m.source_type = 'Project' and m.source_id in
+                (select p.id from projects p join namespaces n on n.id = p.namespace_id where n.traversal_ids @> array[${groupId}::int])))`.execute(trx);
+  });
+}
+
+/** Every membership row (requests included) of the tree under `root`, optionally of one user. */
+function inHierarchy(root: Namespace) {
+  return sql<boolean>`((m.source_type = 'Namespace' and m.source_id in (select id from namespaces where traversal_ids @> array[${root.id}::int]))
+    or (m.source_type = 'Project' and m.source_id in
+      (select p.id from projects p join namespaces n on n.id = p.namespace_id where n.traversal_ids @> array[${root.id}::int])))`;
+}
+
+/** Activates awaiting memberships in the tree under `root` (one user's, or everyone's); returns how many. */
+export async function activateAwaiting(db: Database, root: Namespace, userId: number | null): Promise<number> {
+  const byUser = userId === null ? sql`true` : sql`m.user_id = ${userId}`;
+  const res = await sql`update members m set state = 0, updated_at = now() where m.state = 1 and ${byUser} and ${inHierarchy(root)}`.execute(db);
+  return Number(res.numAffectedRows ?? 0);
+}
+
+/** Removes all of a user's memberships in the tree under `root`; returns how many. */
+export async function destroyMembershipsInHierarchy(db: Database, root: Namespace, userId: number): Promise<number> {
+  const res = await sql`delete from members m where m.user_id = ${userId} and m.requested_at is null and ${inHierarchy(root)}`.execute(db);
+  return Number(res.numAffectedRows ?? 0);
+}
+
+/** Records an access request (GitLab requests Developer by default). */
+export async function requestAccess(db: Database, source: MemberSource, userId: number): Promise<Member> {
+  return db
+    .insertInto('members')
+    .values({
+      source_type: source.type,
+      source_id: sourceId(source),
+      user_id: userId,
+      access_level: 30,
+      requested_at: sql`now()` as any,
+      created_by_id: null,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function approveAccessRequest(db: Database, memberId: number, accessLevel: number, approverId: number): Promise<Member> {
+  return db
+    .updateTable('members')
+    .set({ access_level: accessLevel, requested_at: null, created_by_id: approverId, updated_at: sql`now()` as any })
+    .where('id', '=', memberId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function deleteMemberRow(db: Database, memberId: number): Promise<void> {
+  await db.deleteFrom('members').where('id', '=', memberId).execute();
+}
+
+export async function insertProjectGroupLink(db: Database, projectId: number, groupId: number, groupAccess: number, expiresAt: string | null) {
+  return db
+    .insertInto('project_group_links')
+    .values({ project_id: projectId, group_id: groupId, group_access: groupAccess, expires_at: expiresAt })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function insertGroupGroupLink(db: Database, sharedGroupId: number, sharedWithGroupId: number, groupAccess: number, expiresAt: string | null) {
+  return db
+    .insertInto('group_group_links')
+    .values({ shared_group_id: sharedGroupId, shared_with_group_id: sharedWithGroupId, group_access: groupAccess, expires_at: expiresAt })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
