@@ -8,6 +8,7 @@ import zlib from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import type { PostReceiveEvent } from '../../src/context.js';
 import type { Namespace, Project } from '../../src/db/schema/core.js';
+import { issueAccessToken } from '../../src/oauth/tokens.js';
 import { insertPersonalAccessToken } from '../../src/services/tokens.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 
@@ -209,6 +210,32 @@ describe('git over HTTP', () => {
     assert.equal(unknownPost.status, 404);
   });
 
+  it('takes OAuth access tokens with the user name oauth2, within their scopes', async () => {
+    const issue = (scopes: string[], ttl = 7200) =>
+      issueAccessToken(t.db, { userId: dev.user.id, applicationId: null, scopes, ttl, withRefreshToken: false });
+    const write = await issue(['write_repository']);
+    const repo = dir('oauth');
+    await ok(['clone', '-q', url(projectPath, { password: write.accessToken }), repo]);
+    await commitFile(repo, 'oauth.txt', 'via oauth\n');
+    await ok(['push', '-q', 'origin', 'main'], { cwd: repo });
+    assert.equal(events.at(-1)!.userId, dev.user.id);
+
+    const refs = `/${projectPath}.git/info/refs?service=git-upload-pack`;
+    const otherName = await t.get(refs, { token: null, headers: { authorization: basic(dev.user.username, write.accessToken) } });
+    assert.equal(otherName.status, 401);
+    const read = await issue(['read_repository']);
+    assert.equal((await t.get(refs, { token: null, headers: { authorization: basic('oauth2', read.accessToken) } })).status, 200);
+    const push = await t.get(`/${projectPath}.git/info/refs?service=git-receive-pack`, { token: null, headers: { authorization: basic('oauth2', read.accessToken) } });
+    assert.equal(push.status, 403);
+    const profile = await issue(['read_user']);
+    assert.equal((await t.get(refs, { token: null, headers: { authorization: basic('oauth2', profile.accessToken) } })).status, 403);
+    const expired = await issue(['api'], 1);
+    await t.db.updateTable('oauth_access_tokens').set({ created_at: new Date(Date.now() - 3600_000) }).where('id', '=', expired.row.id).execute();
+    const res = await t.get(refs, { token: null, headers: { authorization: basic('oauth2', expired.accessToken) } });
+    assert.equal(res.status, 401);
+    assert.equal(res.headers['www-authenticate'], 'Basic realm="GitLab"');
+  });
+
   it('wrong, expired and blocked credentials are 401; deactivated users 403', async () => {
     const wrong = await t.get(`/${projectPath}/info/refs?service=git-upload-pack`, { token: null, headers: { authorization: basic('oauth2', 'glpat-wrong') } });
     assert.equal(wrong.status, 401);
@@ -325,7 +352,10 @@ describe('git over HTTP', () => {
     assert.ok(r2.rawPayload.includes(Buffer.from('PACK')), 'response carries a pack');
     // A corrupt gzip body is not a 500.
     const bad = await t.app.inject({ method: 'POST', url: `/${projectPath}.git/git-upload-pack`, payload: Buffer.from('not gzip'), headers: { ...auth, 'content-encoding': 'gzip' } });
-    assert.notEqual(bad.statusCode, 500);
+    assert.equal(bad.statusCode, 400);
+    assert.match(bad.body, /could not be read/);
+    const garbage = await t.app.inject({ method: 'POST', url: `/${projectPath}.git/git-upload-pack`, payload: 'garbage', headers: auth });
+    assert.equal(garbage.statusCode, 400);
     const wrongType = await t.app.inject({ method: 'POST', url: `/${projectPath}.git/git-upload-pack`, payload: 'x', headers: { authorization: auth.authorization, 'content-type': 'text/plain' } });
     assert.equal(wrongType.statusCode, 415);
 

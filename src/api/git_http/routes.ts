@@ -131,6 +131,25 @@ function responseBody(proc: GitProcess, exit: Promise<unknown>, prefix: Buffer[]
   return out;
 }
 
+/** The first bytes git writes, or null when it exits without writing any. */
+function firstChunk(proc: GitProcess): Promise<Buffer | null> {
+  return new Promise((resolve) => {
+    const stdout = proc.stdout;
+    const done = (b: Buffer | null) => {
+      stdout.off('data', onData);
+      stdout.off('end', onEnd);
+      stdout.off('close', onEnd);
+      stdout.pause();
+      resolve(b);
+    };
+    const onData = (b: Buffer) => done(b);
+    const onEnd = () => done(null);
+    stdout.on('data', onData);
+    stdout.on('end', onEnd);
+    stdout.on('close', onEnd);
+  });
+}
+
 /** Streams the request body into git's stdin; a broken body (bad gzip, reset) kills git. */
 function pipeInto(input: Readable, proc: GitProcess) {
   if (input.errored) return proc.kill();
@@ -166,21 +185,7 @@ async function infoRefs(request: FastifyRequest, reply: FastifyReply) {
   const exit = superviseService(request, reply, proc, svc);
   proc.stdin.end();
   // Wait for the first bytes, so a repository that cannot be read is an error, not an empty 200.
-  const first = await new Promise<Buffer | null>((resolve) => {
-    const stdout = proc.stdout;
-    const done = (b: Buffer | null) => {
-      stdout.off('data', onData);
-      stdout.off('end', onEnd);
-      stdout.off('close', onEnd);
-      stdout.pause();
-      resolve(b);
-    };
-    const onData = (b: Buffer) => done(b);
-    const onEnd = () => done(null);
-    stdout.on('data', onData);
-    stdout.on('end', onEnd);
-    stdout.on('close', onEnd);
-  });
+  const first = await firstChunk(proc);
   if (!first) {
     const { code, stderr } = await exit;
     request.log.error({ code, stderr, project: ctx.project.id }, 'ref advertisement failed');
@@ -198,7 +203,10 @@ async function uploadPack(request: FastifyRequest, reply: FastifyReply) {
   const proc = await startService({ gitDir: ctx.gitDir, service: 'git-upload-pack', gitProtocol: ctx.gitProtocol });
   const exit = superviseService(request, reply, proc, 'git-upload-pack');
   pipeInto(input, proc);
-  const out = responseBody(proc, exit);
+  // Headers wait for git's first bytes: a request git cannot read (bad gzip, garbage) is a 400.
+  const first = await firstChunk(proc);
+  if (!first && (await exit).code !== 0) throw new GitHttpError(400, 'The upload-pack request could not be read.');
+  const out = responseBody(proc, exit, first ? [first] : []);
   return reply.code(200).header('content-type', 'application/x-git-upload-pack-result').headers(NO_CACHE).send(out);
 }
 
