@@ -4,6 +4,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
+import pg from 'pg';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
 export const BENCH_TOKEN = 'bench-root-token-0123456789';
@@ -30,8 +31,28 @@ async function freePort(): Promise<number> {
  * Starts `cairn serve` in its own process (so the load generator does not share its event loop)
  * on PostgreSQL when DATABASE_URL is set, else on a fresh embedded database.
  */
+async function adminQuery(databaseUrl: string, text: string) {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query(text);
+  } finally {
+    await client.end();
+  }
+}
+
 export async function startServer(extraEnv: Record<string, string> = {}): Promise<BenchServer> {
   const port = await freePort();
+  // A fresh database for every run, so runs never see each other's rows.
+  let databaseUrl: string | undefined;
+  let dbName: string | undefined;
+  if (process.env.DATABASE_URL) {
+    dbName = `cairn_bench_${process.pid}_${port}`;
+    await adminQuery(process.env.DATABASE_URL, `create database "${dbName}"`);
+    const u = new URL(process.env.DATABASE_URL);
+    u.pathname = `/${dbName}`;
+    databaseUrl = u.toString();
+  }
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-bench-'));
   const env = {
     ...process.env,
@@ -42,6 +63,7 @@ export async function startServer(extraEnv: Record<string, string> = {}): Promis
     CAIRN_ROOT_PASSWORD: 'bench-password-123',
     CAIRN_LOG_LEVEL: 'warn',
     CAIRN_ARCHIVE_RATE_LIMIT: '0',
+    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
     ...extraEnv,
   };
   const child: ChildProcess = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
@@ -61,8 +83,9 @@ export async function startServer(extraEnv: Record<string, string> = {}): Promis
     env,
     stop: async () => {
       child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
+      if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
       fs.rmSync(dataDir, { recursive: true, force: true });
+      if (dbName) await adminQuery(process.env.DATABASE_URL!, `drop database if exists "${dbName}" with (force)`);
     },
   };
 }

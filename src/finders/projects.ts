@@ -8,30 +8,15 @@ import type { SharedGroupLink } from '../presenters/groups.js';
 
 export type ProjectWithNamespace = Project & { namespace: Namespace };
 
+/** A project as looked up for a request: with the caller's raw access level when a user was given. */
+export type FoundProject = ProjectRow & { callerAccessLevel?: number };
+
 /**
  * `:id` as GitLab takes it: an integer id or a (URL-decoded) full path like `group/sub/project`.
- * One query; the namespace comes along because nearly every caller needs it.
+ * One query brings the namespace, its owner and, given a user, that user's access level.
  */
-export async function findProject(db: Database, idOrPath: string | number): Promise<ProjectWithNamespace | undefined> {
-  const key = String(idOrPath);
-  let q = db
-    .selectFrom('projects as p')
-    .innerJoin('namespaces as n', 'n.id', 'p.namespace_id')
-    .selectAll('p')
-    .select(sql<Namespace>`to_jsonb(n)`.as('namespace_json'));
-  if (/^\d+$/.test(key)) {
-    q = q.where('p.id', '=', Number(key));
-  } else {
-    const slash = key.lastIndexOf('/');
-    if (slash <= 0) return undefined;
-    q = q
-      .where(sql`lower(n.full_path)`, '=', key.slice(0, slash).toLowerCase())
-      .where(sql`lower(p.path)`, '=', key.slice(slash + 1).toLowerCase());
-  }
-  const row = await q.where('p.pending_delete', '=', false).executeTakeFirst();
-  if (!row) return undefined;
-  const { namespace_json, ...project } = row as any;
-  return { ...(project as Project), namespace: reviveNamespace(namespace_json) };
+export async function findProject(db: Database, idOrPath: string | number, userId?: number): Promise<FoundProject | undefined> {
+  return findProjectRow(db, idOrPath, userId);
 }
 
 /** to_jsonb turns timestamps into strings; give them back their Date type. */
@@ -104,25 +89,31 @@ function projectRowsQuery(db: Database) {
 }
 
 function toProjectRow(row: any): ProjectRow {
-  const { namespace_json, owner_json, ...project } = row;
+  const { namespace_json, owner_json, caller_access_level: _level, ...project } = row;
   return { ...(project as Project), namespace: { ...reviveNamespace(namespace_json), owner: owner_json ? reviveTimestamps<User>(owner_json) : null } };
 }
 
 const withRowJson = sql<Namespace>`to_jsonb(n)`.as('namespace_json');
 const withOwnerJson = sql<User | null>`case when o.id is null then null else to_jsonb(o) end`.as('owner_json');
 
-/** One project (id or full path) with its namespace and the namespace owner. */
-export async function findProjectRow(db: Database, idOrPath: string | number): Promise<ProjectRow | undefined> {
+const MAX_INT4 = 2147483647;
+
+/** One project (id or full path) with its namespace, the namespace owner and, given a user, their level. */
+export async function findProjectRow(db: Database, idOrPath: string | number, userId?: number): Promise<FoundProject | undefined> {
   const key = String(idOrPath);
   let q = projectRowsQuery(db).selectAll('p').select([withRowJson, withOwnerJson]);
-  if (/^\d+$/.test(key)) q = q.where('p.id', '=', Number(key));
-  else {
+  if (userId !== undefined) q = q.select(sql<number>`project_access_level(${userId}, p.id)`.as('caller_access_level'));
+  if (/^\d+$/.test(key)) {
+    if (Number(key) > MAX_INT4) return undefined;
+    q = q.where('p.id', '=', Number(key));
+  } else {
     const slash = key.lastIndexOf('/');
     if (slash <= 0) return undefined;
     q = q.where(sql`lower(n.full_path)`, '=', key.slice(0, slash).toLowerCase()).where(sql`lower(p.path)`, '=', key.slice(slash + 1).toLowerCase());
   }
   const row = await q.executeTakeFirst();
-  return row ? toProjectRow(row) : undefined;
+  if (!row) return undefined;
+  return { ...toProjectRow(row), callerAccessLevel: (row as { caller_access_level?: number }).caller_access_level };
 }
 
 function likePattern(s: string): string {
@@ -214,50 +205,60 @@ export async function listProjects(db: Database, user: User | null, f: ProjectFi
 }
 
 /**
- * Everything the project presenters need beyond the rows, for a whole page at once: the
- * caller's levels, membership levels (permissions), star counts and group shares.
+ * Everything the project presenters need beyond the rows, for a whole page in ONE query: the
+ * caller's levels, membership levels (permissions), star counts and group shares. A single
+ * read passes the level it already computed (`knownAccessLevel`, admin-adjusted).
  */
-export async function loadProjectExtras(db: Database, user: User | null, rows: ProjectRow[]): Promise<Map<number, Omit<ProjectExtras, 'readmePath'>>> {
+export async function loadProjectExtras(
+  db: Database,
+  user: User | null,
+  rows: ProjectRow[],
+  knownAccessLevel?: number,
+): Promise<Map<number, Omit<ProjectExtras, 'readmePath'>>> {
   const ids = rows.map((r) => r.id);
   const result = new Map<number, Omit<ProjectExtras, 'readmePath'>>();
   if (ids.length === 0) return result;
-  const levels = new Map<number, number>();
-  const projectMember = new Map<number, number>();
-  const groupMember = new Map<number, number>();
-  if (user) {
-    const auth = await sql<{ project_id: number; level: number }>`
-      select project_id, max(access_level)::int as level from project_authorizations(${user.id})
-       where project_id = any(${ids}::int[]) group by project_id`.execute(db);
-    for (const r of auth.rows) levels.set(r.project_id, r.level);
-    const nsIds = [...new Set(rows.flatMap((r) => (r.namespace.type === 'Group' ? r.namespace.traversal_ids : [])))];
-    const members = await sql<{ source_type: string; source_id: number; access_level: number }>`
-      select m.source_type, m.source_id, m.access_level from members m
-       where m.user_id = ${user.id} and ${activeMembership}
-         and ((m.source_type = 'Project' and m.source_id = any(${ids}::int[]))
-           or (m.source_type = 'Namespace' and m.source_id = any(${nsIds}::int[])))`.execute(db);
-    for (const m of members.rows) (m.source_type === 'Project' ? projectMember : groupMember).set(m.source_id, m.access_level);
-  }
-  const stars = await sql<{ project_id: number; n: number }>`
-    select project_id, count(*)::int as n from users_star_projects where project_id = any(${ids}::int[]) group by project_id`.execute(db);
-  const starCounts = new Map(stars.rows.map((r) => [r.project_id, r.n]));
-  const links = await sql<SharedGroupLink & { project_id: number }>`
-    select l.project_id, g.id as group_id, g.name as group_name, g.full_path as group_full_path, l.group_access,
-           to_char(l.expires_at, 'YYYY-MM-DD') as expires_at
-      from project_group_links l join namespaces g on g.id = l.group_id
-     where l.project_id = any(${ids}::int[]) order by l.id`.execute(db);
+  const uid = user?.id ?? 0;
+  const levelJoin =
+    user && knownAccessLevel === undefined
+      ? sql`left join (select project_id, max(access_level)::int as level from project_authorizations(${uid}) group by project_id) a on a.project_id = p.id`
+      : sql`left join (select null::int as project_id, null::int as level) a on false`;
+  const found = await sql<{
+    id: number;
+    level: number | null;
+    project_member: number | null;
+    group_member: number | null;
+    stars: number;
+    links: (SharedGroupLink & { project_id?: number })[];
+  }>`
+    select p.id, a.level,
+      (select max(m.access_level)::int from members m
+        where m.user_id = ${uid} and m.source_type = 'Project' and m.source_id = p.id and ${activeMembership}) as project_member,
+      (select max(m.access_level)::int from members m
+        where n.type = 'Group' and m.user_id = ${uid} and m.source_type = 'Namespace'
+          and m.source_id = any(n.traversal_ids) and ${activeMembership}) as group_member,
+      (select count(*)::int from users_star_projects s where s.project_id = p.id) as stars,
+      coalesce((select json_agg(json_build_object(
+                  'group_id', g.id, 'group_name', g.name, 'group_full_path', g.full_path,
+                  'group_access', l.group_access, 'expires_at', to_char(l.expires_at, 'YYYY-MM-DD')) order by l.id)
+                from project_group_links l join namespaces g on g.id = l.group_id where l.project_id = p.id), '[]'::json) as links
+    from projects p join namespaces n on n.id = p.namespace_id
+    ${levelJoin}
+    where p.id = any(${ids}::int[])`.execute(db);
+  const byId = new Map(found.rows.map((r) => [r.id, r]));
   for (const r of rows) {
-    const level = levels.get(r.id) ?? 0;
+    const x = byId.get(r.id);
+    const level = knownAccessLevel ?? (user?.admin ? Math.max(x?.level ?? 0, 50) : (x?.level ?? 0));
     const ownsPersonal = user && r.namespace.type === 'User' && r.namespace.owner_id === user.id;
-    const groupLevels = r.namespace.type === 'Group' ? r.namespace.traversal_ids.map((id) => groupMember.get(id) ?? 0) : [];
     result.set(r.id, {
-      accessLevel: user?.admin ? Math.max(level, 50) : level,
+      accessLevel: level,
       admin: !!user?.admin,
-      starCount: starCounts.get(r.id) ?? 0,
+      starCount: x?.stars ?? 0,
       forksCount: 0,
       openIssuesCount: 0,
-      sharedWithGroups: links.rows.filter((l) => l.project_id === r.id).map(({ project_id: _p, ...l }) => l),
-      projectAccess: ownsPersonal ? 50 : (projectMember.get(r.id) ?? null),
-      groupAccess: groupLevels.length ? Math.max(...groupLevels) || null : null,
+      sharedWithGroups: x?.links ?? [],
+      projectAccess: ownsPersonal ? 50 : (user ? (x?.project_member ?? null) : null),
+      groupAccess: user ? (x?.group_member || null) : null,
     });
   }
   return result;

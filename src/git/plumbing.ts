@@ -1,3 +1,4 @@
+import { parseTree, type CatFilePool } from './catfile.js';
 import { assertSafeArg, git, gitText } from './command.js';
 
 export const ZERO_OID = '0000000000000000000000000000000000000000';
@@ -77,11 +78,12 @@ export async function hasRefs(gitDir: string): Promise<boolean> {
 const README_RE = /^readme(\.[a-z0-9]+)?$/i;
 
 /** The README file at the root of `branch`, as GitLab picks it (README.md preferred), or null. */
-export async function rootReadme(gitDir: string, branch: string): Promise<string | null> {
+export async function rootReadme(catfile: CatFilePool, gitDir: string, branch: string): Promise<string | null> {
   assertSafeArg(branch, 'branch');
-  const res = await git(['ls-tree', '-z', '--name-only', `refs/heads/${branch}`, '--'], { gitDir, okCodes: [128] });
-  if (res.exitCode !== 0) return null;
-  const names = res.stdout.toString('utf8').split('\0').filter((n) => README_RE.test(n));
+  // Through the long-lived cat-file process: lists read a README per project.
+  const tree = await catfile.read(gitDir, `refs/heads/${branch}^{tree}`);
+  if (!tree || tree.type !== 'tree') return null;
+  const names = parseTree(tree.data).filter((e) => e.type === 'blob' && README_RE.test(e.name)).map((e) => e.name);
   if (names.length === 0) return null;
   const rank = (n: string) => (/\.(md|markdown|mdown|mkd)$/i.test(n) ? 0 : /\.(adoc|rst|org|txt)$/i.test(n) ? 1 : n.includes('.') ? 2 : 1);
   return names.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b))[0];

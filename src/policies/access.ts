@@ -29,8 +29,6 @@ export const activeMembership = sql<boolean>`(m.state = 0 and m.requested_at is 
 /** SQL condition: a group share (aliased `l`) has not expired. */
 const linkActive = sql<boolean>`(l.expires_at is null or l.expires_at > current_date)`;
 
-/** SQL condition: the namespace aliased `pn` allows its projects' group shares to count. */
-export const shareWithGroupAllowed = sql<boolean>`((pn.settings -> 'share_with_group_lock') is distinct from 'true'::jsonb)`;
 
 /**
  * The highest access level a user has on a group: membership of the group or an ancestor,
@@ -60,32 +58,7 @@ export async function groupAccessLevel(db: Database, userId: number, group: Pick
  * grants nothing on projects. Same rules as the SQL function project_authorizations().
  */
 export async function projectAccessLevel(db: Database, userId: number, project: Pick<Project, 'id' | 'namespace_id'>): Promise<number> {
-  const row = await sql<{ level: number | null }>`
-    with ns as (select id, type, owner_id, traversal_ids, settings from namespaces where id = ${project.namespace_id}),
-    -- every group whose access reaches the project, with the cap that applies to it
-    reach as (
-      select ns.traversal_ids, 50 as cap from ns where ns.type = 'Group'
-      union all
-      select g.traversal_ids, l.group_access from project_group_links l
-        join namespaces g on g.id = l.group_id
-        join ns pn on true
-       where l.project_id = ${project.id} and ${linkActive} and ${shareWithGroupAllowed}
-    )
-    select max(level) as level from (
-      select 50 as level from ns where ns.type = 'User' and ns.owner_id = ${userId}
-      union all
-      select m.access_level from members m
-       where m.user_id = ${userId} and m.source_type = 'Project' and m.source_id = ${project.id} and ${activeMembership}
-      union all
-      select least(r.cap, m.access_level) from reach r
-        join members m on m.source_type = 'Namespace' and m.source_id = any(r.traversal_ids)
-       where m.user_id = ${userId} and m.access_level >= 10 and ${activeMembership}
-      union all
-      select least(r.cap, l.group_access, m.access_level) from reach r
-        join group_group_links l on l.shared_group_id = any(r.traversal_ids)
-        join members m on m.source_type = 'Namespace' and m.source_id = l.shared_with_group_id
-       where ${linkActive} and m.user_id = ${userId} and m.access_level >= 10 and ${activeMembership}
-    ) levels`.execute(db);
+  const row = await sql<{ level: number }>`select project_access_level(${userId}, ${project.id}) as level`.execute(db);
   return row.rows[0]?.level ?? 0;
 }
 

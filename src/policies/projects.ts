@@ -1,11 +1,11 @@
 import type { FastifyRequest } from 'fastify';
 import type { User } from '../db/schema/core.js';
-import { findProject, type ProjectWithNamespace } from '../finders/projects.js';
+import { findProject, type FoundProject, type ProjectWithNamespace } from '../finders/projects.js';
 import { forbidden, notFound } from '../plugins/errors.js';
 import { AccessLevel, canSeeVisibility, projectAccessLevel } from './access.js';
 
 export interface ProjectAccess {
-  project: ProjectWithNamespace;
+  project: FoundProject;
   /** The caller's effective level (admins count as owners; 0 for outsiders/anonymous). */
   accessLevel: number;
   user: User | null;
@@ -23,10 +23,12 @@ export async function projectAccessFor(request: FastifyRequest, project: Project
  * 403 when it is visible but the caller's level is below `minAccess`.
  */
 export async function authorizeProject(request: FastifyRequest, idOrPath: string | number, minAccess = 0): Promise<ProjectAccess> {
-  const project = await findProject(request.server.cairn.db, idOrPath);
-  if (!project) throw notFound('Project');
   const user = request.actor?.user ?? null;
-  const accessLevel = await projectAccessFor(request, project);
+  // One statement: the project, its namespace and the caller's level.
+  const project = await findProject(request.server.cairn.db, idOrPath, user?.id);
+  if (!project) throw notFound('Project');
+  const level = project.callerAccessLevel ?? 0;
+  const accessLevel = user?.admin ? Math.max(level, AccessLevel.OWNER) : level;
   if (!canSeeVisibility(user, project.visibility_level, accessLevel)) throw notFound('Project');
   if (accessLevel < minAccess) throw forbidden();
   return { project, accessLevel, user };

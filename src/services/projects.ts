@@ -333,7 +333,7 @@ export async function readmePaths(cairn: Cairn, rows: ProjectRow[], accessLevels
   const worker = async () => {
     for (let r = queue.shift(); r; r = queue.shift()) {
       try {
-        out.set(r.id, await rootReadme(projectRepoPath(cairn, r), r.default_branch ?? 'main'));
+        out.set(r.id, await rootReadme(cairn.catfile, projectRepoPath(cairn, r), r.default_branch ?? 'main'));
       } catch {
         out.set(r.id, null);
       }

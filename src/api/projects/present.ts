@@ -14,10 +14,10 @@ export function presentContext(request: FastifyRequest): PresentContext {
  * Preloads what the project presenters need for a whole list (a fixed number of queries and
  * a few git calls for README lookups), then presents each row in the chosen form.
  */
-export async function renderProjects(request: FastifyRequest, rows: ProjectRow[], form: ProjectForm) {
+export async function renderProjects(request: FastifyRequest, rows: ProjectRow[], form: ProjectForm, knownAccessLevel?: number) {
   const cairn = request.server.cairn;
   const user = request.actor?.user ?? null;
-  const extras = await loadProjectExtras(cairn.db, user, rows);
+  const extras = await loadProjectExtras(cairn.db, user, rows, knownAccessLevel);
   const levels = new Map([...extras].map(([id, x]) => [id, x.accessLevel]));
   const readmes = await readmePaths(cairn, rows, levels);
   const ctx = presentContext(request);
@@ -25,8 +25,9 @@ export async function renderProjects(request: FastifyRequest, rows: ProjectRow[]
   return rows.map((r) => present(ctx, r, { ...extras.get(r.id)!, readmePath: readmes.get(r.id) ?? null }));
 }
 
-export async function renderProject(request: FastifyRequest, row: ProjectRow, form: ProjectForm) {
-  return (await renderProjects(request, [row], form))[0];
+/** One project; pass the caller's effective level when the request already computed it. */
+export async function renderProject(request: FastifyRequest, row: ProjectRow, form: ProjectForm, knownAccessLevel?: number) {
+  return (await renderProjects(request, [row], form, knownAccessLevel))[0];
 }
 
 /** The list form GitLab picks: simple when asked or anonymous, with permissions for signed-in callers. */

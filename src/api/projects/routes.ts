@@ -23,9 +23,7 @@ const accepted = (reply: FastifyReply) => reply.code(202).send({ message: '202 A
 /** Loads `:id` for the caller with the row form the presenters take. */
 async function loadProject(request: FastifyRequest, id: string, minAccess = 0) {
   const access = await authorizeProject(request, id, minAccess);
-  const row = await findProjectRow(request.server.cairn.db, access.project.id);
-  if (!row) throw notFound('Project');
-  return { ...access, row };
+  return { ...access, row: access.project };
 }
 
 /** A namespace the caller may see, by id or full path (404 otherwise). */
@@ -88,8 +86,8 @@ export default async function projectRoutes(fastify: FastifyInstance) {
   });
 
   app.get('/api/v4/projects/:id', { schema: { params: ProjectIdParams } }, async (request) => {
-    const { row } = await loadProject(request, request.params.id);
-    return renderProject(request, row, request.actor ? 'with_access' : 'full');
+    const { row, accessLevel } = await loadProject(request, request.params.id);
+    return renderProject(request, row, request.actor ? 'with_access' : 'full', accessLevel);
   });
 
   app.post('/api/v4/projects', { config: { auth: 'required' }, schema: { body: ProjectCreateBody } }, async (request, reply) => {

@@ -1,6 +1,7 @@
 import type { Migration } from 'kysely';
 import * as core from './0001_core.js';
 import * as protectedBranches from './0002_protected_branches.js';
+import * as projectAccessLevel from './0051_project_access_level.js';
 import * as keys from './0150_keys.js';
 import * as members from './0250_members.js';
 import * as users from './0100_users.js';
@@ -13,6 +14,7 @@ import * as notes from './0300_notes.js';
 export const migrations: Record<string, Migration> = {
   '0001_core': core,
   '0002_protected_branches': protectedBranches,
+  '0051_project_access_level': projectAccessLevel,
   '0150_keys': keys,
   '0250_members': members,
   '0100_users': users,
