@@ -2,9 +2,12 @@
 import { runApiBench } from './api.js';
 import { printTable } from './lib.js';
 import { runRepositoryBench } from './repository.js';
+import { printCloneResult, runCloneBench } from './clone.js';
 
 console.log(`database: ${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite (embedded)'}; ${Number(process.env.BENCH_SECONDS || 8)} s per endpoint`);
 console.log('\n## API reads (ratio = req/s over the floor serving the same bytes)');
 printTable(await runApiBench());
 console.log('\n## Repository reads (target: tree and raw blob >= 2,000 req/s)');
 printTable(await runRepositoryBench());
+console.log('\n## git clone over HTTP (ratio = speed over `git clone --no-local`, target >= 0.80)');
+printCloneResult(await runCloneBench());
