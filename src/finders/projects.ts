@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Namespace, Project } from '../db/schema/core.js';
+import { rowId } from '../lib/ids.js';
 
 export type ProjectWithNamespace = Project & { namespace: Namespace };
 
@@ -16,7 +17,9 @@ export async function findProject(db: Database, idOrPath: string | number): Prom
     .selectAll('p')
     .select(sql<Namespace>`to_jsonb(n)`.as('namespace_json'));
   if (/^\d+$/.test(key)) {
-    q = q.where('p.id', '=', Number(key));
+    const id = rowId(key);
+    if (id === undefined) return undefined;
+    q = q.where('p.id', '=', id);
   } else {
     const slash = key.lastIndexOf('/');
     if (slash <= 0) return undefined;

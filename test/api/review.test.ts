@@ -1,0 +1,40 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
+import { insertPersonalAccessToken } from '../../src/services/tokens.js';
+
+/** Findings of the review of the merged areas, one block per fix. */
+describe('review: merged areas', () => {
+  let t: TestContext;
+  let alice: TestUser;
+  let sudoToken: string;
+  before(async () => {
+    t = await createTestContext();
+    alice = await t.createUser();
+    const root = await t.db.selectFrom('users').select('id').where('username', '=', 'root').executeTakeFirstOrThrow();
+    sudoToken = (await insertPersonalAccessToken(t.db, { userId: root.id, name: 'sudo', scopes: ['api', 'sudo'], expiresAt: null })).token;
+  });
+  after(async () => { await t.close(); });
+
+  describe('ids beyond the integer range are 404, not 500', () => {
+    it('in project, group and user paths', async () => {
+      const big = '99999999999';
+      for (const url of [
+        `/api/v4/projects/${big}/members`,
+        `/api/v4/projects/${big}/deploy_keys`,
+        `/api/v4/groups/${big}/members`,
+        `/api/v4/users/${big}/keys`,
+        `/api/v4/users/${big}/keys/1`,
+      ]) {
+        const res = await t.get(url);
+        assert.equal(res.status, 404, url);
+      }
+    });
+
+    it('in sudo', async () => {
+      const res = await t.get('/api/v4/user', { token: sudoToken, query: { sudo: '99999999999' } });
+      assert.equal(res.status, 404);
+      assert.match(res.body.message, /User with ID or username '99999999999' Not Found/);
+    });
+  });
+});
