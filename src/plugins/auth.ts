@@ -67,7 +67,7 @@ export const personalAccessTokenResolver = {
 
 /** Refuses credentials of users who may not use the API. */
 export function checkUserState(user: User) {
-  if (user.state === 'blocked' || user.state === 'ldap_blocked' || user.state === 'blocked_pending_approval' || user.user_type === 'ghost') {
+  if (user.state === 'blocked' || user.state === 'ldap_blocked' || user.state === 'blocked_pending_approval' || user.state === 'banned' || user.user_type === 'ghost') {
     throw unauthorized();
   }
   if (user.state === 'deactivated') {

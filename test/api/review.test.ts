@@ -37,4 +37,16 @@ describe('review: merged areas', () => {
       assert.match(res.body.message, /User with ID or username '99999999999' Not Found/);
     });
   });
+  describe('banned users', () => {
+    it('cannot use the API with their tokens, nor be the target of sudo', async () => {
+      const banned = await t.createUser();
+      assert.equal((await t.get('/api/v4/user', { token: banned.token })).status, 200);
+      assert.equal((await t.post(`/api/v4/users/${banned.user.id}/ban`)).status, 201);
+      assert.equal((await t.get('/api/v4/user', { token: banned.token })).status, 401);
+      assert.equal((await t.post('/api/v4/user/keys', { title: 'x', key: 'ssh-ed25519 AAAA' }, { token: banned.token })).status, 401);
+      assert.equal((await t.get('/api/v4/user', { token: sudoToken, query: { sudo: String(banned.user.id) } })).status, 401);
+      assert.equal((await t.post(`/api/v4/users/${banned.user.id}/unban`)).status, 201);
+      assert.equal((await t.get('/api/v4/user', { token: banned.token })).status, 200);
+    });
+  });
 });
