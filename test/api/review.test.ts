@@ -49,4 +49,19 @@ describe('review: merged areas', () => {
       assert.equal((await t.get('/api/v4/user', { token: banned.token })).status, 200);
     });
   });
+  describe('impersonation tokens belong to administrators', () => {
+    it('the user can neither read, rotate nor revoke them through /personal_access_tokens/:id', async () => {
+      const created = await t.post(`/api/v4/users/${alice.user.id}/impersonation_tokens`, { name: 'imp', scopes: ['api'] });
+      assert.equal(created.status, 201);
+      const id = created.body.id;
+      assert.equal((await t.get(`/api/v4/personal_access_tokens/${id}`, { token: alice.token })).status, 401);
+      assert.equal((await t.post(`/api/v4/personal_access_tokens/${id}/rotate`, {}, { token: alice.token })).status, 401);
+      assert.equal((await t.delete(`/api/v4/personal_access_tokens/${id}`, { token: alice.token })).status, 400);
+      const still = await t.get(`/api/v4/users/${alice.user.id}/impersonation_tokens/${id}`);
+      assert.equal(still.body.revoked, false);
+      assert.equal(still.body.active, true);
+      // The administrator still may.
+      assert.equal((await t.get(`/api/v4/personal_access_tokens/${id}`)).status, 200);
+    });
+  });
 });
