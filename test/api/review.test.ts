@@ -64,4 +64,24 @@ describe('review: merged areas', () => {
       assert.equal((await t.get(`/api/v4/personal_access_tokens/${id}`)).status, 200);
     });
   });
+  describe('unbounded and malformed inputs', () => {
+    it('a page far past the end is an empty page, not a database error', async () => {
+      for (const url of ['/api/v4/users', '/api/v4/personal_access_tokens', `/api/v4/users/${alice.user.id}/keys`]) {
+        const res = await t.get(url, { query: { page: '99999999999999999999', per_page: '99999999999' } });
+        assert.equal(res.status, 200, url);
+        assert.deepEqual(res.body, []);
+        assert.equal(res.headers['x-per-page'], '100');
+      }
+    });
+
+    it('a NUL byte in a parameter is a 400', async () => {
+      const search = await t.get('/api/v4/users', { query: { search: 'a\u0000b' } });
+      assert.equal(search.status, 400);
+      assert.match(search.body.message, /Null bytes/);
+      assert.equal((await t.get('/api/v4/personal_access_tokens', { query: { search: '\u0000' } })).status, 400);
+      assert.equal((await t.get('/api/v4/users/a%00b/status')).status, 400);
+      assert.equal((await t.put('/api/v4/user/status', { message: 'x\u0000' }, { token: alice.token })).status, 400);
+      assert.equal((await t.call('POST', '/api/v4/user/keys', { form: 'title=a%00&key=b', token: alice.token })).status, 400);
+    });
+  });
 });
