@@ -84,4 +84,31 @@ describe('review: merged areas', () => {
       assert.equal((await t.call('POST', '/api/v4/user/keys', { form: 'title=a%00&key=b', token: alice.token })).status, 400);
     });
   });
+  describe('members: ids beyond the integer range', () => {
+    it('are 404 in paths, match nothing in filters, and are refused in bodies', async () => {
+      const group = await t.createGroup({ owner: alice.user });
+      const project = await t.createProject({ group });
+      const big = '99999999999';
+      for (const base of [`/api/v4/groups/${group.id}`, `/api/v4/projects/${project.id}`]) {
+        assert.equal((await t.get(`${base}/members/${big}`)).status, 404);
+        assert.equal((await t.get(`${base}/members/all/${big}`)).status, 404);
+        assert.equal((await t.put(`${base}/members/${big}`, { access_level: 30 })).status, 404);
+        assert.equal((await t.delete(`${base}/members/${big}`)).status, 404);
+        assert.equal((await t.delete(`${base}/access_requests/${big}`)).status, 404);
+        assert.equal((await t.put(`${base}/access_requests/${big}/approve`, {})).status, 404);
+        assert.equal((await t.delete(`${base}/share/${big}`)).status, 404);
+        const filtered = await t.get(`${base}/members`, { query: { 'user_ids[]': big } });
+        assert.equal(filtered.status, 200);
+        assert.deepEqual(filtered.body, []);
+        const added = await t.post(`${base}/members`, { user_id: big, access_level: 30 });
+        assert.equal(added.status, 404);
+        assert.equal(added.body.message, '404 User Not Found');
+        const many = await t.post(`${base}/members`, { user_id: `${big},${alice.user.id}`, access_level: 40 });
+        assert.equal(many.status, 201);
+        const shared = await t.post(`${base}/share`, { group_id: big, group_access: 30 });
+        assert.equal(shared.status, 400);
+      }
+      assert.equal((await t.get(`/api/v4/groups/${group.id}/billable_members/${big}/memberships`)).status, 404);
+    });
+  });
 });
