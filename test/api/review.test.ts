@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 import { insertPersonalAccessToken } from '../../src/services/tokens.js';
@@ -109,6 +110,32 @@ describe('review: merged areas', () => {
         assert.equal(shared.status, 400);
       }
       assert.equal((await t.get(`/api/v4/groups/${group.id}/billable_members/${big}/memberships`)).status, 404);
+    });
+  });
+  describe('very long strings into indexed columns', () => {
+    // Random text does not compress, so it overflows a btree entry (about 2.7 kB) unless refused first.
+    const huge = crypto.randomBytes(12000).toString('hex');
+
+    it('custom attribute keys and values are at most 255 characters', async () => {
+      const value = await t.put(`/api/v4/users/${alice.user.id}/custom_attributes/k`, { value: huge });
+      assert.equal(value.status, 400);
+      assert.deepEqual(value.body.message, { value: ['is too long (maximum is 255 characters)'] });
+      const key = await t.put(`/api/v4/users/${alice.user.id}/custom_attributes/${huge.slice(0, 4000)}`, { value: 'v' });
+      assert.equal(key.status, 400);
+      assert.ok(key.body.message.key);
+      assert.equal((await t.put(`/api/v4/users/${alice.user.id}/custom_attributes/k`, { value: 'x'.repeat(255) })).status, 200);
+    });
+
+    it('identity extern_uid and provider are at most 255 characters', async () => {
+      const update = await t.put(`/api/v4/users/${alice.user.id}`, { extern_uid: huge, provider: 'ldapmain' });
+      assert.equal(update.status, 400);
+      assert.ok(update.body.message['identities.extern_uid']);
+      const provider = await t.put(`/api/v4/users/${alice.user.id}`, { extern_uid: 'uid-1', provider: huge });
+      assert.equal(provider.status, 400);
+      const name = t.unique('long');
+      const create = await t.post('/api/v4/users', { email: `${name}@example.com`, username: name, name, password: 'a-long-password-1', extern_uid: huge, provider: 'ldapmain' });
+      assert.equal(create.status, 400);
+      assert.ok(create.body.message['identities.extern_uid']);
     });
   });
 });
