@@ -138,4 +138,22 @@ describe('review: merged areas', () => {
       assert.ok(create.body.message['identities.extern_uid']);
     });
   });
+  describe('values PostgreSQL refuses are a 400, not a 500', () => {
+    const ed25519 = (last: string) => `ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJ${last}`;
+
+    it('integers beyond the column range', async () => {
+      for (const body of [{ theme_id: 99999999999 }, { color_scheme_id: 99999999999 }, { shared_runners_minutes_limit: 99999999999 }]) {
+        const res = await t.put(`/api/v4/users/${alice.user.id}`, body);
+        assert.equal(res.status, 400, JSON.stringify(body));
+      }
+      assert.equal((await t.get('/api/v4/users', { query: { saml_provider_id: '99999999999' } })).status, 400);
+    });
+
+    it('dates beyond the timestamp range', async () => {
+      assert.equal((await t.post('/api/v4/user/keys', { title: 'far', key: ed25519('a'), expires_at: '275760-09-13' }, { token: alice.token })).status, 400);
+      assert.equal((await t.get('/api/v4/personal_access_tokens', { query: { created_before: '99999-01-01' } })).status, 400);
+      assert.equal((await t.get('/api/v4/users', { query: { created_after: '0000-01-01' } })).status, 400);
+      assert.equal((await t.get('/api/v4/users', { query: { created_before: '+275760-09-13T00:00:00.000Z' } })).status, 400);
+    });
+  });
 });
