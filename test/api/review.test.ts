@@ -156,4 +156,12 @@ describe('review: merged areas', () => {
       assert.equal((await t.get('/api/v4/users', { query: { created_before: '+275760-09-13T00:00:00.000Z' } })).status, 400);
     });
   });
+  describe('datetime parameters beyond year 9999', () => {
+    it('are "<name> is invalid"', async () => {
+      const key = await t.post('/api/v4/user/keys', { title: 'far', key: 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJb', expires_at: '275760-09-13' }, { token: alice.token });
+      assert.deepEqual(key.body, { error: 'expires_at is invalid' });
+      assert.deepEqual((await t.get('/api/v4/personal_access_tokens', { query: { created_before: '99999-01-01' } })).body, { error: 'created_before is invalid' });
+      assert.deepEqual((await t.get('/api/v4/users', { query: { created_after: '0000-01-01' } })).body, { error: 'created_after is invalid' });
+    });
+  });
 });
