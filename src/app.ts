@@ -11,6 +11,7 @@ import { registerAuth, personalAccessTokenResolver } from './plugins/auth.js';
 import { bootstrap } from './services/bootstrap.js';
 import { CatFilePool } from './git/catfile.js';
 import { redactUrl } from './lib/redact.js';
+import { ensureStorages } from './services/storages.js';
 
 export interface BuildOptions {
   config: Config;
@@ -25,6 +26,7 @@ export type App = FastifyInstance;
 
 export async function buildApp(opts: BuildOptions): Promise<App> {
   const { config } = opts;
+  await ensureStorages(config);
   const database = opts.database ?? (await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
   if (opts.prepare !== false) await migrateToLatest(database.db);
 

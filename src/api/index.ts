@@ -1,16 +1,29 @@
 import type { FastifyInstance } from 'fastify';
 import memberRoutes from './members/routes.js';
 import metaRoutes from './meta/routes.js';
+import repositoryRoutes from './repository/routes.js';
+import branchRoutes from './branches/routes.js';
+import tagRoutes from './tags/routes.js';
+import protectedBranchRoutes from './protected_branches/routes.js';
 import personalAccessTokenRoutes from './personal_access_tokens/routes.js';
 import keyRoutes from './keys/routes.js';
 import deployKeyRoutes from './deploy_keys/routes.js';
 import userRoutes from './users/routes.js';
 import applicationRoutes from './applications/routes.js';
 import oauthRoutes from '../oauth/routes.js';
+import projectRoutes from './projects/routes.js';
+import groupRoutes from './groups/routes.js';
+import namespaceRoutes from './namespaces/routes.js';
+import commitRoutes from './commits/routes.js';
+import fileRoutes from './files/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
   await app.register(metaRoutes);
+  await app.register(repositoryRoutes);
+  await app.register(branchRoutes);
+  await app.register(tagRoutes);
+  await app.register(protectedBranchRoutes);
   await app.register(personalAccessTokenRoutes);
   await app.register(keyRoutes);
   await app.register(deployKeyRoutes);
@@ -18,4 +31,9 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(userRoutes);
   await app.register(applicationRoutes);
   await app.register(oauthRoutes);
+  await app.register(projectRoutes);
+  await app.register(groupRoutes);
+  await app.register(namespaceRoutes);
+  await app.register(commitRoutes);
+  await app.register(fileRoutes);
 }

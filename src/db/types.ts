@@ -1,13 +1,17 @@
 import type { BranchTables } from './schema/branches.js';
 import type { CoreTables } from './schema/core.js';
+import type { GroupsTables } from './schema/groups.js';
 import type { KeysTables } from './schema/keys.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { UsersAreaTables } from './schema/users.js';
+import type { NoteTables } from './schema/notes.js';
 
 /** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
 export interface DB
   extends CoreTables,
     BranchTables,
+    GroupsTables,
     KeysTables,
     OAuthTables,
-    UsersAreaTables {}
+    UsersAreaTables,
+    NoteTables {}

@@ -38,7 +38,7 @@ async function userInGroup(db: Database, userId: number, groupId: number): Promi
 }
 
 /** Does one of the rule's access levels of `kind` admit this user? */
-async function admitted(db: Database, levels: ProtectedBranchAccessLevel[], kind: string, user: User, accessLevel: number): Promise<boolean> {
+export async function admitted(db: Database, levels: ProtectedBranchAccessLevel[], kind: string, user: User, accessLevel: number): Promise<boolean> {
   for (const l of levels.filter((x) => x.kind === kind)) {
     if (l.access_level !== null) {
       if (l.access_level === AccessLevel.NO_ACCESS) continue;
@@ -50,6 +50,31 @@ async function admitted(db: Database, levels: ProtectedBranchAccessLevel[], kind
     }
   }
   return false;
+}
+
+/** Every protection rule of a project with all their levels (two queries), for checking many branches. */
+export async function projectProtection(db: Database, projectId: number): Promise<BranchProtection> {
+  const rules = await db.selectFrom('protected_branches').selectAll().where('project_id', '=', projectId).orderBy('id').execute();
+  if (!rules.length) return { rules, levels: [] };
+  const levels = await db
+    .selectFrom('protected_branch_access_levels')
+    .selectAll()
+    .where('protected_branch_id', 'in', rules.map((r) => r.id))
+    .orderBy('id')
+    .execute();
+  return { rules, levels };
+}
+
+/** The part of a project's protection that applies to one branch. */
+export function protectionOf(all: BranchProtection, branch: string): BranchProtection {
+  const rules = all.rules.filter((r) => branchMatches(r.name, branch));
+  const ids = new Set(rules.map((r) => r.id));
+  return { rules, levels: all.levels.filter((l) => ids.has(l.protected_branch_id)) };
+}
+
+/** GitLab's developers_can_push / developers_can_merge: a matching rule grants Developers that right. */
+export function developersCan(protection: BranchProtection, kind: 'push' | 'merge'): boolean {
+  return protection.levels.some((l) => l.kind === kind && l.access_level === AccessLevel.DEVELOPER);
 }
 
 export interface PushDecision {
@@ -71,7 +96,19 @@ export async function canPushToBranch(
   opts: { force?: boolean; deletion?: boolean } = {},
 ): Promise<PushDecision> {
   if (accessLevel < AccessLevel.DEVELOPER) return { allowed: false, message: 'You are not allowed to push code to this project.' };
-  const { rules, levels } = await protectionFor(db, projectId, branch);
+  return pushDecision(db, await protectionFor(db, projectId, branch), user, accessLevel, opts);
+}
+
+/** canPushToBranch on an already loaded protection (see protectionOf). */
+export async function pushDecision(
+  db: Database,
+  protection: BranchProtection,
+  user: User,
+  accessLevel: number,
+  opts: { force?: boolean; deletion?: boolean } = {},
+): Promise<PushDecision> {
+  if (accessLevel < AccessLevel.DEVELOPER) return { allowed: false, message: 'You are not allowed to push code to this project.' };
+  const { rules, levels } = protection;
   if (!rules.length) return { allowed: true };
   if (opts.deletion) return { allowed: false, message: 'You can only delete protected branches using the web interface.' };
   for (const rule of rules) {

@@ -5,6 +5,8 @@ import * as keys from './0150_keys.js';
 import * as members from './0250_members.js';
 import * as users from './0100_users.js';
 import * as oauth from './0500_oauth.js';
+import * as groupsProjects from './0200_groups_projects.js';
+import * as notes from './0300_notes.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -15,4 +17,6 @@ export const migrations: Record<string, Migration> = {
   '0250_members': members,
   '0100_users': users,
   '0500_oauth': oauth,
+  '0200_groups_projects': groupsProjects,
+  '0300_notes': notes,
 };

@@ -1,0 +1,84 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { ApiError, missingParam } from '../../plugins/errors.js';
+import { allParams } from '../../plugins/params.js';
+import { paginateArray, pageParams, setKeysetNext, PaginationQuery } from '../../plugins/pagination.js';
+import { AccessLevel } from '../../policies/access.js';
+import { authorizePushCode, authorizeReadCode } from '../../policies/repository.js';
+import { presentBranch } from '../../presenters/branches.js';
+import { createBranch, deleteBranch, deleteMergedBranches, findBranch, listBranches } from '../../services/branches.js';
+import { linkContext } from '../../services/repository.js';
+
+const ProjectParams = Type.Object({ id: Type.String() });
+const BranchParams = Type.Object({ id: Type.String(), branch: Type.String() });
+
+export default async function branchRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const cairn = app.cairn;
+
+  app.get(
+    '/api/v4/projects/:id/repository/branches',
+    {
+      schema: {
+        params: ProjectParams,
+        querystring: Type.Object({
+          search: Type.Optional(Type.String()),
+          sort: Type.Optional(Type.Union([Type.Literal('name_asc'), Type.Literal('updated_asc'), Type.Literal('updated_desc')])),
+          pagination: Type.Optional(Type.Union([Type.Literal('legacy'), Type.Literal('keyset'), Type.Literal('offset')])),
+          page_token: Type.Optional(Type.String()),
+          ...PaginationQuery,
+        }),
+      },
+    },
+    async (request, reply) => {
+      const { project, user, accessLevel } = await authorizeReadCode(request, request.params.id);
+      const q = request.query;
+      const list = await listBranches(cairn, project, { user, accessLevel }, { search: q.search, sort: q.sort });
+      const ctx = linkContext(cairn, project);
+      if (q.pagination === 'keyset') {
+        const { perPage } = pageParams(request);
+        const start = q.page_token ? list.findIndex((b) => b.name > q.page_token!) : 0;
+        const page = start < 0 ? [] : list.slice(start, start + perPage);
+        const more = start >= 0 && start + perPage < list.length;
+        setKeysetNext(request, reply, perPage, more ? { pagination: 'keyset', page_token: page[page.length - 1].name } : null);
+        return page.map((b) => presentBranch(b, ctx));
+      }
+      return paginateArray(request, reply, list).map((b) => presentBranch(b, ctx));
+    },
+  );
+
+  app.get('/api/v4/projects/:id/repository/branches/:branch', { schema: { params: BranchParams } }, async (request) => {
+    const { project, user, accessLevel } = await authorizeReadCode(request, request.params.id);
+    return presentBranch(await findBranch(cairn, project, { user, accessLevel }, request.params.branch), linkContext(cairn, project));
+  });
+
+  app.post(
+    '/api/v4/projects/:id/repository/branches',
+    {
+      config: { auth: 'required' },
+      schema: { params: ProjectParams },
+    },
+    async (request, reply) => {
+      const body = allParams(request) as { branch?: string; ref?: string };
+      if (!body.branch) throw missingParam('branch');
+      if (!body.ref) throw missingParam('ref');
+      const { project, user, accessLevel } = await authorizePushCode(request, request.params.id);
+      const branch = await createBranch(cairn, project, { user, accessLevel }, String(body.branch), String(body.ref));
+      return reply.code(201).send(presentBranch(branch, linkContext(cairn, project)));
+    },
+  );
+
+  app.delete('/api/v4/projects/:id/repository/branches/:branch', { config: { auth: 'required' }, schema: { params: BranchParams } }, async (request, reply) => {
+    const { project, user, accessLevel } = await authorizePushCode(request, request.params.id);
+    await deleteBranch(cairn, project, { user, accessLevel }, request.params.branch);
+    return reply.code(204).send();
+  });
+
+  app.delete('/api/v4/projects/:id/repository/merged_branches', { config: { auth: 'required' }, schema: { params: ProjectParams } }, async (request, reply) => {
+    const { project, user, accessLevel } = await authorizePushCode(request, request.params.id);
+    if (accessLevel < AccessLevel.DEVELOPER) throw new ApiError(403, { message: '403 Forbidden' });
+    await deleteMergedBranches(cairn, project, { user, accessLevel });
+    return reply.code(202).send({ message: '202 Accepted' });
+  });
+}

@@ -1,0 +1,243 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { projectFullPath, type ProjectWithNamespace } from '../../finders/projects.js';
+import { ApiError, invalidParam, notFound, unauthorized } from '../../plugins/errors.js';
+import { pageParams, paginateArray, PaginationQuery, setPaginationHeaders } from '../../plugins/pagination.js';
+import { authorizeReadCode } from '../../policies/code.js';
+import {
+  presentCommit,
+  presentCommitDetail,
+  presentCommitNote,
+  presentCommitWithStats,
+  presentDiff,
+  presentDiscussions,
+  type CommitContext,
+} from '../../presenters/commits.js';
+import {
+  commitDiff,
+  commitRefs,
+  commitNotes,
+  createCommit,
+  createCommitNote,
+  findCommitOrFail,
+  listCommits,
+  pickCommit,
+  statsFor,
+} from '../../services/commits.js';
+
+const Params = Type.Object({ id: Type.String() });
+const ShaParams = Type.Object({ id: Type.String(), sha: Type.String() });
+
+const ListQuery = Type.Object({
+  ref_name: Type.Optional(Type.String()),
+  since: Type.Optional(Type.String()),
+  until: Type.Optional(Type.String()),
+  path: Type.Optional(Type.String()),
+  author: Type.Optional(Type.String()),
+  all: Type.Optional(Type.Boolean()),
+  with_stats: Type.Optional(Type.Boolean()),
+  first_parent: Type.Optional(Type.Boolean()),
+  order: Type.Optional(Type.Union([Type.Literal('default'), Type.Literal('topo')])),
+  trailers: Type.Optional(Type.Boolean()),
+  ...PaginationQuery,
+});
+
+const Action = Type.Object({
+  action: Type.Optional(Type.String()),
+  file_path: Type.Optional(Type.String()),
+  previous_path: Type.Optional(Type.String()),
+  content: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  encoding: Type.Optional(Type.String()),
+  last_commit_id: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  execute_filemode: Type.Optional(Type.Boolean()),
+});
+
+const CreateBody = Type.Object(
+  {
+    branch: Type.String(),
+    commit_message: Type.String(),
+    actions: Type.Array(Action),
+    start_branch: Type.Optional(Type.String()),
+    start_sha: Type.Optional(Type.String()),
+    start_project: Type.Optional(Type.Union([Type.Integer(), Type.String()])),
+    author_email: Type.Optional(Type.String()),
+    author_name: Type.Optional(Type.String()),
+    stats: Type.Optional(Type.Boolean()),
+    force: Type.Optional(Type.Boolean()),
+  },
+  { required: ['branch', 'commit_message', 'actions'] },
+);
+
+const PickBody = Type.Object({
+  branch: Type.String(),
+  dry_run: Type.Optional(Type.Boolean()),
+  message: Type.Optional(Type.String()),
+});
+
+const CommentBody = Type.Object({
+  note: Type.String(),
+  path: Type.Optional(Type.String()),
+  line: Type.Optional(Type.Integer()),
+  line_type: Type.Optional(Type.Union([Type.Literal('new'), Type.Literal('old')])),
+});
+
+function commitContext(request: FastifyRequest, project: ProjectWithNamespace): CommitContext & { projectId: number } {
+  return { baseUrl: request.server.cairn.config.externalUrl, projectFullPath: projectFullPath(project), projectId: project.id };
+}
+
+function parseDate(value: string | undefined, name: string): Date | null {
+  if (value === undefined || value === '') return null;
+  const d = new Date(value);
+  if (Number.isNaN(d.getTime())) throw invalidParam(name);
+  return d;
+}
+
+function requireUser(request: FastifyRequest) {
+  if (!request.actor) throw unauthorized();
+  return request.actor.user;
+}
+
+export default async function commitRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const cairn = fastify.cairn;
+  const base = '/api/v4/projects/:id/repository/commits';
+
+  app.get(base, { schema: { params: Params, querystring: ListQuery } }, async (request, reply) => {
+    const { project } = await authorizeReadCode(request, request.params.id);
+    const q = request.query;
+    const page = pageParams(request);
+    const { commits, total } = await listCommits(
+      cairn,
+      project,
+      {
+        ref: q.ref_name || project.default_branch || 'HEAD',
+        all: q.all,
+        path: q.path || null,
+        since: parseDate(q.since, 'since'),
+        until: parseDate(q.until, 'until'),
+        firstParent: q.first_parent,
+        topo: q.order === 'topo',
+        author: q.author || null,
+      },
+      { offset: page.offset, limit: page.perPage },
+    );
+    setPaginationHeaders(request, reply, page, total);
+    const ctx = commitContext(request, project);
+    const opts = { trailers: q.trailers };
+    if (!q.with_stats) return commits.map((c) => presentCommit(ctx, c, opts));
+    const stats = await statsFor(cairn, project, commits);
+    return commits.map((c) => presentCommitWithStats(ctx, c, stats.get(c.oid), opts));
+  });
+
+  app.post(base, { schema: { params: Params, body: CreateBody } }, async (request, reply) => {
+    const access = await authorizeReadCode(request, request.params.id);
+    const user = requireUser(request);
+    const body = request.body;
+    let startProject: ProjectWithNamespace | null = null;
+    if (body.start_project !== undefined && body.start_project !== '' && String(body.start_project) !== String(access.project.id)) {
+      try {
+        startProject = (await authorizeReadCode(request, body.start_project)).project;
+      } catch (e) {
+        if (e instanceof ApiError) throw notFound('Project');
+        throw e;
+      }
+    }
+    const commit = await createCommit(cairn, {
+      project: access.project,
+      user,
+      accessLevel: access.accessLevel,
+      branch: body.branch,
+      startBranch: body.start_branch,
+      startSha: body.start_sha,
+      startProject,
+      message: body.commit_message,
+      actions: body.actions,
+      authorName: body.author_name,
+      authorEmail: body.author_email,
+      force: body.force,
+    });
+    const stats = body.stats === false ? null : (await statsFor(cairn, access.project, [commit])).get(commit.oid)!;
+    return reply.code(201).send(presentCommitDetail(commitContext(request, access.project), commit, stats));
+  });
+
+  app.get(`${base}/:sha`, { schema: { params: ShaParams, querystring: Type.Object({ stats: Type.Optional(Type.Boolean()) }) } }, async (request) => {
+    const { project } = await authorizeReadCode(request, request.params.id);
+    const commit = await findCommitOrFail(cairn, project, request.params.sha);
+    const stats = request.query.stats === false ? null : (await statsFor(cairn, project, [commit])).get(commit.oid)!;
+    return presentCommitDetail(commitContext(request, project), commit, stats);
+  });
+
+  app.get(
+    `${base}/:sha/refs`,
+    {
+      schema: {
+        params: ShaParams,
+        querystring: Type.Object({ type: Type.Optional(Type.Union([Type.Literal('branch'), Type.Literal('tag'), Type.Literal('all')])), ...PaginationQuery }),
+      },
+    },
+    async (request, reply) => {
+      const { project } = await authorizeReadCode(request, request.params.id);
+      const commit = await findCommitOrFail(cairn, project, request.params.sha);
+      const refs = await commitRefs(cairn, project, commit, request.query.type ?? 'all');
+      return paginateArray(request, reply, refs);
+    },
+  );
+
+  for (const kind of ['cherry_pick', 'revert'] as const) {
+    app.post(`${base}/:sha/${kind}`, { schema: { params: ShaParams, body: PickBody } }, async (request, reply) => {
+      const access = await authorizeReadCode(request, request.params.id);
+      const user = requireUser(request);
+      const commit = await findCommitOrFail(cairn, access.project, request.params.sha);
+      const outcome = await pickCommit(cairn, kind, {
+        project: access.project,
+        user,
+        accessLevel: access.accessLevel,
+        commit,
+        branch: request.body.branch,
+        dryRun: request.body.dry_run === true,
+        message: kind === 'cherry_pick' ? request.body.message : null,
+      });
+      if (outcome.dryRun) return reply.code(200).send({ dry_run: 'success' });
+      return reply.code(201).send(presentCommit(commitContext(request, access.project), outcome.commit));
+    });
+  }
+
+  app.get(`${base}/:sha/diff`, { schema: { params: ShaParams, querystring: Type.Object({ ...PaginationQuery }) } }, async (request, reply) => {
+    const { project } = await authorizeReadCode(request, request.params.id);
+    const commit = await findCommitOrFail(cairn, project, request.params.sha);
+    const diffs = await commitDiff(cairn, project, commit);
+    return paginateArray(request, reply, diffs).map(presentDiff);
+  });
+
+  app.get(`${base}/:sha/comments`, { schema: { params: ShaParams, querystring: Type.Object({ ...PaginationQuery }) } }, async (request, reply) => {
+    const { project } = await authorizeReadCode(request, request.params.id);
+    const commit = await findCommitOrFail(cairn, project, request.params.sha);
+    const notes = await commitNotes(cairn, project.id, commit.oid);
+    const ctx = { baseUrl: cairn.config.externalUrl };
+    return paginateArray(request, reply, notes).map((n) => presentCommitNote(ctx, n));
+  });
+
+  app.post(`${base}/:sha/comments`, { schema: { params: ShaParams, body: CommentBody } }, async (request, reply) => {
+    const { project } = await authorizeReadCode(request, request.params.id);
+    const user = requireUser(request);
+    const commit = await findCommitOrFail(cairn, project, request.params.sha);
+    const note = await createCommitNote(cairn, {
+      project,
+      user,
+      commit,
+      note: request.body.note,
+      path: request.body.path,
+      line: request.body.line,
+      lineType: request.body.line_type,
+    });
+    return reply.code(201).send(presentCommitNote({ baseUrl: cairn.config.externalUrl }, note));
+  });
+
+  app.get(`${base}/:sha/discussions`, { schema: { params: ShaParams, querystring: Type.Object({ ...PaginationQuery }) } }, async (request, reply) => {
+    const { project } = await authorizeReadCode(request, request.params.id);
+    const commit = await findCommitOrFail(cairn, project, request.params.sha);
+    const notes = await commitNotes(cairn, project.id, commit.oid);
+    return paginateArray(request, reply, presentDiscussions({ baseUrl: cairn.config.externalUrl }, notes));
+  });
+}

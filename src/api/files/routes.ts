@@ -1,0 +1,149 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { ApiError, unauthorized } from '../../plugins/errors.js';
+import { authorizeReadCode } from '../../policies/code.js';
+import { fileHeaders, presentBlameRange, presentFile } from '../../presenters/commits.js';
+import { createCommit } from '../../services/commits.js';
+import { blameFile, readFile, validFilePath } from '../../services/files.js';
+
+const FileParams = Type.Object({ id: Type.String(), file_path: Type.String() });
+
+const WriteBody = Type.Object({
+  branch: Type.String(),
+  commit_message: Type.String(),
+  start_branch: Type.Optional(Type.String()),
+  encoding: Type.Optional(Type.Union([Type.Literal('text'), Type.Literal('base64')])),
+  author_email: Type.Optional(Type.String()),
+  author_name: Type.Optional(Type.String()),
+  content: Type.Optional(Type.String()),
+  last_commit_id: Type.Optional(Type.String()),
+  execute_filemode: Type.Optional(Type.Boolean()),
+});
+const CreateBody = Type.Object({ ...WriteBody.properties, content: Type.String() }, { required: ['branch', 'commit_message', 'content'] });
+const UpdateBody = CreateBody;
+const DeleteQuery = Type.Object(
+  {
+    branch: Type.String(),
+    commit_message: Type.String(),
+    start_branch: Type.Optional(Type.String()),
+    author_email: Type.Optional(Type.String()),
+    author_name: Type.Optional(Type.String()),
+    last_commit_id: Type.Optional(Type.String()),
+  },
+  { required: ['branch', 'commit_message'] },
+);
+
+function filePath(params: { file_path: string }): string {
+  const p = params.file_path;
+  if (!validFilePath(p)) throw new ApiError(400, { error: 'file_path should be a valid file path' });
+  return p;
+}
+
+function requireUser(request: FastifyRequest) {
+  if (!request.actor) throw unauthorized();
+  return request.actor.user;
+}
+
+/** Text is served as UTF-8 text; anything with a NUL byte near the start as binary. */
+function rawContentType(content: Buffer): string {
+  return content.subarray(0, 8000).includes(0) ? 'application/octet-stream' : 'text/plain; charset=utf-8';
+}
+
+export default async function fileRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const cairn = fastify.cairn;
+  const base = '/api/v4/projects/:id/repository/files/:file_path';
+
+  app.get(base, { schema: { params: FileParams, querystring: Type.Object({ ref: Type.String() }, { required: ['ref'] }) } }, async (request, reply) => {
+    const path = filePath(request.params);
+    const { project } = await authorizeReadCode(request, request.params.id);
+    const file = await readFile(cairn, project, request.query.ref, path);
+    reply.headers(fileHeaders(file));
+    return presentFile(file);
+  });
+
+  app.get(
+    `${base}/raw`,
+    { schema: { params: FileParams, querystring: Type.Object({ ref: Type.Optional(Type.String()), lfs: Type.Optional(Type.Boolean()) }) } },
+    async (request, reply) => {
+      const path = filePath(request.params);
+      const { project } = await authorizeReadCode(request, request.params.id);
+      const file = await readFile(cairn, project, request.query.ref || project.default_branch || 'HEAD', path);
+      const name = path.split('/').pop()!;
+      reply.headers(fileHeaders(file));
+      reply.header('content-disposition', `inline; filename="${name.replace(/[^\x20-\x7e]|["\\]/g, '_')}"; filename*=UTF-8''${encodeURIComponent(name)}`);
+      reply.header('x-content-type-options', 'nosniff');
+      return reply.type(rawContentType(file.content)).send(file.content);
+    },
+  );
+
+  app.get(
+    `${base}/blame`,
+    {
+      schema: {
+        params: FileParams,
+        querystring: Type.Object(
+          {
+            ref: Type.String(),
+            range: Type.Optional(Type.Object({ start: Type.Integer(), end: Type.Integer() }, { required: ['start', 'end'] })),
+          },
+          { required: ['ref'] },
+        ),
+      },
+    },
+    async (request, reply) => {
+      const path = filePath(request.params);
+      const { project } = await authorizeReadCode(request, request.params.id);
+      const ranges = await blameFile(cairn, project, request.query.ref, path, request.query.range);
+      const file = await readFile(cairn, project, request.query.ref, path);
+      reply.headers(fileHeaders(file));
+      return ranges.map((r) => presentBlameRange(r.range, r.commit));
+    },
+  );
+
+  const write = async (
+    request: FastifyRequest,
+    params: { id: string; file_path: string },
+    action: 'create' | 'update' | 'delete',
+    body: { branch: string; commit_message: string; start_branch?: string; encoding?: string; author_email?: string; author_name?: string; content?: string; last_commit_id?: string; execute_filemode?: boolean },
+  ) => {
+    const path = filePath(params);
+    const access = await authorizeReadCode(request, params.id);
+    const user = requireUser(request);
+    await createCommit(cairn, {
+      project: access.project,
+      user,
+      accessLevel: access.accessLevel,
+      branch: body.branch,
+      startBranch: body.start_branch || body.branch,
+      message: body.commit_message,
+      actions: [
+        {
+          action,
+          file_path: path,
+          content: action === 'delete' ? undefined : body.content,
+          encoding: body.encoding,
+          last_commit_id: body.last_commit_id,
+          execute_filemode: body.execute_filemode,
+        },
+      ],
+      authorName: body.author_name,
+      authorEmail: body.author_email,
+      staleMessage: () =>
+        action === 'delete'
+          ? 'You are attempting to delete a file that has been previously updated.'
+          : 'You are attempting to update a file that has changed since you started editing it.',
+    });
+    return { file_path: path, branch: body.branch };
+  };
+
+  app.post(base, { schema: { params: FileParams, body: CreateBody } }, async (request, reply) => {
+    return reply.code(201).send(await write(request, request.params, 'create', request.body));
+  });
+  app.put(base, { schema: { params: FileParams, body: UpdateBody } }, async (request) => write(request, request.params, 'update', request.body));
+  app.delete(base, { schema: { params: FileParams, querystring: DeleteQuery } }, async (request, reply) => {
+    await write(request, request.params, 'delete', request.query);
+    return reply.code(204).send();
+  });
+}

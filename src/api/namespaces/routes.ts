@@ -1,0 +1,90 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { sql } from 'kysely';
+import { findNamespace, listNamespaces, namespaceCounts } from '../../finders/namespaces.js';
+import { AccessLevel, groupAccessLevel } from '../../policies/access.js';
+import { requireUser } from '../../plugins/auth.js';
+import { notFound } from '../../plugins/errors.js';
+import { PaginationQuery, pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
+import { presentNamespace } from '../../presenters/namespaces.js';
+import { presentContext } from '../projects/present.js';
+
+const ListQuery = Type.Object({
+  ...PaginationQuery,
+  search: Type.Optional(Type.String()),
+  owned_only: Type.Optional(Type.Boolean()),
+  top_level_only: Type.Optional(Type.Boolean()),
+});
+
+/** A path GitLab would suggest instead of a taken one: the path with the first free number appended. */
+async function suggestPath(db: FastifyInstance['cairn']['db'], parentPrefix: string, path: string): Promise<string> {
+  const base = path.toLowerCase().replace(/\d+$/, '');
+  const rows = await db
+    .selectFrom('namespaces')
+    .select(sql<string>`lower(full_path)`.as('p'))
+    .where(sql`lower(full_path)`, 'like', `${parentPrefix}${base}%`.toLowerCase())
+    .execute();
+  const taken = new Set(rows.map((r) => r.p));
+  for (let i = 1; ; i++) if (!taken.has(`${parentPrefix}${base}${i}`.toLowerCase())) return `${base}${i}`;
+}
+
+export default async function namespaceRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const db = app.cairn.db;
+
+  app.get('/api/v4/namespaces', { config: { auth: 'required' }, schema: { querystring: ListQuery } }, async (request, reply) => {
+    const user = requireUser(request);
+    const page = pageParams(request);
+    const { rows, total } = await listNamespaces(db, user, {
+      search: request.query.search || undefined,
+      ownedOnly: request.query.owned_only,
+      topLevelOnly: request.query.top_level_only,
+    }, { limit: page.perPage, offset: page.offset });
+    const groupIds = rows.filter((r) => r.type === 'Group').map((r) => r.id);
+    const owned = new Set<number>(
+      user.admin
+        ? groupIds
+        : groupIds.length
+          ? (await sql<{ group_id: number }>`select group_id from group_authorizations(${user.id}) where access_level >= 50 and group_id = any(${groupIds}::int[])`.execute(db)).rows.map((r) => r.group_id)
+          : [],
+    );
+    const counts = await namespaceCounts(db, rows, owned);
+    setPaginationHeaders(request, reply, page, total);
+    const ctx = presentContext(request);
+    return rows.map((r) => presentNamespace(ctx, r, counts.get(r.id)!));
+  });
+
+  app.get('/api/v4/namespaces/:id', { config: { auth: 'required' }, schema: { params: Type.Object({ id: Type.String() }) } }, async (request) => {
+    const user = requireUser(request);
+    const ns = await findNamespace(db, request.params.id);
+    if (!ns) throw notFound('Namespace');
+    // Readable through ownership or membership only (GitLab's read_namespace_via_membership).
+    let admin = user.admin;
+    if (ns.type === 'User') {
+      if (!user.admin && ns.owner_id !== user.id) throw notFound('Namespace');
+    } else {
+      const level = await groupAccessLevel(db, user.id, ns);
+      if (!user.admin && level < AccessLevel.GUEST) throw notFound('Namespace');
+      admin = admin || level >= AccessLevel.OWNER;
+    }
+    const counts = await namespaceCounts(db, [ns], new Set(admin && ns.type === 'Group' ? [ns.id] : []));
+    return presentNamespace(presentContext(request), ns, counts.get(ns.id)!);
+  });
+
+  app.get(
+    '/api/v4/namespaces/:namespace/exists',
+    { config: { auth: 'required' }, schema: { params: Type.Object({ namespace: Type.String() }), querystring: Type.Object({ parent_id: Type.Optional(Type.Integer()) }) } },
+    async (request) => {
+      const path = request.params.namespace;
+      let prefix = '';
+      if (request.query.parent_id !== undefined) {
+        const parent = await db.selectFrom('namespaces').select('full_path').where('id', '=', request.query.parent_id).where('type', '=', 'Group').executeTakeFirst();
+        if (!parent) return { exists: false, suggests: [] };
+        prefix = `${parent.full_path}/`;
+      }
+      const found = await db.selectFrom('namespaces').select('id').where(sql`lower(full_path)`, '=', `${prefix}${path}`.toLowerCase()).executeTakeFirst();
+      return { exists: !!found, suggests: found ? [await suggestPath(db, prefix, path)] : [] };
+    },
+  );
+}

@@ -1,0 +1,41 @@
+import type { FastifyRequest } from 'fastify';
+import type { ProjectFilters } from '../../finders/projects.js';
+import { invalidParam } from '../../plugins/errors.js';
+
+function dateParam(q: Record<string, any>, name: string): Date | undefined {
+  const v = q[name];
+  if (v === undefined || v === '') return undefined;
+  const d = new Date(String(v));
+  if (Number.isNaN(d.getTime())) throw invalidParam(name);
+  return d;
+}
+
+/** Maps GitLab's project list parameters onto the finder's filters. */
+export function projectFilters(request: FastifyRequest): ProjectFilters {
+  const q = (request.query ?? {}) as Record<string, any>;
+  const admin = !!request.actor?.user.admin;
+  return {
+    archived: q.archived,
+    visibility: q.visibility,
+    search: q.search || undefined,
+    searchNamespaces: q.search_namespaces,
+    owned: q.owned,
+    membership: q.membership,
+    starred: q.starred,
+    minAccessLevel: q.min_access_level,
+    idAfter: q.id_after,
+    idBefore: q.id_before,
+    lastActivityAfter: dateParam(q, 'last_activity_after'),
+    lastActivityBefore: dateParam(q, 'last_activity_before'),
+    createdAfter: dateParam(q, 'created_after'),
+    createdBefore: dateParam(q, 'created_before'),
+    updatedAfter: dateParam(q, 'updated_after'),
+    updatedBefore: dateParam(q, 'updated_before'),
+    repositoryStorage: admin && q.repository_storage ? q.repository_storage : undefined,
+    withIssuesEnabled: q.with_issues_enabled,
+    withMergeRequestsEnabled: q.with_merge_requests_enabled,
+    topics: typeof q.topic === 'string' && q.topic ? q.topic.split(',').map((t: string) => t.trim()).filter(Boolean) : undefined,
+    orderBy: q.order_by ?? 'created_at',
+    sort: q.sort ?? 'desc',
+  };
+}

@@ -1,0 +1,220 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { sql } from 'kysely';
+import { findNamespace } from '../../finders/namespaces.js';
+import { findProjectRow, listProjects, type ProjectFilters } from '../../finders/projects.js';
+import { AccessLevel, canSeeVisibility, groupAccessLevel } from '../../policies/access.js';
+import { authorizeProject } from '../../policies/projects.js';
+import { requireUser } from '../../plugins/auth.js';
+import { ApiError, apiError, notFound } from '../../plugins/errors.js';
+import { allParams } from '../../plugins/params.js';
+import { pageParams, setKeysetNext, setPaginationHeaders } from '../../plugins/pagination.js';
+import { iso, presentUserBasic } from '../../presenters/users.js';
+import type { Namespace, User } from '../../db/schema/core.js';
+import {
+  createProject, deleteProject, starProject, transferProject, unstarProject, updateProject,
+} from '../../services/projects.js';
+import { projectFilters } from './filters.js';
+import { listForm, presentContext, renderProject, renderProjects } from './present.js';
+import { ProjectCreateBody, ProjectIdParams, ProjectListQuery, ProjectUpdateBody } from './schemas.js';
+
+const accepted = (reply: FastifyReply) => reply.code(202).send({ message: '202 Accepted' });
+
+/** Loads `:id` for the caller with the row form the presenters take. */
+async function loadProject(request: FastifyRequest, id: string, minAccess = 0) {
+  const access = await authorizeProject(request, id, minAccess);
+  const row = await findProjectRow(request.server.cairn.db, access.project.id);
+  if (!row) throw notFound('Project');
+  return { ...access, row };
+}
+
+/** A namespace the caller may see, by id or full path (404 otherwise). */
+async function visibleNamespace(request: FastifyRequest, key: string | number): Promise<Namespace | undefined> {
+  const db = request.server.cairn.db;
+  const ns = await findNamespace(db, key);
+  if (!ns) return undefined;
+  const user = request.actor?.user ?? null;
+  if (ns.type === 'User') return user && (user.admin || ns.owner_id === user.id) ? ns : undefined;
+  const level = user ? await groupAccessLevel(db, user.id, ns) : 0;
+  return canSeeVisibility(user, ns.visibility_level, level) ? ns : undefined;
+}
+
+/** Offset or keyset (order_by=id) page of projects, presented in the list form. */
+export async function sendProjectList(request: FastifyRequest, reply: FastifyReply, filters: ProjectFilters, simple?: boolean) {
+  const db = request.server.cairn.db;
+  const user = request.actor?.user ?? null;
+  const page = pageParams(request);
+  const q = request.query as Record<string, any>;
+  if (q.pagination === 'keyset') {
+    if (filters.orderBy !== 'id') throw apiError(405, 'Keyset pagination is not yet available for this type of request');
+    const { rows } = await listProjects(db, user, filters, { limit: page.perPage + 1, offset: 0, withTotal: false });
+    const more = rows.length > page.perPage;
+    const pageRows = rows.slice(0, page.perPage);
+    const last = pageRows[pageRows.length - 1];
+    setKeysetNext(request, reply, page.perPage, more && last ? { pagination: 'keyset', order_by: 'id', sort: filters.sort ?? 'desc', [filters.sort === 'asc' ? 'id_after' : 'id_before']: last.id } : null);
+    return renderProjects(request, pageRows, listForm(request, simple));
+  }
+  const { rows, total } = await listProjects(db, user, filters, { limit: page.perPage, offset: page.offset });
+  setPaginationHeaders(request, reply, page, total);
+  return renderProjects(request, rows, listForm(request, simple));
+}
+
+async function findUser(request: FastifyRequest, key: string): Promise<User> {
+  const q = request.server.cairn.db.selectFrom('users').selectAll();
+  const user = /^\d+$/.test(key)
+    ? await q.where('id', '=', Number(key)).executeTakeFirst()
+    : await q.where(sql`lower(username)`, '=', key.toLowerCase()).executeTakeFirst();
+  if (!user) throw notFound('User');
+  return user;
+}
+
+export default async function projectRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const db = app.cairn.db;
+
+  app.get('/api/v4/projects', { schema: { querystring: ProjectListQuery } }, async (request, reply) => {
+    return sendProjectList(request, reply, projectFilters(request), request.query.simple);
+  });
+
+  app.get('/api/v4/users/:user_id/projects', { schema: { querystring: ProjectListQuery } }, async (request, reply) => {
+    const target = await findUser(request, (request.params as { user_id: string }).user_id);
+    const ns = await db.selectFrom('namespaces').select('id').where('type', '=', 'User').where('owner_id', '=', target.id).executeTakeFirst();
+    return sendProjectList(request, reply, { ...projectFilters(request), namespaceIds: ns ? [ns.id] : [] }, request.query.simple);
+  });
+
+  app.get('/api/v4/users/:user_id/starred_projects', { schema: { querystring: ProjectListQuery } }, async (request, reply) => {
+    const target = await findUser(request, (request.params as { user_id: string }).user_id);
+    return sendProjectList(request, reply, { ...projectFilters(request), starredBy: target.id }, request.query.simple);
+  });
+
+  app.get('/api/v4/projects/:id', { schema: { params: ProjectIdParams } }, async (request) => {
+    const { row } = await loadProject(request, request.params.id);
+    return renderProject(request, row, request.actor ? 'with_access' : 'full');
+  });
+
+  app.post('/api/v4/projects', { config: { auth: 'required' }, schema: { body: ProjectCreateBody } }, async (request, reply) => {
+    const user = requireUser(request);
+    const params = allParams(request);
+    const key = params.namespace_id ?? params.namespace_path;
+    let namespace: Namespace | undefined;
+    if (key !== undefined && key !== null && key !== '') {
+      namespace = await visibleNamespace(request, key);
+      if (!namespace) throw new ApiError(400, { message: { namespace: ['is not valid'] } });
+    } else {
+      namespace = await db.selectFrom('namespaces').selectAll().where('type', '=', 'User').where('owner_id', '=', user.id).executeTakeFirstOrThrow();
+    }
+    const project = await createProject(app.cairn, { user, namespace, params });
+    const row = (await findProjectRow(db, project.id))!;
+    return reply.code(201).send(await renderProject(request, row, 'full'));
+  });
+
+  app.post('/api/v4/projects/user/:user_id', { config: { admin: true }, schema: { body: ProjectCreateBody } }, async (request, reply) => {
+    const target = await findUser(request, (request.params as { user_id: string }).user_id);
+    const params = allParams(request);
+    const key = params.namespace_id ?? params.namespace_path;
+    const namespace = key !== undefined && key !== null && key !== ''
+      ? await findNamespace(db, key)
+      : await db.selectFrom('namespaces').selectAll().where('type', '=', 'User').where('owner_id', '=', target.id).executeTakeFirst();
+    if (!namespace) throw new ApiError(400, { message: { namespace: ['is not valid'] } });
+    const project = await createProject(app.cairn, { user: target, namespace, params });
+    const row = (await findProjectRow(db, project.id))!;
+    return reply.code(201).send(await renderProject(request, row, 'full'));
+  });
+
+  app.put('/api/v4/projects/:id', { config: { auth: 'required' }, schema: { params: ProjectIdParams, body: ProjectUpdateBody } }, async (request) => {
+    const user = requireUser(request);
+    const { row, accessLevel } = await loadProject(request, request.params.id, AccessLevel.MAINTAINER);
+    await updateProject(app.cairn, { user, project: row, accessLevel, params: allParams(request) });
+    return renderProject(request, (await findProjectRow(db, row.id))!, 'full');
+  });
+
+  app.delete('/api/v4/projects/:id', { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request, reply) => {
+    const { row } = await loadProject(request, request.params.id, AccessLevel.OWNER);
+    await deleteProject(app.cairn, row);
+    return accepted(reply);
+  });
+
+  app.put('/api/v4/projects/:id/transfer', { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request) => {
+    const user = requireUser(request);
+    const { row } = await loadProject(request, request.params.id, AccessLevel.OWNER);
+    const key = allParams(request).namespace;
+    if (key === undefined || key === null || key === '') throw new ApiError(400, { error: 'namespace is missing' });
+    const target = await visibleNamespace(request, String(key));
+    if (!target) throw notFound('Namespace');
+    await transferProject(app.cairn, user, row, target);
+    return renderProject(request, (await findProjectRow(db, row.id))!, 'full');
+  });
+
+  for (const [action, archived] of [['archive', true], ['unarchive', false]] as const) {
+    app.post(`/api/v4/projects/:id/${action}`, { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request, reply) => {
+      const { row } = await loadProject(request, request.params.id, AccessLevel.OWNER);
+      await db.updateTable('projects').set({ archived, updated_at: new Date() }).where('id', '=', row.id).execute();
+      return reply.code(201).send(await renderProject(request, (await findProjectRow(db, row.id))!, 'full'));
+    });
+  }
+
+  app.post('/api/v4/projects/:id/star', { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request, reply) => {
+    const user = requireUser(request);
+    const { row } = await loadProject(request, request.params.id);
+    if (!(await starProject(db, user.id, row.id))) return reply.code(304).send();
+    return reply.code(201).send(await renderProject(request, row, 'full'));
+  });
+
+  app.post('/api/v4/projects/:id/unstar', { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request, reply) => {
+    const user = requireUser(request);
+    const { row } = await loadProject(request, request.params.id);
+    if (!(await unstarProject(db, user.id, row.id))) return reply.code(304).send();
+    return reply.code(201).send(await renderProject(request, row, 'full'));
+  });
+
+  app.get('/api/v4/projects/:id/starrers', { schema: { params: ProjectIdParams } }, async (request, reply) => {
+    const { row } = await loadProject(request, request.params.id);
+    const q = request.query as Record<string, unknown>;
+    const page = pageParams(request);
+    let base = db.selectFrom('users_star_projects as s').innerJoin('users as u', 'u.id', 's.user_id').where('s.project_id', '=', row.id);
+    if (typeof q.search === 'string' && q.search) {
+      const pattern = `%${q.search.replace(/[\\%_]/g, (c) => '\\' + c)}%`;
+      base = base.where((eb) => eb.or([eb('u.name', 'ilike', pattern), eb('u.username', 'ilike', pattern)]));
+    }
+    // Users with a private profile are shown only to themselves and administrators.
+    const viewer = request.actor?.user ?? null;
+    if (!viewer?.admin) base = base.where((eb) => eb.or([eb('u.private_profile', '=', false), eb('u.id', '=', viewer?.id ?? -1)]));
+    const rows = await base.selectAll('u').select('s.created_at as starred_since').orderBy('s.id', 'desc').limit(page.perPage).offset(page.offset).execute();
+    const total = await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
+    setPaginationHeaders(request, reply, page, Number(total.n));
+    const ctx = presentContext(request);
+    return rows.map(({ starred_since, ...u }) => ({ starred_since: iso(starred_since), user: presentUserBasic(ctx, u as unknown as User) }));
+  });
+
+  app.get('/api/v4/projects/:id/users', { schema: { params: ProjectIdParams } }, async (request, reply) => {
+    const { row } = await loadProject(request, request.params.id);
+    const q = request.query as Record<string, any>;
+    const page = pageParams(request);
+    const skip = ([] as unknown[]).concat(q.skip_users ?? []).flatMap((v) => String(v).split(',')).filter((v) => /^\d+$/.test(v)).map(Number);
+    const ns = row.namespace;
+    let base = db
+      .selectFrom('users as u')
+      .where('u.state', '=', 'active')
+      .where(sql<boolean>`u.id in (
+        select ${ns.type === 'User' ? ns.owner_id : null}::int
+        union select user_id from members m where m.source_type = 'Project' and m.source_id = ${row.id} and m.state = 0 and m.requested_at is null
+          and (m.expires_at is null or m.expires_at > current_date)
+        union select user_id from members m where m.source_type = 'Namespace' and m.source_id = any(${ns.traversal_ids}::int[]) and ${ns.type === 'Group'}
+          and m.state = 0 and m.requested_at is null and (m.expires_at is null or m.expires_at > current_date)
+        union select m.user_id from project_group_links l join namespaces g on g.id = l.group_id
+          join members m on m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids)
+         where l.project_id = ${row.id} and (l.expires_at is null or l.expires_at > current_date)
+           and m.state = 0 and m.requested_at is null and (m.expires_at is null or m.expires_at > current_date))`);
+    if (typeof q.search === 'string' && q.search) {
+      const pattern = `%${q.search.replace(/[\\%_]/g, (c) => '\\' + c)}%`;
+      base = base.where((eb) => eb.or([eb('u.name', 'ilike', pattern), eb('u.username', 'ilike', pattern)]));
+    }
+    if (skip.length) base = base.where('u.id', 'not in', skip);
+    const rows = await base.selectAll('u').orderBy('u.id').limit(page.perPage).offset(page.offset).execute();
+    const total = await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
+    setPaginationHeaders(request, reply, page, Number(total.n));
+    const ctx = presentContext(request);
+    return rows.map((u) => presentUserBasic(ctx, u));
+  });
+}
+

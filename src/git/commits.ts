@@ -1,0 +1,384 @@
+import { assertSafeArg, git, GitError, gitText } from './command.js';
+import { parseCommit, type CatFilePool, type ParsedCommit } from './catfile.js';
+
+/**
+ * Read-side commit plumbing: resolving revisions, walking history with rev-list, per-commit
+ * stats, diffs with GitLab's size limits, refs containing a commit, blame and last commit of a
+ * path. Objects are read through the long-lived cat-file pool; only walks spawn git.
+ */
+
+export const ZERO_OID = '0000000000000000000000000000000000000000';
+export const EMPTY_TREE = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
+
+/** Pathspecs are taken literally (no globs, no `:(magic)`). */
+const LITERAL = { GIT_LITERAL_PATHSPECS: '1' };
+
+export function isOid(value: string): boolean {
+  return /^[0-9a-f]{40}$/.test(value);
+}
+
+/** A revision the caller named (branch, tag, hash, `main~2`), peeled to its commit; null when unknown. */
+export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<ParsedCommit | null> {
+  if (!isSafeRevision(rev)) return null;
+  const obj = await pool.read(gitDir, `${rev}^{commit}`);
+  if (!obj || obj.type !== 'commit') return null;
+  return parseCommit(obj.oid, obj.data);
+}
+
+export async function readCommits(pool: CatFilePool, gitDir: string, oids: string[]): Promise<ParsedCommit[]> {
+  const objs = await Promise.all(oids.map((oid) => pool.read(gitDir, oid)));
+  return objs.filter((o) => o && o.type === 'commit').map((o) => parseCommit(o!.oid, o!.data));
+}
+
+/** A value usable as a revision: no option lookalikes, no control characters, no whitespace. */
+export function isSafeRevision(rev: string): boolean {
+  if (typeof rev !== 'string' || !rev || rev.startsWith('-') || /[\x00-\x20\x7f]/.test(rev) || rev.length > 1024) return false;
+  return true;
+}
+
+/** The object id a full ref points at (refs/heads/x), or null. */
+export async function readRef(gitDir: string, ref: string): Promise<string | null> {
+  assertSafeArg(ref, 'ref');
+  const res = await git(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], { gitDir, okCodes: [1, 128] });
+  const out = res.stdout.toString().trim();
+  return res.exitCode === 0 && isOid(out) ? out : null;
+}
+
+export async function branchExists(gitDir: string, branch: string): Promise<boolean> {
+  return (await readRef(gitDir, `refs/heads/${branch}`)) !== null;
+}
+
+/** True when the repository has no branches at all (GitLab's empty_repo?). */
+export async function hasNoBranches(gitDir: string): Promise<boolean> {
+  const out = await gitText(['for-each-ref', '--count=1', '--format=%(refname)', 'refs/heads/'], { gitDir });
+  return out.trim() === '';
+}
+
+export interface LogOptions {
+  /** A revision or range (`a..b`, `a...b`); ignored with `all`. */
+  ref?: string | null;
+  all?: boolean;
+  path?: string | null;
+  since?: Date | null;
+  until?: Date | null;
+  firstParent?: boolean;
+  topo?: boolean;
+  author?: string | null;
+}
+
+/** Splits `a..b` / `a...b` and checks each side; null when unusable. */
+export function revisionArgs(ref: string): string[] | null {
+  const m = /^(.*?)(\.\.\.?)(.*)$/.exec(ref);
+  const parts = m ? [m[1], m[3]].filter(Boolean) : [ref];
+  if (!parts.length || !parts.every(isSafeRevision)) return null;
+  return [ref];
+}
+
+function logArgs(opts: LogOptions): string[] | null {
+  const args: string[] = [];
+  if (opts.topo) args.push('--topo-order');
+  if (opts.firstParent) args.push('--first-parent');
+  // "@<epoch> <tz>" is the one form git parses exactly (ISO and bare "@N" go through approxidate,
+  // which misreads far-future dates); whole seconds keep both bounds inclusive.
+  if (opts.since) args.push(`--since=@${Math.floor(opts.since.getTime() / 1000)} +0000`);
+  if (opts.until) args.push(`--until=@${Math.floor(opts.until.getTime() / 1000)} +0000`);
+  if (opts.author) args.push('--regexp-ignore-case', '--fixed-strings', `--author=${opts.author}`);
+  if (opts.all) args.push('--all');
+  else {
+    const revs = opts.ref ? revisionArgs(opts.ref) : null;
+    if (!revs) return null;
+    args.push(...revs);
+  }
+  args.push('--');
+  if (opts.path) args.push(opts.path);
+  return args;
+}
+
+function unknownRevision(e: unknown): boolean {
+  return e instanceof GitError && e.exitCode === 128;
+}
+
+/** One page of commit ids, newest first (or topological). Unknown revisions give an empty list. */
+export async function listCommitOids(gitDir: string, opts: LogOptions, page: { offset: number; limit: number }): Promise<string[]> {
+  const args = logArgs(opts);
+  if (!args) return [];
+  try {
+    const out = await gitText(['rev-list', `--max-count=${page.limit}`, `--skip=${page.offset}`, ...args], { gitDir, env: LITERAL });
+    return out.split('\n').filter(isOid);
+  } catch (e) {
+    if (unknownRevision(e)) return [];
+    throw e;
+  }
+}
+
+export async function countCommits(gitDir: string, opts: LogOptions): Promise<number> {
+  const args = logArgs(opts);
+  if (!args) return 0;
+  try {
+    return Number((await gitText(['rev-list', '--count', ...args], { gitDir, env: LITERAL })).trim()) || 0;
+  } catch (e) {
+    if (unknownRevision(e)) return 0;
+    throw e;
+  }
+}
+
+export interface CommitStats {
+  additions: number;
+  deletions: number;
+  total: number;
+}
+
+/** Line stats of each commit against its first parent (root commits against the empty tree), in one git call. */
+export async function commitStats(gitDir: string, commits: ParsedCommit[]): Promise<Map<string, CommitStats>> {
+  const result = new Map<string, CommitStats>();
+  if (!commits.length) return result;
+  for (const c of commits) result.set(c.oid, { additions: 0, deletions: 0, total: 0 });
+  const input = commits.map((c) => (c.parents.length ? `${c.oid} ${c.parents[0]}` : c.oid)).join('\n') + '\n';
+  const out = await gitText(['diff-tree', '--stdin', '-r', '--root', '-M', '--numstat', '--no-color'], { gitDir, input });
+  let current: CommitStats | undefined;
+  for (const line of out.split('\n')) {
+    if (isOid(line)) {
+      current = result.get(line);
+      continue;
+    }
+    const m = /^(\d+|-)\t(\d+|-)\t/.exec(line);
+    if (!m || !current) continue;
+    const add = m[1] === '-' ? 0 : Number(m[1]);
+    const del = m[2] === '-' ? 0 : Number(m[2]);
+    current.additions += add;
+    current.deletions += del;
+    current.total += add + del;
+  }
+  return result;
+}
+
+/** GitLab's diff limits (Gitlab::Git::DiffCollection / Commit): files over the safe limits are collapsed, the rest cut off. */
+export const DIFF_LIMITS = {
+  /** A single file's patch above this is "too large": its diff is empty. */
+  maxPatchBytes: 100 * 1024,
+  /** After these many files / lines / bytes further files are collapsed (diff ""). */
+  safeMaxFiles: 100,
+  safeMaxLines: 5000,
+  safeMaxBytes: 500 * 1024,
+  /** Files beyond these totals are not returned at all. */
+  maxFiles: 1000,
+  maxLines: 50000,
+};
+
+export interface DiffFile {
+  oldPath: string;
+  newPath: string;
+  aMode: string;
+  bMode: string;
+  newFile: boolean;
+  renamedFile: boolean;
+  deletedFile: boolean;
+  diff: string;
+  tooLarge: boolean;
+  collapsed: boolean;
+}
+
+interface RawEntry {
+  aMode: string;
+  bMode: string;
+  status: string;
+  oldPath: string;
+  newPath: string;
+}
+
+function parseRawZ(out: string): RawEntry[] {
+  const parts = out.split('\0');
+  const entries: RawEntry[] = [];
+  let i = 0;
+  while (i < parts.length) {
+    const meta = parts[i];
+    if (!meta.startsWith(':')) {
+      i++;
+      continue;
+    }
+    const [aMode, bMode, , , status] = meta.slice(1).split(' ');
+    const kind = status[0];
+    if (kind === 'R' || kind === 'C') {
+      entries.push({ aMode, bMode, status: kind, oldPath: parts[i + 1], newPath: parts[i + 2] });
+      i += 3;
+    } else {
+      entries.push({ aMode, bMode, status: kind, oldPath: parts[i + 1], newPath: parts[i + 1] });
+      i += 2;
+    }
+  }
+  return entries;
+}
+
+/** Patch bodies in output order, with git's header lines removed (GitLab's diff starts at "@@"). */
+function splitPatches(out: string): string[] {
+  const chunks = out.split(/^diff --git /m).slice(1);
+  return chunks.map((chunk) => {
+    const lines = chunk.split('\n');
+    let i = 1;
+    while (i < lines.length && !lines[i].startsWith('@@') && !lines[i].startsWith('Binary files') && !lines[i].startsWith('GIT binary patch')) {
+      if (/^(old mode|new mode|deleted file mode|new file mode|similarity index|dissimilarity index|rename from|rename to|copy from|copy to|index |--- |\+\+\+ )/.test(lines[i])) i++;
+      else break;
+    }
+    return lines.slice(i).join('\n');
+  });
+}
+
+/**
+ * The diff of `to` against `from` (null: the empty tree), with rename detection and GitLab's
+ * limits applied. Two git calls: a NUL-separated raw listing (exact paths and modes) and the
+ * patch, which list files in the same order.
+ */
+export async function diffTrees(gitDir: string, from: string | null, to: string, opts: { limits?: boolean } = {}): Promise<DiffFile[]> {
+  const base = from ?? EMPTY_TREE;
+  const [raw, patch] = await Promise.all([
+    gitText(['diff-tree', '-r', '-M', '-z', '--raw', '--no-color', base, to], { gitDir }),
+    gitText(['diff-tree', '-r', '-M', '-p', '--no-color', '--no-ext-diff', '--full-index', base, to], { gitDir, maxOutputBytes: 256 * 1024 * 1024 }),
+  ]);
+  const entries = parseRawZ(raw);
+  const patches = splitPatches(patch);
+  const limits = opts.limits !== false;
+  const files: DiffFile[] = [];
+  let lines = 0;
+  let bytes = 0;
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i];
+    let diff = patches[i] ?? '';
+    const fileLines = diff ? diff.split('\n').length : 0;
+    let tooLarge = false;
+    let collapsed = false;
+    if (limits) {
+      if (files.length >= DIFF_LIMITS.maxFiles || lines >= DIFF_LIMITS.maxLines) break;
+      if (Buffer.byteLength(diff) > DIFF_LIMITS.maxPatchBytes) {
+        tooLarge = true;
+        diff = '';
+      } else if (files.length >= DIFF_LIMITS.safeMaxFiles || lines + fileLines > DIFF_LIMITS.safeMaxLines || bytes + diff.length > DIFF_LIMITS.safeMaxBytes) {
+        collapsed = true;
+        diff = '';
+      }
+      lines += fileLines;
+      bytes += diff.length;
+    }
+    files.push({
+      oldPath: e.oldPath,
+      newPath: e.newPath,
+      aMode: e.aMode,
+      bMode: e.bMode,
+      newFile: e.status === 'A',
+      renamedFile: e.status === 'R',
+      deletedFile: e.status === 'D',
+      diff,
+      tooLarge,
+      collapsed,
+    });
+  }
+  return files;
+}
+
+export interface DiffLine {
+  type: 'new' | 'old' | null;
+  oldLine: number;
+  newLine: number;
+}
+
+/** The lines of a unified diff with their old/new line numbers (context lines have type null). */
+export function diffLines(diff: string): DiffLine[] {
+  const out: DiffLine[] = [];
+  let oldLine = 0;
+  let newLine = 0;
+  for (const line of diff.split('\n')) {
+    const h = /^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/.exec(line);
+    if (h) {
+      oldLine = Number(h[1]);
+      newLine = Number(h[2]);
+      continue;
+    }
+    if (line.startsWith('+')) out.push({ type: 'new', oldLine, newLine: newLine++ });
+    else if (line.startsWith('-')) out.push({ type: 'old', oldLine: oldLine++, newLine });
+    else if (line.startsWith(' ')) out.push({ type: null, oldLine: oldLine++, newLine: newLine++ });
+  }
+  return out;
+}
+
+/** Branches and/or tags whose tip contains the commit. */
+export async function refsContaining(gitDir: string, oid: string, type: 'branch' | 'tag' | 'all'): Promise<{ type: 'branch' | 'tag'; name: string }[]> {
+  assertSafeArg(oid, 'commit');
+  const patterns = type === 'branch' ? ['refs/heads/'] : type === 'tag' ? ['refs/tags/'] : ['refs/heads/', 'refs/tags/'];
+  const out = await gitText(['for-each-ref', `--contains=${oid}`, '--format=%(refname)', ...patterns], { gitDir });
+  const refs: { type: 'branch' | 'tag'; name: string }[] = [];
+  for (const ref of out.split('\n')) {
+    if (ref.startsWith('refs/heads/')) refs.push({ type: 'branch', name: ref.slice(11) });
+    else if (ref.startsWith('refs/tags/')) refs.push({ type: 'tag', name: ref.slice(10) });
+  }
+  return refs;
+}
+
+/** The last commit at or before `rev` that touched `path`, or null. */
+export async function lastCommitForPath(gitDir: string, rev: string, path: string): Promise<string | null> {
+  assertSafeArg(rev, 'revision');
+  const out = await gitText(['rev-list', '--max-count=1', rev, '--', path], { gitDir, env: LITERAL });
+  const oid = out.trim();
+  return isOid(oid) ? oid : null;
+}
+
+/** A path's entry (mode, type, oid) in a tree-ish, or null. */
+export async function treeEntry(gitDir: string, treeish: string, path: string): Promise<{ mode: string; type: string; oid: string } | null> {
+  const entries = await treeEntries(gitDir, treeish, [path]);
+  return entries.get(path) ?? null;
+}
+
+/** Entries for exactly the given paths (files or directories) of a tree-ish, in one call. */
+export async function treeEntries(gitDir: string, treeish: string, paths: string[]): Promise<Map<string, { mode: string; type: string; oid: string }>> {
+  const map = new Map<string, { mode: string; type: string; oid: string }>();
+  if (!paths.length) return map;
+  assertSafeArg(treeish, 'revision');
+  const out = await git(['ls-tree', '-z', '--full-tree', treeish, '--', ...paths], { gitDir, env: LITERAL });
+  for (const rec of out.stdout.toString('utf8').split('\0')) {
+    const m = /^(\d+) (\w+) ([0-9a-f]+)\t([\s\S]*)$/.exec(rec);
+    if (m) map.set(m[4], { mode: m[1], type: m[2], oid: m[3] });
+  }
+  return map;
+}
+
+export interface BlameRange {
+  commit: string;
+  lines: string[];
+}
+
+/** `git blame --porcelain`, grouped into runs of consecutive lines from the same commit. */
+export async function blame(gitDir: string, commit: string, path: string, range?: { start: number; end: number }): Promise<BlameRange[]> {
+  assertSafeArg(commit, 'commit');
+  const args = ['blame', '--porcelain'];
+  if (range) args.push(`-L${range.start},${range.end}`);
+  args.push(commit, '--', path);
+  const out = await gitText(args, { gitDir });
+  const ranges: BlameRange[] = [];
+  let current: string | null = null;
+  for (const line of out.split('\n')) {
+    const header = /^([0-9a-f]{40}) \d+ \d+/.exec(line);
+    if (header) {
+      current = header[1];
+      continue;
+    }
+    if (line.startsWith('\t') && current) {
+      const last = ranges[ranges.length - 1];
+      if (last && last.commit === current) last.lines.push(line.slice(1));
+      else ranges.push({ commit: current, lines: [line.slice(1)] });
+    }
+  }
+  return ranges;
+}
+
+/**
+ * Copies the objects of `oid` (and its history) from another repository on this host into
+ * `gitDir`, holding them under a temporary ref so that gc cannot drop them before use.
+ */
+export async function fetchCommitFrom(gitDir: string, sourceGitDir: string, oid: string, tmpRef: string): Promise<void> {
+  assertSafeArg(oid, 'commit');
+  assertSafeArg(tmpRef, 'ref');
+  await git(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', sourceGitDir, `+${oid}:${tmpRef}`], { gitDir });
+}
+
+export async function deleteRef(gitDir: string, ref: string): Promise<void> {
+  assertSafeArg(ref, 'ref');
+  await git(['update-ref', '-d', ref], { gitDir, okCodes: [1, 128] });
+}

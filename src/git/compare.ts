@@ -1,0 +1,166 @@
+import { git, GitError } from './command.js';
+import { parseCommit, type ParsedCommit } from './catfile.js';
+
+/**
+ * History and diff reads that walk many objects: one git process each, with optional extra
+ * object directories (GIT_ALTERNATE_OBJECT_DIRECTORIES, read-only) so a comparison can
+ * reach commits of another repository without writing into either.
+ */
+export interface ReadOptions {
+  /** Object directories of other repositories to read from (never written). */
+  alternates?: string[];
+  timeoutMs?: number;
+}
+
+function envFor(opts: ReadOptions): Record<string, string> | undefined {
+  return opts.alternates?.length ? { GIT_ALTERNATE_OBJECT_DIRECTORIES: opts.alternates.join(':') } : undefined;
+}
+
+/** Commits reachable from `to` but not from `from` (`from..to`), oldest first. */
+export async function commitsBetween(gitDir: string, from: string | null, to: string, opts: ReadOptions & { limit?: number } = {}): Promise<string[]> {
+  const args = ['rev-list', '--reverse'];
+  if (opts.limit) args.push(`--max-count=${opts.limit}`);
+  args.push(to);
+  if (from) args.push(`^${from}`);
+  const out = (await git(args, { gitDir, env: envFor(opts), timeoutMs: opts.timeoutMs })).stdout.toString('utf8');
+  return out.split('\n').filter(Boolean);
+}
+
+/** Reads commits in one `cat-file --batch` run (so alternates apply). */
+export async function readCommitsOnce(gitDir: string, oids: string[], opts: ReadOptions = {}): Promise<ParsedCommit[]> {
+  if (!oids.length) return [];
+  const res = await git(['cat-file', '--batch'], { gitDir, env: envFor(opts), input: oids.join('\n') + '\n', timeoutMs: opts.timeoutMs });
+  const buf = res.stdout;
+  const commits: ParsedCommit[] = [];
+  let i = 0;
+  while (i < buf.length) {
+    const nl = buf.indexOf(10, i);
+    if (nl < 0) break;
+    const [oid, type, size] = buf.subarray(i, nl).toString('utf8').split(' ');
+    if (type === 'missing' || size === undefined) {
+      i = nl + 1;
+      continue;
+    }
+    const n = Number(size);
+    const data = buf.subarray(nl + 1, nl + 1 + n);
+    if (type === 'commit') commits.push(parseCommit(oid, Buffer.from(data)));
+    i = nl + 1 + n + 1;
+  }
+  return commits;
+}
+
+export interface DiffEntry {
+  old_path: string;
+  new_path: string;
+  a_mode: string;
+  b_mode: string;
+  new_file: boolean;
+  renamed_file: boolean;
+  deleted_file: boolean;
+  diff: string;
+}
+
+export interface DiffLimits {
+  maxFiles: number;
+  maxLines: number;
+  /** A single file's patch larger than this is sent with an empty diff. */
+  maxPatchBytes: number;
+}
+
+export const DEFAULT_DIFF_LIMITS: DiffLimits = { maxFiles: 1000, maxLines: 50_000, maxPatchBytes: 200 * 1024 };
+
+export interface DiffResult {
+  diffs: DiffEntry[];
+  /** Limits were reached: some files are missing or have empty diffs. */
+  overflow: boolean;
+}
+
+function mode(m: string): string {
+  return /^0+$/.test(m) ? '0' : m;
+}
+
+/**
+ * The diff from `base` to `head` (rename detection on), one entry per file, as GitLab
+ * presents diffs: the patch text starts at the first hunk.
+ */
+export async function diffCommits(gitDir: string, base: string, head: string, opts: ReadOptions & { limits?: DiffLimits } = {}): Promise<DiffResult> {
+  const limits = opts.limits ?? DEFAULT_DIFF_LIMITS;
+  const env = envFor(opts);
+  const common = ['--no-color', '--no-ext-diff', '-M', '--full-index'];
+  const raw = (await git(['diff', ...common, '--raw', '-z', '--abbrev=40', base, head], { gitDir, env, timeoutMs: opts.timeoutMs })).stdout.toString('utf8');
+  const fields = raw.split('\0');
+  const entries: DiffEntry[] = [];
+  for (let i = 0; i < fields.length - 1; ) {
+    const meta = fields[i++];
+    if (!meta.startsWith(':')) continue;
+    const [aMode, bMode, , , status] = meta.slice(1).split(' ');
+    const letter = status[0];
+    const oldPath = fields[i++];
+    const newPath = letter === 'R' || letter === 'C' ? fields[i++] : oldPath;
+    entries.push({
+      old_path: oldPath,
+      new_path: newPath,
+      a_mode: mode(aMode),
+      b_mode: mode(bMode),
+      new_file: letter === 'A' || letter === 'C',
+      renamed_file: letter === 'R',
+      deleted_file: letter === 'D',
+      diff: '',
+    });
+  }
+  let overflow = false;
+  if (entries.length > limits.maxFiles) {
+    overflow = true;
+    entries.length = limits.maxFiles;
+  }
+  if (!entries.length) return { diffs: entries, overflow };
+
+  const patch = (
+    await git(['diff', ...common, '-p', base, head], { gitDir, env, timeoutMs: opts.timeoutMs, maxOutputBytes: 256 * 1024 * 1024 })
+  ).stdout.toString('utf8');
+  // Every file pair starts with a "diff --git" line (content lines always carry a prefix),
+  // in the same order as the raw listing.
+  const chunks = patch.split(/^diff --git .*\n/m).slice(1);
+  let lines = 0;
+  entries.forEach((entry, idx) => {
+    const chunk = chunks[idx] ?? '';
+    const hunk = chunk.search(/^@@ /m);
+    let body = hunk >= 0 ? chunk.slice(hunk) : (/^Binary files .*\n/m.exec(chunk)?.[0] ?? '');
+    const count = body ? body.split('\n').length - 1 : 0;
+    if (Buffer.byteLength(body) > limits.maxPatchBytes || lines + count > limits.maxLines) {
+      overflow = true;
+      body = '';
+    } else lines += count;
+    entry.diff = body;
+  });
+  return { diffs: entries, overflow };
+}
+
+export interface AuthorCount {
+  name: string;
+  email: string;
+  commits: number;
+}
+
+/**
+ * Authors of the last `limit` non-merge commits reachable from `rev`, grouped by e-mail
+ * (the name is the one on the newest commit), in order of first appearance.
+ */
+export async function authorCounts(gitDir: string, rev: string, limit = 2000): Promise<AuthorCount[]> {
+  let out = '';
+  try {
+    out = (await git(['log', '--no-merges', `--max-count=${limit}`, '--format=%aN%x00%aE', rev, '--'], { gitDir })).stdout.toString('utf8');
+  } catch (e) {
+    if (e instanceof GitError) return [];
+    throw e;
+  }
+  const byEmail = new Map<string, AuthorCount>();
+  for (const line of out.split('\n')) {
+    if (!line) continue;
+    const [name, email] = line.split('\0');
+    const found = byEmail.get(email);
+    if (found) found.commits++;
+    else byEmail.set(email, { name, email, commits: 1 });
+  }
+  return [...byEmail.values()];
+}

@@ -1,0 +1,241 @@
+import { git, GitError } from './command.js';
+import { parseCommit, parseTree, type CatFilePool, type ParsedCommit, type TreeEntry } from './catfile.js';
+
+/**
+ * Reading and updating refs and trees of one bare repository. Reads go through the
+ * long-lived cat-file pool; listings and updates spawn git.
+ */
+export const ZERO_OID = '0000000000000000000000000000000000000000';
+export const EMPTY_TREE_OID = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
+
+/**
+ * Is this a revision a caller may name (branch, tag, sha, `main~2`)? Refuses option-like
+ * values, control characters, ranges (`..`), path lookups (`:`), whitespace and backslashes,
+ * so a revision can only ever name a commit-ish.
+ */
+export function isSafeRevision(rev: unknown): rev is string {
+  return (
+    typeof rev === 'string' &&
+    rev.length > 0 &&
+    rev.length <= 1024 &&
+    !rev.startsWith('-') &&
+    !/[\x00-\x20\x7f:\\]/.test(rev) &&
+    !rev.includes('..')
+  );
+}
+
+/**
+ * A repository path as a caller may name it (trailing slashes dropped), or null when it is
+ * absolute, option-like, has `.`/`..`/empty segments or control characters.
+ */
+export function normalizeRepoPath(p: string): string | null {
+  if (/[\x00-\x1f\x7f]/.test(p) || p.startsWith('/') || p.startsWith('-')) return null;
+  const trimmed = p.replace(/\/+$/, '');
+  if (trimmed === '') return '';
+  const parts = trimmed.split('/');
+  if (parts.some((s) => s === '' || s === '.' || s === '..')) return null;
+  return trimmed;
+}
+
+async function safely<T>(work: () => Promise<T>, fallback: T): Promise<T> {
+  try {
+    return await work();
+  } catch (e) {
+    // A repository directory that is missing or broken reads as "nothing there".
+    if (e instanceof GitError) return fallback;
+    throw e;
+  }
+}
+
+/** The commit a revision names (peeling tags), or null. */
+export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<string | null> {
+  if (!isSafeRevision(rev)) return null;
+  const info = await safely(() => pool.info(gitDir, `${rev}^{commit}`), null);
+  return info && info.type === 'commit' ? info.oid : null;
+}
+
+export async function readCommit(pool: CatFilePool, gitDir: string, oid: string): Promise<ParsedCommit | null> {
+  if (!isSafeRevision(oid)) return null;
+  const obj = await safely(() => pool.read(gitDir, oid), null);
+  return obj && obj.type === 'commit' ? parseCommit(obj.oid, obj.data) : null;
+}
+
+/** Many commits at once (pipelined on the pool); missing ones are left out. */
+export async function readCommits(pool: CatFilePool, gitDir: string, oids: string[]): Promise<Map<string, ParsedCommit>> {
+  const unique = [...new Set(oids)];
+  const commits = await Promise.all(unique.map((oid) => readCommit(pool, gitDir, oid)));
+  const map = new Map<string, ParsedCommit>();
+  unique.forEach((oid, i) => {
+    const c = commits[i];
+    if (c) map.set(oid, c);
+  });
+  return map;
+}
+
+export interface BlobData {
+  oid: string;
+  size: number;
+  data: Buffer;
+}
+
+/** A blob by object id (full or abbreviated hex only), or null. */
+export async function readBlob(pool: CatFilePool, gitDir: string, oid: string): Promise<BlobData | null> {
+  if (!/^[0-9a-fA-F]{4,64}$/.test(oid)) return null;
+  const obj = await safely(() => pool.read(gitDir, oid.toLowerCase()), null);
+  return obj && obj.type === 'blob' ? { oid: obj.oid, size: obj.size, data: obj.data } : null;
+}
+
+export interface PathEntry extends TreeEntry {
+  path: string;
+}
+
+/** The object at `path` inside a commit ('' = its root tree), or null. */
+export async function objectAtPath(pool: CatFilePool, gitDir: string, commitOid: string, path: string) {
+  const name = path === '' ? `${commitOid}^{tree}` : `${commitOid}:${path}`;
+  return safely(() => pool.info(gitDir, name), null);
+}
+
+/**
+ * The entries of the tree at `path` in a commit, in git's tree order; with `recursive`,
+ * depth first as `ls-tree -r -t` prints them. Null when there is no tree at that path.
+ */
+export async function listTree(pool: CatFilePool, gitDir: string, commitOid: string, path: string, recursive: boolean): Promise<PathEntry[] | null> {
+  const name = path === '' ? `${commitOid}^{tree}` : `${commitOid}:${path}`;
+  const root = await safely(() => pool.read(gitDir, name), null);
+  if (!root || root.type !== 'tree') return null;
+  const walk = async (data: Buffer, prefix: string): Promise<PathEntry[]> => {
+    const entries = parseTree(data).map((e) => ({ ...e, path: prefix ? `${prefix}/${e.name}` : e.name }));
+    if (!recursive) return entries;
+    const subtrees = await Promise.all(
+      entries.map((e) => (e.type === 'tree' ? pool.read(gitDir, e.oid).then((o) => (o && o.type === 'tree' ? walk(o.data, e.path) : [])) : null)),
+    );
+    const out: PathEntry[] = [];
+    entries.forEach((e, i) => {
+      out.push(e);
+      const sub = subtrees[i];
+      if (sub) out.push(...sub);
+    });
+    return out;
+  };
+  return walk(root.data, path);
+}
+
+export interface RefEntry {
+  /** Short name (`main`, `v1.0`). */
+  name: string;
+  /** What the ref points at (a tag object for annotated tags). */
+  oid: string;
+  objectType: string;
+}
+
+/** Branches (`refs/heads/`) or tags (`refs/tags/`) with their targets, sorted by name. */
+export async function listRefs(gitDir: string, prefix: 'refs/heads/' | 'refs/tags/', opts: { mergedInto?: string } = {}): Promise<RefEntry[]> {
+  const args = ['for-each-ref', '--format=%(objectname) %(objecttype) %(refname)'];
+  if (opts.mergedInto) args.push(`--merged=${opts.mergedInto}`);
+  args.push(prefix);
+  const out = await safely(async () => (await git(args, { gitDir })).stdout.toString('utf8'), '');
+  const refs: RefEntry[] = [];
+  for (const line of out.split('\n')) {
+    if (!line) continue;
+    const a = line.indexOf(' ');
+    const b = line.indexOf(' ', a + 1);
+    refs.push({ oid: line.slice(0, a), objectType: line.slice(a + 1, b), name: line.slice(b + 1 + prefix.length) });
+  }
+  return refs;
+}
+
+/** The full ref's current value, or null. */
+export async function readRef(pool: CatFilePool, gitDir: string, fullRef: string): Promise<string | null> {
+  // Only a plain ref name: no revision operators that would name some other object.
+  if (!isSafeRevision(fullRef) || /[~^?*[]|@\{/.test(fullRef) || fullRef.endsWith('/')) return null;
+  const info = await safely(() => pool.info(gitDir, fullRef), null);
+  return info ? info.oid : null;
+}
+
+/** Does `git check-ref-format` accept this full ref name? */
+export async function isValidRefName(fullRef: string): Promise<boolean> {
+  if (!fullRef || fullRef.length > 1024 || /[\x00-\x1f\x7f]/.test(fullRef)) return false;
+  const res = await git(['check-ref-format', fullRef], { okCodes: [1, 128] });
+  return res.exitCode === 0;
+}
+
+export class RefUpdateConflict extends Error {}
+
+/**
+ * Compare-and-swap ref update: `oldOid` ZERO_OID means "must not exist", `newOid` ZERO_OID
+ * deletes. A concurrent change makes git refuse, surfaced as RefUpdateConflict.
+ */
+export async function updateRef(gitDir: string, fullRef: string, newOid: string, oldOid: string, message = 'cairn'): Promise<void> {
+  const args =
+    newOid === ZERO_OID ? ['update-ref', '-m', message, '-d', fullRef, oldOid] : ['update-ref', '-m', message, fullRef, newOid, oldOid];
+  try {
+    await git(args, { gitDir });
+  } catch (e) {
+    if (e instanceof GitError && e.exitCode === 1) throw new RefUpdateConflict(e.stderr.trim());
+    throw e;
+  }
+}
+
+/** Points HEAD at a branch (the repository's default branch). */
+export async function setHead(gitDir: string, branch: string): Promise<void> {
+  await git(['symbolic-ref', 'HEAD', `refs/heads/${branch}`], { gitDir });
+}
+
+/** The best common ancestor of the commits, or null when they share none. */
+export async function mergeBase(gitDir: string, oids: string[], env?: Record<string, string>): Promise<string | null> {
+  const res = await git(['merge-base', ...oids], { gitDir, okCodes: [1], env });
+  const oid = res.stdout.toString('utf8').trim();
+  return res.exitCode === 0 && oid ? oid : null;
+}
+
+/** Writes an annotated tag object and returns its id. */
+export async function writeTagObject(
+  gitDir: string,
+  tag: { object: string; type: string; name: string; tagger: { name: string; email: string; time: number; tz: string }; message: string },
+): Promise<string> {
+  const clean = (s: string) => s.replace(/[<>\n\r\0]/g, '');
+  const body =
+    `object ${tag.object}\ntype ${tag.type}\ntag ${tag.name}\n` +
+    `tagger ${clean(tag.tagger.name)} <${clean(tag.tagger.email)}> ${tag.tagger.time} ${tag.tagger.tz}\n\n` +
+    (tag.message.endsWith('\n') ? tag.message : `${tag.message}\n`);
+  const res = await git(['mktag'], { gitDir, input: body });
+  return res.stdout.toString('utf8').trim();
+}
+
+export interface ParsedTag {
+  oid: string;
+  object: string;
+  type: string;
+  name: string;
+  tagger: { name: string; email: string; time: number; tz: string } | null;
+  message: string;
+}
+
+export function parseTagObject(oid: string, data: Buffer): ParsedTag {
+  const text = data.toString('utf8');
+  const split = text.indexOf('\n\n');
+  const head = split < 0 ? text : text.slice(0, split);
+  let message = split < 0 ? '' : text.slice(split + 2);
+  // Signed tags carry their signature after the message.
+  const sig = message.indexOf('-----BEGIN PGP SIGNATURE-----');
+  if (sig >= 0) message = message.slice(0, sig);
+  const tag: ParsedTag = { oid, object: '', type: '', name: '', tagger: null, message };
+  for (const line of head.split('\n')) {
+    const sp = line.indexOf(' ');
+    const key = line.slice(0, sp);
+    const value = line.slice(sp + 1);
+    if (key === 'object') tag.object = value;
+    else if (key === 'type') tag.type = value;
+    else if (key === 'tag') tag.name = value;
+    else if (key === 'tagger') {
+      const m = /^(.*?) <([^>]*)> (-?\d+) ([+-]\d{4})$/.exec(value);
+      tag.tagger = m ? { name: m[1], email: m[2], time: Number(m[3]), tz: m[4] } : null;
+    }
+  }
+  return tag;
+}
+
+export async function readTag(pool: CatFilePool, gitDir: string, oid: string): Promise<ParsedTag | null> {
+  const obj = await safely(() => pool.read(gitDir, oid), null);
+  return obj && obj.type === 'tag' ? parseTagObject(obj.oid, obj.data) : null;
+}

@@ -1,0 +1,211 @@
+import type { Cairn } from '../context.js';
+import type { User } from '../db/schema/core.js';
+import type { ProjectWithNamespace } from '../finders/projects.js';
+import {
+  isValidRefName,
+  listRefs,
+  readCommits,
+  readRef,
+  RefUpdateConflict,
+  resolveCommit,
+  setHead,
+  updateRef,
+  ZERO_OID,
+} from '../git/refs.js';
+import { apiError, ApiError, forbidden, notFound } from '../plugins/errors.js';
+import { AccessLevel } from '../policies/access.js';
+import { developersCan, projectProtection, protectionOf, pushDecision, type BranchProtection } from '../policies/branches.js';
+import { assertRepositoryWritable } from '../policies/repository.js';
+import type { BranchView } from '../presenters/branches.js';
+import { gitDirOf } from './repository.js';
+
+export interface Caller {
+  user: User | null;
+  accessLevel: number;
+}
+
+/** GitLab's branch search: `^prefix`, `suffix$`, `^exact$`, else a substring; case-insensitive. */
+export function matchesSearch(name: string, search: string | undefined): boolean {
+  if (!search) return true;
+  const n = name.toLowerCase();
+  let s = search.toLowerCase();
+  const prefix = s.startsWith('^');
+  const suffix = s.endsWith('$');
+  if (prefix) s = s.slice(1);
+  if (suffix) s = s.slice(0, -1);
+  if (prefix && suffix) return n === s;
+  if (prefix) return n.startsWith(s);
+  if (suffix) return n.endsWith(s);
+  return n.includes(s);
+}
+
+async function views(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, refs: { name: string; oid: string }[], merged: Set<string>): Promise<BranchView[]> {
+  const gitDir = gitDirOf(cairn, project);
+  const protection = await projectProtection(cairn.db, project.id);
+  const commits = await readCommits(cairn.catfile, gitDir, refs.map((r) => r.oid));
+  const out: BranchView[] = [];
+  for (const ref of refs) {
+    const commit = commits.get(ref.oid);
+    if (!commit) continue;
+    out.push(await branchView(cairn, project, caller, protection, ref.name, commit, merged.has(ref.name)));
+  }
+  return out;
+}
+
+async function branchView(
+  cairn: Cairn,
+  project: ProjectWithNamespace,
+  caller: Caller,
+  all: BranchProtection,
+  name: string,
+  commit: BranchView['commit'],
+  merged: boolean,
+): Promise<BranchView> {
+  const own = protectionOf(all, name);
+  const canPush = caller.user ? (await pushDecision(cairn.db, own, caller.user, caller.accessLevel)).allowed : false;
+  return {
+    name,
+    commit,
+    merged,
+    protected: own.rules.length > 0,
+    developersCanPush: developersCan(own, 'push'),
+    developersCanMerge: developersCan(own, 'merge'),
+    canPush,
+    isDefault: name === project.default_branch,
+  };
+}
+
+async function mergedNames(cairn: Cairn, project: ProjectWithNamespace): Promise<Set<string>> {
+  const gitDir = gitDirOf(cairn, project);
+  const target = project.default_branch ? await readRef(cairn.catfile, gitDir, `refs/heads/${project.default_branch}`) : null;
+  if (!target) return new Set();
+  const merged = await listRefs(gitDir, 'refs/heads/', { mergedInto: target });
+  return new Set(merged.map((r) => r.name).filter((n) => n !== project.default_branch));
+}
+
+export type BranchSort = 'name_asc' | 'updated_asc' | 'updated_desc';
+
+export async function listBranches(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, opts: { search?: string; sort?: BranchSort }): Promise<BranchView[]> {
+  const refs = (await listRefs(gitDirOf(cairn, project), 'refs/heads/')).filter((r) => matchesSearch(r.name, opts.search));
+  const list = await views(cairn, project, caller, refs, await mergedNames(cairn, project));
+  const sort = opts.sort ?? 'name_asc';
+  if (sort !== 'name_asc') {
+    const dir = sort === 'updated_asc' ? 1 : -1;
+    list.sort((a, b) => (a.commit.committer.time - b.commit.committer.time) * dir || (a.name < b.name ? -1 : 1));
+  }
+  return list;
+}
+
+/** One branch by name, or 404 Branch Not Found. */
+export async function findBranch(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, name: string): Promise<BranchView> {
+  const gitDir = gitDirOf(cairn, project);
+  const oid = await readRef(cairn.catfile, gitDir, `refs/heads/${name}`);
+  if (!oid) throw notFound('Branch');
+  const [view] = await views(cairn, project, caller, [{ name, oid }], await mergedNames(cairn, project));
+  if (!view) throw notFound('Branch');
+  return view;
+}
+
+/** GitLab's rules for a new branch name, on top of git's own. */
+export async function isValidBranchName(name: string): Promise<boolean> {
+  if (!name || name.startsWith('-') || name === 'HEAD' || name.startsWith('refs/heads/') || name.startsWith('refs/remotes/')) return false;
+  if (/^[0-9a-f]{40}$/i.test(name) || /^[0-9a-f]{64}$/i.test(name)) return false;
+  return isValidRefName(`refs/heads/${name}`);
+}
+
+async function assertCanPush(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, branch: string) {
+  if (!caller.user) throw forbidden();
+  const all = await projectProtection(cairn.db, project.id);
+  const decision = await pushDecision(cairn.db, protectionOf(all, branch), caller.user, caller.accessLevel);
+  if (!decision.allowed) throw forbidden('You are not allowed to push into this branch');
+}
+
+export async function createBranch(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, name: string, ref: string): Promise<BranchView> {
+  assertRepositoryWritable(project);
+  await assertCanPush(cairn, project, caller, name);
+  if (!(await isValidBranchName(name))) throw apiError(400, 'Branch name is invalid');
+  const gitDir = gitDirOf(cairn, project);
+  if (await readRef(cairn.catfile, gitDir, `refs/heads/${name}`)) throw apiError(400, 'Branch already exists');
+  const target = await resolveCommit(cairn.catfile, gitDir, ref);
+  if (!target) throw apiError(400, `Invalid reference name: ${ref}`);
+  try {
+    await updateRef(gitDir, `refs/heads/${name}`, target, ZERO_OID, 'branch: created through the API');
+  } catch (e) {
+    if (e instanceof RefUpdateConflict) throw apiError(400, 'Branch already exists');
+    throw e;
+  }
+  await markNotEmpty(cairn, project);
+  return findBranch(cairn, project, caller, name);
+}
+
+export async function deleteBranch(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, name: string): Promise<void> {
+  assertRepositoryWritable(project);
+  const gitDir = gitDirOf(cairn, project);
+  const oid = await readRef(cairn.catfile, gitDir, `refs/heads/${name}`);
+  if (!oid) throw notFound('Branch');
+  if (name === project.default_branch) throw apiError(405, 'The default branch of a project cannot be deleted.');
+  const own = protectionOf(await projectProtection(cairn.db, project.id), name);
+  if (own.rules.length) {
+    // Protected branches go only through the API/web, and only for maintainers.
+    if (caller.accessLevel < AccessLevel.MAINTAINER) {
+      throw forbidden('You are not allowed to delete protected branches from this project. Only a project maintainer or owner can delete a protected branch.');
+    }
+  } else {
+    await assertCanPush(cairn, project, caller, name);
+  }
+  try {
+    await updateRef(gitDir, `refs/heads/${name}`, ZERO_OID, oid, 'branch: deleted through the API');
+  } catch (e) {
+    if (e instanceof RefUpdateConflict) throw apiError(409, 'Branch was changed while it was being deleted; try again');
+    throw e;
+  }
+}
+
+/**
+ * Deletes every branch merged into the default branch, except the default branch and
+ * protected ones (what GitLab's delete-merged-branches worker does).
+ */
+export async function deleteMergedBranches(cairn: Cairn, project: ProjectWithNamespace, caller: Caller): Promise<string[]> {
+  assertRepositoryWritable(project);
+  if (!caller.user || caller.accessLevel < AccessLevel.DEVELOPER) throw forbidden();
+  const gitDir = gitDirOf(cairn, project);
+  const target = project.default_branch ? await readRef(cairn.catfile, gitDir, `refs/heads/${project.default_branch}`) : null;
+  if (!target) return [];
+  const all = await projectProtection(cairn.db, project.id);
+  const merged = await listRefs(gitDir, 'refs/heads/', { mergedInto: target });
+  const deleted: string[] = [];
+  for (const ref of merged) {
+    if (ref.name === project.default_branch || protectionOf(all, ref.name).rules.length) continue;
+    try {
+      await updateRef(gitDir, `refs/heads/${ref.name}`, ZERO_OID, ref.oid, 'branch: deleted as merged');
+      deleted.push(ref.name);
+    } catch (e) {
+      // A branch that moved since the listing is no longer known to be merged: keep it.
+      if (!(e instanceof RefUpdateConflict)) throw e;
+    }
+  }
+  return deleted;
+}
+
+/**
+ * Makes `branch` the default: HEAD of the repository and projects.default_branch. The
+ * branch must exist unless the repository is still empty.
+ */
+export async function setDefaultBranch(cairn: Cairn, project: ProjectWithNamespace, branch: string): Promise<void> {
+  assertRepositoryWritable(project);
+  const gitDir = gitDirOf(cairn, project);
+  if (!(await isValidBranchName(branch))) throw apiError(400, 'Branch name is invalid');
+  const exists = await readRef(cairn.catfile, gitDir, `refs/heads/${branch}`);
+  const anyBranch = (await listRefs(gitDir, 'refs/heads/')).length > 0;
+  if (!exists && anyBranch) throw new ApiError(400, { message: { base: [`Could not change HEAD: branch '${branch}' does not exist`] } });
+  await setHead(gitDir, branch);
+  await cairn.db.updateTable('projects').set({ default_branch: branch, updated_at: new Date() }).where('id', '=', project.id).execute();
+  project.default_branch = branch;
+}
+
+async function markNotEmpty(cairn: Cairn, project: ProjectWithNamespace) {
+  if (project.empty_repo) {
+    await cairn.db.updateTable('projects').set({ empty_repo: false }).where('id', '=', project.id).execute();
+    project.empty_repo = false;
+  }
+}

@@ -1,0 +1,195 @@
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import type { Cairn } from '../context.js';
+import type { ParsedCommit } from '../git/catfile.js';
+import { streamArchive, type ArchiveFormat } from '../git/archive.js';
+import { authorCounts, commitsBetween, diffCommits, readCommitsOnce, type AuthorCount } from '../git/compare.js';
+import {
+  EMPTY_TREE_OID,
+  listTree,
+  mergeBase,
+  normalizeRepoPath,
+  objectAtPath,
+  readBlob,
+  readCommit,
+  resolveCommit,
+  type BlobData,
+  type PathEntry,
+} from '../git/refs.js';
+import type { ProjectWithNamespace } from '../finders/projects.js';
+import { projectFullPath } from '../finders/projects.js';
+import { apiError, badRequest, notFound } from '../plugins/errors.js';
+import type { Comparison } from '../presenters/repository.js';
+import type { CommitLinkContext } from '../presenters/commit_basic.js';
+import { projectRepoPath } from './projects.js';
+
+/**
+ * Reads of a project's repository for the repository API: trees, blobs, archives,
+ * comparisons, contributors and merge bases. Object reads use the process's cat-file pool.
+ */
+export function gitDirOf(cairn: Cairn, project: ProjectWithNamespace): string {
+  return projectRepoPath(cairn, project);
+}
+
+export function linkContext(cairn: Cairn, project: ProjectWithNamespace): CommitLinkContext {
+  return { externalUrl: cairn.config.externalUrl, projectFullPath: projectFullPath(project) };
+}
+
+/** `ref` or the default branch, as a commit id; null when there is no such commit. */
+export async function resolveRefOrDefault(cairn: Cairn, project: ProjectWithNamespace, ref: string | undefined): Promise<string | null> {
+  const name = ref === undefined || ref === '' ? (project.default_branch ?? 'HEAD') : ref;
+  return resolveCommit(cairn.catfile, gitDirOf(cairn, project), name);
+}
+
+/** A caller-given repository path, or a 400. */
+export function checkedPath(value: string | undefined, param = 'path'): string {
+  if (value === undefined) return '';
+  const p = normalizeRepoPath(value);
+  if (p === null) throw badRequest(`${param} is invalid`);
+  return p;
+}
+
+export async function treeEntries(cairn: Cairn, project: ProjectWithNamespace, opts: { ref?: string; path?: string; recursive: boolean }): Promise<PathEntry[]> {
+  const p = checkedPath(opts.path);
+  const commit = await resolveRefOrDefault(cairn, project, opts.ref);
+  if (!commit) throw notFound('Tree');
+  const entries = await listTree(cairn.catfile, gitDirOf(cairn, project), commit, p, opts.recursive);
+  if (!entries) throw notFound('Tree');
+  return entries;
+}
+
+/**
+ * Keyset page of tree entries after `pageToken` (an entry id; when several entries share an
+ * id the token carries its occurrence as `<id>:<n>`). Returns the page and the next token.
+ */
+export function keysetTreePage(entries: PathEntry[], perPage: number, pageToken: string | undefined): { page: PathEntry[]; next: string | null } {
+  let start = 0;
+  if (pageToken) {
+    const [id, nth] = pageToken.split(':');
+    let seen = 0;
+    const wanted = nth ? Number(nth) : 0;
+    const at = entries.findIndex((e) => e.oid === id && seen++ === wanted);
+    if (at < 0) throw notFound('Tree');
+    start = at + 1;
+  }
+  const page = entries.slice(start, start + perPage);
+  if (start + perPage >= entries.length || !page.length) return { page, next: null };
+  const last = page[page.length - 1];
+  let occurrence = 0;
+  for (let i = 0; i < start + page.length - 1; i++) if (entries[i].oid === last.oid) occurrence++;
+  return { page, next: occurrence ? `${last.oid}:${occurrence}` : last.oid };
+}
+
+export async function blobById(cairn: Cairn, project: ProjectWithNamespace, sha: string): Promise<BlobData> {
+  const blob = await readBlob(cairn.catfile, gitDirOf(cairn, project), sha);
+  if (!blob) throw notFound('Blob');
+  return blob;
+}
+
+/** Text as git judges it: no NUL byte in the first 8000 bytes. */
+export function isTextBlob(data: Buffer): boolean {
+  return data.subarray(0, 8000).indexOf(0) < 0;
+}
+
+export interface Archive {
+  stream: Readable;
+  filename: string;
+}
+
+export const ARCHIVE_EXTENSIONS: Record<ArchiveFormat, string> = { 'tar.gz': 'tar.gz', 'tar.bz2': 'tar.bz2', tar: 'tar', zip: 'zip' };
+
+/**
+ * A streamed archive named as GitLab names it: `<project>-<ref>-<sha>[-<path>]`, which is
+ * also the directory inside the archive.
+ */
+export async function projectArchive(cairn: Cairn, project: ProjectWithNamespace, opts: { sha?: string; path?: string; format: ArchiveFormat }): Promise<Archive> {
+  const ref = opts.sha || project.default_branch || 'HEAD';
+  const archivePath = checkedPath(opts.path);
+  const commit = await resolveCommit(cairn.catfile, gitDirOf(cairn, project), ref);
+  if (!commit) throw notFound('File');
+  if (archivePath && !(await objectAtPath(cairn.catfile, gitDirOf(cairn, project), commit, archivePath))) throw notFound('File');
+  const segments = [project.path, ref.replace(/\//g, '-'), commit];
+  if (archivePath) segments.push(archivePath.replace(/\//g, '-'));
+  const prefix = segments.join('-');
+  try {
+    const stream = await streamArchive(gitDirOf(cairn, project), { commit, format: opts.format, prefix, path: archivePath || undefined });
+    return { stream, filename: `${prefix}.${ARCHIVE_EXTENSIONS[opts.format]}` };
+  } catch {
+    throw notFound('File');
+  }
+}
+
+export interface CompareOptions {
+  from: string;
+  to: string;
+  straight: boolean;
+  /** The project `from` lives in, when it is not this one (already authorized by the caller). */
+  fromProject?: ProjectWithNamespace;
+}
+
+const COMPARE_TIMEOUT_MS = 30_000;
+const COMPARE_MAX_COMMITS = 10_000;
+
+export async function compare(cairn: Cairn, project: ProjectWithNamespace, opts: CompareOptions): Promise<Comparison> {
+  const gitDir = gitDirOf(cairn, project);
+  const fromDir = opts.fromProject ? gitDirOf(cairn, opts.fromProject) : gitDir;
+  const toOid = await resolveCommit(cairn.catfile, gitDir, opts.to);
+  const fromOid = await resolveCommit(cairn.catfile, fromDir, opts.from);
+  if (!toOid || !fromOid) throw notFound('Ref');
+  // Another project's objects are read through a read-only alternate, never copied in.
+  const alternates = fromDir !== gitDir ? [path.join(fromDir, 'objects')] : undefined;
+  const read = { alternates, timeoutMs: COMPARE_TIMEOUT_MS };
+  let overflow = false;
+  try {
+    const base = opts.straight ? fromOid : await mergeBase(gitDir, [fromOid, toOid], alternates ? { GIT_ALTERNATE_OBJECT_DIRECTORIES: alternates.join(':') } : undefined);
+    const sameRef = (base ?? fromOid) === toOid;
+    let commits: ParsedCommit[] = [];
+    let diffs: Comparison['diffs'] = [];
+    if (!sameRef) {
+      const oids = await commitsBetween(gitDir, base ?? fromOid, toOid, read);
+      if (oids.length > COMPARE_MAX_COMMITS) {
+        overflow = true;
+        oids.splice(0, oids.length - COMPARE_MAX_COMMITS);
+      }
+      const parsed = await readCommitsOnce(gitDir, oids, read);
+      const byOid = new Map(parsed.map((c) => [c.oid, c]));
+      commits = oids.map((o) => byOid.get(o)).filter((c): c is ParsedCommit => !!c);
+      const diff = await diffCommits(gitDir, base ?? EMPTY_TREE_OID, toOid, read);
+      diffs = diff.diffs;
+      overflow ||= diff.overflow;
+    }
+    return { commits, diffs, overflow, sameRef, from: opts.from, to: opts.to, straight: opts.straight };
+  } catch (e) {
+    if ((e as Error).message?.includes('killed by SIGKILL')) {
+      return { commits: [], diffs: [], overflow: true, sameRef: false, from: opts.from, to: opts.to, straight: opts.straight };
+    }
+    throw e;
+  }
+}
+
+export async function contributors(cairn: Cairn, project: ProjectWithNamespace, ref: string | undefined): Promise<AuthorCount[]> {
+  const commit = await resolveRefOrDefault(cairn, project, ref);
+  if (!commit) return [];
+  return authorCounts(gitDirOf(cairn, project), commit);
+}
+
+export function sortContributors(list: AuthorCount[], orderBy: 'name' | 'email' | 'commits', sort: 'asc' | 'desc'): AuthorCount[] {
+  const dir = sort === 'desc' ? -1 : 1;
+  return [...list].sort((a, b) => {
+    const x = a[orderBy];
+    const y = b[orderBy];
+    return (typeof x === 'number' ? x - (y as number) : String(x).localeCompare(String(y))) * dir;
+  });
+}
+
+export async function mergeBaseOf(cairn: Cairn, project: ProjectWithNamespace, refs: string[]): Promise<ParsedCommit> {
+  if (refs.length < 2) throw apiError(400, 'Provide at least 2 refs');
+  const gitDir = gitDirOf(cairn, project);
+  const oids = await Promise.all(refs.map((r) => resolveCommit(cairn.catfile, gitDir, r)));
+  const unknown = refs.filter((_r, i) => !oids[i]);
+  if (unknown.length) throw apiError(400, `Could not find ${unknown.length === 1 ? 'ref' : 'refs'}: ${unknown.join(', ')}`);
+  const base = await mergeBase(gitDir, oids as string[]);
+  const commit = base ? await readCommit(cairn.catfile, gitDir, base) : null;
+  if (!commit) throw notFound('Merge Base');
+  return commit;
+}

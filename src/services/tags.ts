@@ -1,0 +1,119 @@
+import type { Cairn } from '../context.js';
+import type { ProjectWithNamespace } from '../finders/projects.js';
+import {
+  isValidRefName,
+  listRefs,
+  readCommit,
+  readRef,
+  readTag,
+  RefUpdateConflict,
+  resolveCommit,
+  updateRef,
+  writeTagObject,
+  ZERO_OID,
+  type RefEntry,
+} from '../git/refs.js';
+import { apiError, forbidden, notFound } from '../plugins/errors.js';
+import { assertRepositoryWritable } from '../policies/repository.js';
+import type { TagView } from '../presenters/tags.js';
+import { matchesSearch, type Caller } from './branches.js';
+import { gitDirOf } from './repository.js';
+
+async function tagView(cairn: Cairn, gitDir: string, ref: RefEntry): Promise<TagView> {
+  const [annotation, commitOid] = await Promise.all([
+    ref.objectType === 'tag' ? readTag(cairn.catfile, gitDir, ref.oid) : Promise.resolve(null),
+    resolveCommit(cairn.catfile, gitDir, `refs/tags/${ref.name}`),
+  ]);
+  const commit = commitOid ? await readCommit(cairn.catfile, gitDir, commitOid) : null;
+  return { name: ref.name, target: ref.oid, annotation, commit, protected: false };
+}
+
+export type TagOrder = 'name' | 'updated' | 'version';
+
+/** Compares version-like names ("v1.10.0" after "v1.9.2"), numbers numerically. */
+export function compareVersions(a: string, b: string): number {
+  const pa = a.replace(/^v/i, '').split(/[.\-+_]/);
+  const pb = b.replace(/^v/i, '').split(/[.\-+_]/);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const x = pa[i];
+    const y = pb[i];
+    if (x === undefined) return -1;
+    if (y === undefined) return 1;
+    const nx = /^\d+$/.test(x) ? Number(x) : NaN;
+    const ny = /^\d+$/.test(y) ? Number(y) : NaN;
+    if (!Number.isNaN(nx) && !Number.isNaN(ny)) {
+      if (nx !== ny) return nx - ny;
+    } else if (x !== y) return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+export async function listTags(cairn: Cairn, project: ProjectWithNamespace, opts: { search?: string; orderBy?: TagOrder; sort?: 'asc' | 'desc' }): Promise<TagView[]> {
+  const gitDir = gitDirOf(cairn, project);
+  const refs = (await listRefs(gitDir, 'refs/tags/')).filter((r) => matchesSearch(r.name, opts.search));
+  const tags = await Promise.all(refs.map((r) => tagView(cairn, gitDir, r)));
+  const orderBy = opts.orderBy ?? 'updated';
+  const dir = (opts.sort ?? 'desc') === 'asc' ? 1 : -1;
+  const byName = (a: TagView, b: TagView) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+  tags.sort((a, b) => {
+    if (orderBy === 'name') return byName(a, b) * dir;
+    if (orderBy === 'version') return (compareVersions(a.name, b.name) || byName(a, b)) * dir;
+    return ((a.commit?.committer.time ?? 0) - (b.commit?.committer.time ?? 0)) * dir || byName(a, b);
+  });
+  return tags;
+}
+
+export async function findTag(cairn: Cairn, project: ProjectWithNamespace, name: string): Promise<TagView> {
+  const gitDir = gitDirOf(cairn, project);
+  const info = await readRef(cairn.catfile, gitDir, `refs/tags/${name}`);
+  if (!info) throw notFound('Tag');
+  const obj = await cairn.catfile.info(gitDir, info);
+  return tagView(cairn, gitDir, { name, oid: info, objectType: obj?.type ?? 'commit' });
+}
+
+function pushAllowed(caller: Caller) {
+  if (!caller.user || caller.accessLevel < 30) throw forbidden();
+}
+
+/** Lightweight tag, or annotated (with the caller as tagger) when a message is given. */
+export async function createTag(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, p: { name: string; ref: string; message?: string }) {
+  assertRepositoryWritable(project);
+  pushAllowed(caller);
+  if (!p.name || p.name.startsWith('-') || !(await isValidRefName(`refs/tags/${p.name}`))) throw apiError(400, 'Tag name invalid');
+  const gitDir = gitDirOf(cairn, project);
+  if (await readRef(cairn.catfile, gitDir, `refs/tags/${p.name}`)) throw apiError(400, `Tag ${p.name} already exists`);
+  const commit = await resolveCommit(cairn.catfile, gitDir, p.ref);
+  if (!commit) throw apiError(400, `Target ${p.ref} is invalid`);
+  let target = commit;
+  if (p.message) {
+    const user = caller.user!;
+    target = await writeTagObject(gitDir, {
+      object: commit,
+      type: 'commit',
+      name: p.name,
+      tagger: { name: user.name, email: user.email, time: Math.floor(Date.now() / 1000), tz: '+0000' },
+      message: p.message,
+    });
+  }
+  try {
+    await updateRef(gitDir, `refs/tags/${p.name}`, target, ZERO_OID, 'tag: created through the API');
+  } catch (e) {
+    if (e instanceof RefUpdateConflict) throw apiError(400, `Tag ${p.name} already exists`);
+    throw e;
+  }
+  return findTag(cairn, project, p.name);
+}
+
+export async function deleteTag(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, name: string): Promise<void> {
+  assertRepositoryWritable(project);
+  pushAllowed(caller);
+  const gitDir = gitDirOf(cairn, project);
+  const oid = await readRef(cairn.catfile, gitDir, `refs/tags/${name}`);
+  if (!oid) throw notFound('Tag');
+  try {
+    await updateRef(gitDir, `refs/tags/${name}`, ZERO_OID, oid, 'tag: deleted through the API');
+  } catch (e) {
+    if (e instanceof RefUpdateConflict) throw apiError(409, 'Tag was changed while it was being deleted; try again');
+    throw e;
+  }
+}
