@@ -154,8 +154,10 @@ export function registerParams(app: FastifyInstance) {
   });
 
   app.addHook('preValidation', async (request) => {
-    // GitLab's HandleNullBytes middleware: a NUL in any parameter is a 400, never a database error.
-    if (hasNullByte(request.params) || hasNullByte(request.query) || hasNullByte(request.body)) {
+    // GitLab's HandleNullBytes middleware: a NUL in a query or form parameter is a 400. Path
+    // segments and JSON bodies are left to the routes (file paths and refs answer in their own words).
+    const form = String(request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
+    if (hasNullByte(request.query) || (form && hasNullByte(request.body))) {
       throw new ApiError(400, { message: '400 Bad request - Null bytes are not allowed in parameters' });
     }
     const method = request.method;
