@@ -10,6 +10,7 @@ import { registerParams, parseNestedParams } from './plugins/params.js';
 import { registerAuth, personalAccessTokenResolver } from './plugins/auth.js';
 import { bootstrap } from './services/bootstrap.js';
 import { CatFilePool } from './git/catfile.js';
+import { redactUrl } from './lib/redact.js';
 import { ensureStorages } from './services/storages.js';
 
 export interface BuildOptions {
@@ -30,7 +31,16 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   if (opts.prepare !== false) await migrateToLatest(database.db);
 
   const app = Fastify({
-    logger: opts.logger ?? { level: config.logLevel },
+    logger: opts.logger === false ? false : {
+      level: config.logLevel,
+      ...(typeof opts.logger === 'object' ? opts.logger : {}),
+      // Tokens may come as query parameters; the logged URL must not carry them.
+      serializers: {
+        req: (req: { method: string; url: string; host?: string; ip?: string; socket?: { remotePort?: number } }) => ({
+          method: req.method, url: redactUrl(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort,
+        }),
+      },
+    },
     bodyLimit: 64 * 1024 * 1024,
     trustProxy: true,
     // GitLab paths carry URL-encoded slashes (project paths, file paths); keep them as given.

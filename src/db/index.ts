@@ -31,6 +31,9 @@ export interface OpenOptions {
 export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
   if (opts.databaseUrl) {
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: Number(process.env.CAIRN_DB_POOL || 10) });
+    // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped from the
+    // pool and replaced on the next query; unhandled, pg's 'error' event would end the process.
+    pool.on('error', () => {});
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
     return { db, kind: 'postgres', close: () => db.destroy() };
   }

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Namespace } from '../db/schema/core.js';
+import { rowId } from '../lib/ids.js';
 import type { User } from '../db/schema/core.js';
 import { groupVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
 import type { SharedGroupLink } from '../presenters/groups.js';
@@ -9,9 +10,11 @@ import type { SharedGroupLink } from '../presenters/groups.js';
 export async function findGroup(db: Database, idOrPath: string | number): Promise<Namespace | undefined> {
   const key = String(idOrPath);
   const q = db.selectFrom('namespaces').selectAll().where('type', '=', 'Group');
-  return /^\d+$/.test(key)
-    ? q.where('id', '=', Number(key)).executeTakeFirst()
-    : q.where(sql`lower(full_path)`, '=', key.toLowerCase()).executeTakeFirst();
+  if (/^\d+$/.test(key)) {
+    const id = rowId(key);
+    return id === undefined ? undefined : q.where('id', '=', id).executeTakeFirst();
+  }
+  return q.where(sql`lower(full_path)`, '=', key.toLowerCase()).executeTakeFirst();
 }
 
 // ---------------------------------------------------------------------------------------------

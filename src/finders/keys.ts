@@ -3,15 +3,21 @@ import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import type { DeployKeysProject, Key } from '../db/schema/keys.js';
 import type { Page } from '../plugins/pagination.js';
+import { rowId } from '../lib/ids.js';
 
 export async function findUserById(db: Database, id: number): Promise<User | undefined> {
-  return db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst();
+  const valid = rowId(id);
+  if (valid === undefined) return undefined;
+  return db.selectFrom('users').selectAll().where('id', '=', valid).executeTakeFirst();
 }
 
 /** `:id_or_username` as the users API takes it. */
 export async function findUserByIdOrUsername(db: Database, idOrUsername: string): Promise<User | undefined> {
   const q = db.selectFrom('users').selectAll();
-  if (/^\d+$/.test(idOrUsername)) return q.where('id', '=', Number(idOrUsername)).executeTakeFirst();
+  if (/^\d+$/.test(idOrUsername)) {
+    const id = rowId(idOrUsername);
+    return id === undefined ? undefined : q.where('id', '=', id).executeTakeFirst();
+  }
   return q.where(sql`lower(username)`, '=', idOrUsername.toLowerCase()).executeTakeFirst();
 }
 

@@ -1,3 +1,4 @@
+import { rowId } from '../lib/ids.js';
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
@@ -49,9 +50,13 @@ export async function listNamespaces(db: Database, user: User, f: NamespaceFilte
 export async function findNamespace(db: Database, idOrPath: string | number): Promise<NamespaceWithOwner | undefined> {
   const key = String(idOrPath);
   const q = namespacesQuery(db);
-  const row = /^\d+$/.test(key)
-    ? await q.where('n.id', '=', Number(key)).executeTakeFirst()
-    : await q.where(sql`lower(n.full_path)`, '=', key.toLowerCase()).executeTakeFirst();
+  if (/^\d+$/.test(key)) {
+    const id = rowId(key);
+    if (id === undefined) return undefined;
+    const byId = await q.where('n.id', '=', id).executeTakeFirst();
+    return byId ? withOwner(byId) : undefined;
+  }
+  const row = await q.where(sql`lower(n.full_path)`, '=', key.toLowerCase()).executeTakeFirst();
   return row ? withOwner(row) : undefined;
 }
 

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Namespace, Project } from '../db/schema/core.js';
+import { rowId } from '../lib/ids.js';
 import type { User } from '../db/schema/core.js';
 import { activeMembership, projectVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
 import type { ProjectExtras, ProjectRow } from '../presenters/projects.js';
@@ -96,16 +97,15 @@ function toProjectRow(row: any): ProjectRow {
 const withRowJson = sql<Namespace>`to_jsonb(n)`.as('namespace_json');
 const withOwnerJson = sql<User | null>`case when o.id is null then null else to_jsonb(o) end`.as('owner_json');
 
-const MAX_INT4 = 2147483647;
-
 /** One project (id or full path) with its namespace, the namespace owner and, given a user, their level. */
 export async function findProjectRow(db: Database, idOrPath: string | number, userId?: number): Promise<FoundProject | undefined> {
   const key = String(idOrPath);
   let q = projectRowsQuery(db).selectAll('p').select([withRowJson, withOwnerJson]);
   if (userId !== undefined) q = q.select(sql<number>`project_access_level(${userId}, p.id)`.as('caller_access_level'));
   if (/^\d+$/.test(key)) {
-    if (Number(key) > MAX_INT4) return undefined;
-    q = q.where('p.id', '=', Number(key));
+    const id = rowId(key);
+    if (id === undefined) return undefined;
+    q = q.where('p.id', '=', id);
   } else {
     const slash = key.lastIndexOf('/');
     if (slash <= 0) return undefined;

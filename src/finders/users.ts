@@ -4,6 +4,7 @@ import type { DB } from '../db/types.js';
 import type { User, UsersTable } from '../db/schema/core.js';
 import type { Identity, UserCustomAttribute } from '../db/schema/users.js';
 import type { Page } from '../plugins/pagination.js';
+import { rowId } from '../lib/ids.js';
 
 /** User types GitLab creates for itself; `exclude_internal` and `active` leave them out. */
 export const INTERNAL_USER_TYPES = [
@@ -192,8 +193,8 @@ export async function findUsers(db: Database, viewer: User | null, raw: UserList
 }
 
 export async function findUserById(db: Database, id: number | string): Promise<User | undefined> {
-  const n = Number(id);
-  if (!Number.isSafeInteger(n) || n <= 0 || n > 2147483647) return undefined;
+  const n = rowId(id);
+  if (n === undefined) return undefined;
   return db.selectFrom('users').selectAll().where('id', '=', n).executeTakeFirst();
 }
 

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import type { Actor, Cairn, Credential, TokenChannel } from '../context.js';
 import type { User } from '../db/schema/core.js';
+import { rowId } from '../lib/ids.js';
 import { tokenDigest } from '../lib/secrets.js';
 import { revokeTokenFamily } from '../services/tokens.js';
 import { ApiError, forbidden, notFound, unauthorized } from './errors.js';
@@ -66,7 +67,7 @@ export const personalAccessTokenResolver = {
 
 /** Refuses credentials of users who may not use the API. */
 export function checkUserState(user: User) {
-  if (user.state === 'blocked' || user.state === 'ldap_blocked' || user.state === 'blocked_pending_approval' || user.user_type === 'ghost') {
+  if (user.state === 'blocked' || user.state === 'ldap_blocked' || user.state === 'blocked_pending_approval' || user.state === 'banned' || user.user_type === 'ghost') {
     throw unauthorized();
   }
   if (user.state === 'deactivated') {
@@ -98,9 +99,11 @@ export function checkScopes(request: FastifyRequest, scopes: string[]) {
 
 async function findSudoUser(cairn: Cairn, idOrUsername: string): Promise<User | undefined> {
   const q = cairn.db.selectFrom('users').selectAll();
-  return /^\d+$/.test(idOrUsername)
-    ? q.where('id', '=', Number(idOrUsername)).executeTakeFirst()
-    : q.where(sql`lower(username)`, '=', idOrUsername.toLowerCase()).executeTakeFirst();
+  if (/^\d+$/.test(idOrUsername)) {
+    const id = rowId(idOrUsername);
+    return id === undefined ? undefined : q.where('id', '=', id).executeTakeFirst();
+  }
+  return q.where(sql`lower(username)`, '=', idOrUsername.toLowerCase()).executeTakeFirst();
 }
 
 export async function authenticate(request: FastifyRequest): Promise<Actor | null> {

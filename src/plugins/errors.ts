@@ -42,6 +42,15 @@ function validationMessage(err: FastifyError): string {
   return [...new Set(parts)].join(', ');
 }
 
+/**
+ * PostgreSQL's class 22 errors (data exception: 22003 out of range, 22008 timestamp out of range,
+ * 22P02 bad syntax, 22021 NUL...) and 54000 (a value too large for an index entry).
+ */
+function isDataException(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && (/^22[0-9A-Z]{3}$/.test(code) || code === '54000');
+}
+
 export function registerErrorHandling(app: FastifyInstance) {
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
     if (error instanceof ApiError) {
@@ -56,6 +65,11 @@ export function registerErrorHandling(app: FastifyInstance) {
       if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.code(413).send({ message: '413 Request Entity Too Large' });
       if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.code(415).send({ message: '415 Unsupported Media Type' });
       return reply.code(status).send({ message: `${status} ${error.message}` });
+    }
+    if (isDataException(error)) {
+      // A value PostgreSQL refuses (out of range, malformed): the input was bad, though a handler missed it.
+      request.log.warn({ err: error }, 'database refused a parameter value');
+      return reply.code(400).send({ message: '400 Bad request - A parameter value is out of range or malformed' });
     }
     request.log.error({ err: error }, 'unhandled error');
     return reply.code(500).send({ message: '500 Internal Server Error' });

@@ -24,8 +24,9 @@ function positiveInt(v: unknown): number | null {
 /** Reads page/per_page as GitLab does: bad or missing values fall back, per_page capped at 100. */
 export function pageParams(request: FastifyRequest): Page {
   const q = (request.query ?? {}) as Record<string, unknown>;
-  const page = positiveInt(q.page) ?? 1;
   const perPage = Math.min(positiveInt(q.per_page) ?? DEFAULT_PER_PAGE, MAX_PER_PAGE);
+  // A page far past the end is an empty page, but its offset must still be an exact integer PostgreSQL takes.
+  const page = Math.min(positiveInt(q.page) ?? 1, Math.floor(Number.MAX_SAFE_INTEGER / perPage));
   return { page, perPage, offset: (page - 1) * perPage };
 }
 

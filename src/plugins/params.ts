@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ApiError } from './errors.js';
 
 /**
  * Parameters arrive the way Rails/Rack clients send them: `name[]=a&name[]=b` arrays,
@@ -124,6 +125,15 @@ export function allParams(request: FastifyRequest): Params {
   return isPlainObject(request.body) ? { ...q, ...request.body } : q;
 }
 
+/** Does any string in these parameters (at any depth) hold a NUL character? PostgreSQL text cannot. */
+function hasNullByte(v: unknown, depth = 0): boolean {
+  if (typeof v === 'string') return v.includes('\u0000');
+  if (depth > 32 || v === null || typeof v !== 'object' || Buffer.isBuffer(v)) return false;
+  if (Array.isArray(v)) return v.some((x) => hasNullByte(x, depth + 1));
+  if (!isPlainObject(v)) return false;
+  return Object.entries(v).some(([k, x]) => k.includes('\u0000') || hasNullByte(x, depth + 1));
+}
+
 export function registerParams(app: FastifyInstance) {
   const parseForm = (_req: FastifyRequest, body: string, done: (err: Error | null, body?: unknown) => void) => {
     done(null, parseNestedParams(body));
@@ -144,6 +154,12 @@ export function registerParams(app: FastifyInstance) {
   });
 
   app.addHook('preValidation', async (request) => {
+    // GitLab's HandleNullBytes middleware: a NUL in a query or form parameter is a 400. Path
+    // segments and JSON bodies are left to the routes (file paths and refs answer in their own words).
+    const form = String(request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
+    if (hasNullByte(request.query) || (form && hasNullByte(request.body))) {
+      throw new ApiError(400, { message: '400 Bad request - Null bytes are not allowed in parameters' });
+    }
     const method = request.method;
     const query = (request.query ?? {}) as Params;
     if (method === 'POST' || method === 'PUT' || method === 'PATCH') {

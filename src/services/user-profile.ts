@@ -78,7 +78,14 @@ export async function unfollowUser(db: Database, follower: User, followee: User)
   return Number(res.numDeletedRows) > 0;
 }
 
+/** Custom attributes are indexed by key and value, which GitLab keeps to 255 characters each. */
+const CUSTOM_ATTRIBUTE_MAX = 255;
+
 export async function setCustomAttribute(db: Database, userId: number, key: string, value: string) {
+  const errors: Record<string, string[]> = {};
+  if (key.length > CUSTOM_ATTRIBUTE_MAX) errors.key = [`is too long (maximum is ${CUSTOM_ATTRIBUTE_MAX} characters)`];
+  if (value.length > CUSTOM_ATTRIBUTE_MAX) errors.value = [`is too long (maximum is ${CUSTOM_ATTRIBUTE_MAX} characters)`];
+  if (Object.keys(errors).length) throw validationFailed(errors);
   return db
     .insertInto('user_custom_attributes')
     .values({ user_id: userId, key, value })

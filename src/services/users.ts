@@ -147,6 +147,9 @@ function validateAttributes(attrs: UserAttributes, errors: Errors) {
   if (attrs.projects_limit !== undefined && (attrs.projects_limit < 0 || attrs.projects_limit > 2147483647)) {
     add(errors, 'projects_limit', 'must be greater than or equal to 0');
   }
+  // Identities are indexed by (provider, extern_uid): GitLab's string columns hold 255 characters.
+  if (attrs.extern_uid !== undefined && attrs.extern_uid.length > 255) add(errors, 'identities.extern_uid', 'is too long (maximum is 255 characters)');
+  if (attrs.provider !== undefined && attrs.provider.length > 255) add(errors, 'identities.provider', 'is too long (maximum is 255 characters)');
   if (attrs.bio !== undefined && attrs.bio.length > 255) add(errors, 'bio', 'is too long (maximum is 255 characters)');
   if (attrs.note !== undefined && attrs.note.length > 1000) add(errors, 'note', 'is too long (maximum is 1000 characters)');
   for (const field of ['shared_runners_minutes_limit', 'extra_shared_runners_minutes_limit'] as const) {

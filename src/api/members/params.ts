@@ -5,6 +5,7 @@ import { toBoolean } from '../../plugins/params.js';
 import { authorizeGroup } from '../../policies/groups.js';
 import { authorizeProject } from '../../policies/projects.js';
 import type { User } from '../../db/schema/core.js';
+import { MAX_ROW_ID, rowId } from '../../lib/ids.js';
 import type { PresentContext } from '../../presenters/users.js';
 
 export type SourceKind = 'groups' | 'projects';
@@ -38,13 +39,16 @@ export function intParam(params: Record<string, unknown>, name: string, required
     return undefined;
   }
   const n = typeof v === 'number' ? v : typeof v === 'string' && /^[-+]?\d+$/.test(v.trim()) ? Number(v) : NaN;
-  if (!Number.isSafeInteger(n)) throw invalidParam(name);
+  // Every integer column is PostgreSQL's 4-byte integer; a value beyond it cannot be stored or matched.
+  if (!Number.isSafeInteger(n) || Math.abs(n) > MAX_ROW_ID) throw invalidParam(name);
   return n;
 }
 
 /** An integer from a path segment (`:user_id`): anything else is "<name> is invalid". */
 export function pathInt(value: string, name: string): number {
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) throw invalidParam(name);
+  // No row has an id beyond the integer range: such a member, group or user is not there.
+  if (Number(value) > MAX_ROW_ID) throw notFound();
   return Number(value);
 }
 
@@ -83,7 +87,9 @@ export function intArrayParam(params: Record<string, unknown>, name: string): nu
     const s = String(item).trim();
     if (s === '') continue;
     if (!/^\d+$/.test(s)) throw invalidParam(name);
-    out.push(Number(s));
+    // An id beyond the integer range matches nothing; leaving it out keeps the filter's meaning.
+    const id = rowId(s);
+    if (id !== undefined) out.push(id);
   }
   return out;
 }

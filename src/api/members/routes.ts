@@ -16,6 +16,7 @@ import {
 } from '../../policies/members.js';
 import { presentMember } from '../../presenters/members.js';
 import { activateAwaiting, destroyMember, updateMemberRow, upsertMember } from '../../services/members.js';
+import { rowId } from '../../lib/ids.js';
 import accessRequestRoutes from './access_requests.js';
 import billableRoutes from './billable.js';
 import sharingRoutes from './sharing.js';
@@ -147,8 +148,8 @@ export default async function memberRoutes(app: FastifyInstance) {
         reply.code(201);
         return addMany(request, source, idText, attrs);
       }
-      if (!/^\d+$/.test(idText.trim())) throw notFound('User');
-      const userId = Number(idText.trim());
+      const userId = rowId(idText.trim());
+      if (userId === undefined) throw notFound('User');
       const target = await db().selectFrom('users').selectAll().where('id', '=', userId).executeTakeFirst();
       if (!target) throw notFound('User');
       if (isPersonalProjectOwner(source, userId) || (await findDirectMemberRow(db(), source, userId))) throw conflict('Member already exists');
@@ -194,7 +195,7 @@ export default async function memberRoutes(app: FastifyInstance) {
     const ids = [...new Set(idText.split(',').map((s) => s.trim()).filter((s) => s !== ''))];
     if (!ids.length) return { status: 'error', message: 'No users specified.' };
     if (ids.length > USER_LIMIT) return { status: 'error', message: `Too many users specified (limit is ${USER_LIMIT})` };
-    const numeric = ids.filter((s) => /^\d+$/.test(s)).map(Number);
+    const numeric = ids.map(rowId).filter((id): id is number => id !== undefined);
     const users = numeric.length ? await db().selectFrom('users').selectAll().where('id', 'in', numeric).orderBy('id').execute() : [];
     const errors: string[] = [];
     for (const user of users) {

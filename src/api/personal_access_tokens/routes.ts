@@ -55,6 +55,15 @@ async function rotate(request: FastifyRequest, tokenId: number, expiresAtRaw: st
   return { row: result.row, token: result.token };
 }
 
+/**
+ * May this user read, rotate or revoke this token through /personal_access_tokens/:id? Their own
+ * personal tokens, or any as an administrator. Impersonation tokens belong to administrators
+ * even though they name the user: the user may not see or touch them.
+ */
+function managesToken(user: { id: number; admin: boolean }, token: { user_id: number; impersonation: boolean }): boolean {
+  return user.admin || (token.user_id === user.id && !token.impersonation);
+}
+
 async function targetUser(request: FastifyRequest, userId: number) {
   const user = await findUserById(request.server.cairn.db, userId);
   if (!user) throw notFound('User');
@@ -126,7 +135,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
   app.get('/api/v4/personal_access_tokens/:id', { config: required, schema: { params: TokenIdParams } }, async (request) => {
     const user = requireUser(request);
     const token = await findToken(db(), request.params.id);
-    if (token && (user.admin || token.user_id === user.id)) return presentPersonalAccessToken(token);
+    if (token && managesToken(user, token)) return presentPersonalAccessToken(token);
     // Only administrators learn whether a token exists.
     throw user.admin ? notFound() : unauthorized();
   });
@@ -137,7 +146,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     async (request) => {
       const user = requireUser(request);
       const token = await findToken(db(), request.params.id);
-      if (!token || !(user.admin || token.user_id === user.id)) throw user.admin ? notFound() : unauthorized();
+      if (!token || !managesToken(user, token)) throw user.admin ? notFound() : unauthorized();
       const { row, token: plain } = await rotate(request, token.id, request.body.expires_at);
       return presentPersonalAccessTokenWithToken(row, plain);
     },
@@ -147,7 +156,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     const user = requireUser(request);
     const token = await findToken(db(), request.params.id);
     if (!token) throw notFound();
-    if (!user.admin && token.user_id !== user.id) throw badRequest('Not permitted to revoke');
+    if (!managesToken(user, token)) throw badRequest('Not permitted to revoke');
     await revokeToken(db(), token.id);
     return reply.code(204).send();
   });

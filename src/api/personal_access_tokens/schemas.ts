@@ -71,6 +71,7 @@ export function dateTimeParam(name: string, v: string | undefined): Date | undef
   if (v === undefined || v === '') return undefined;
   const s = v.trim();
   const d = new Date(/^\d{4}-\d{2}-\d{2}$/.test(s) ? `${s}T00:00:00Z` : /^\d{4}-\d{2}-\d{2}T[\d:.]+$/.test(s) ? `${s}Z` : s);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
+  // JavaScript dates reach year 275760; PostgreSQL timestamps and Ruby's parsers stop well before.
+  if (Number.isNaN(d.getTime()) || d.getUTCFullYear() < 1 || d.getUTCFullYear() > 9999) throw invalidParam(name);
   return d;
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import { findNamespace } from '../../finders/namespaces.js';
+import { findUserByIdOrUsername } from '../../finders/users.js';
 import { findProjectRow, listProjects, type ProjectFilters } from '../../finders/projects.js';
 import { AccessLevel, canSeeVisibility, groupAccessLevel } from '../../policies/access.js';
 import { authorizeProject } from '../../policies/projects.js';
@@ -58,10 +59,7 @@ export async function sendProjectList(request: FastifyRequest, reply: FastifyRep
 }
 
 async function findUser(request: FastifyRequest, key: string): Promise<User> {
-  const q = request.server.cairn.db.selectFrom('users').selectAll();
-  const user = /^\d+$/.test(key)
-    ? await q.where('id', '=', Number(key)).executeTakeFirst()
-    : await q.where(sql`lower(username)`, '=', key.toLowerCase()).executeTakeFirst();
+  const user = await findUserByIdOrUsername(request.server.cairn.db, key);
   if (!user) throw notFound('User');
   return user;
 }

@@ -31,7 +31,7 @@ const ctxOf = (req: FastifyRequest): PresentContext => ({ baseUrl: req.server.ca
 function parseTime(name: string, value: string | undefined): Date | undefined {
   if (value === undefined || value === '') return undefined;
   const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
+  if (Number.isNaN(d.getTime()) || d.getUTCFullYear() < 1 || d.getUTCFullYear() > 9999) throw invalidParam(name);
   return d;
 }
 
