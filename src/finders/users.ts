@@ -32,9 +32,9 @@ export interface UserListParams {
   without_project_bots?: boolean;
   extern_uid?: string;
   provider?: string;
-  /** Admin only from here on. */
   created_before?: Date;
   created_after?: Date;
+  /** Admin only from here on. */
   custom_attributes?: Record<string, string>;
   order_by?: UserOrderField;
   sort?: 'asc' | 'desc';
@@ -47,8 +47,9 @@ export interface UserListParams {
 type UDB = DB & { u: UsersTable };
 type Q = SelectQueryBuilder<UDB, 'u', {}>;
 
+/** The contract lists created_before/created_after for every caller; these are its admin-only ones (custom attributes are admin data). */
 const ADMIN_ONLY: (keyof UserListParams)[] = [
-  'created_before', 'created_after', 'custom_attributes', 'order_by', 'sort', 'two_factor', 'without_projects', 'admins', 'saml_provider_id',
+  'custom_attributes', 'order_by', 'sort', 'two_factor', 'without_projects', 'admins', 'saml_provider_id',
 ];
 
 /** The filters the viewer may use: administrators all, others not the admin-only ones. */
@@ -95,8 +96,9 @@ const byNonExternal = (q: Q, p: UserListParams) => (p.exclude_external ? q.where
 const byNonInternal = (q: Q, p: UserListParams) => (p.exclude_internal ? q.where('u.user_type', 'not in', INTERNAL_USER_TYPES) : q);
 const byWithoutProjectBots = (q: Q, p: UserListParams) => (p.without_project_bots ? q.where('u.user_type', '!=', 'project_bot') : q);
 const byAdmins = (q: Q, p: UserListParams) => (p.admins ? q.where('u.admin', '=', true) : q);
-const byCreatedBefore = (q: Q, p: UserListParams) => (p.created_before ? q.where('u.created_at', '<', p.created_before) : q);
-const byCreatedAfter = (q: Q, p: UserListParams) => (p.created_after ? q.where('u.created_at', '>', p.created_after) : q);
+/** Both bounds are inclusive, as GitLab's created-at filter is. */
+const byCreatedBefore = (q: Q, p: UserListParams) => (p.created_before ? q.where('u.created_at', '<=', p.created_before) : q);
+const byCreatedAfter = (q: Q, p: UserListParams) => (p.created_after ? q.where('u.created_at', '>=', p.created_after) : q);
 
 function byTwoFactor(q: Q, p: UserListParams): Q {
   if (p.two_factor === 'enabled') return q.where('u.two_factor_enabled', '=', true);

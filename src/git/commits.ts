@@ -79,8 +79,9 @@ function logArgs(opts: LogOptions): string[] | null {
   if (opts.topo) args.push('--topo-order');
   if (opts.firstParent) args.push('--first-parent');
   // "@<epoch> <tz>" is the one form git parses exactly (ISO and bare "@N" go through approxidate,
-  // which misreads far-future dates); whole seconds keep both bounds inclusive.
-  if (opts.since) args.push(`--since=@${Math.floor(opts.since.getTime() / 1000)} +0000`);
+  // which misreads far-future dates); whole seconds keep both bounds inclusive, and a fractional
+  // since rounds up so that a commit before it is never listed.
+  if (opts.since) args.push(`--since=@${Math.ceil(opts.since.getTime() / 1000)} +0000`);
   if (opts.until) args.push(`--until=@${Math.floor(opts.until.getTime() / 1000)} +0000`);
   if (opts.author) args.push('--regexp-ignore-case', '--fixed-strings', `--author=${opts.author}`);
   if (opts.all) args.push('--all');

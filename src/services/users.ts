@@ -3,7 +3,7 @@ import type { Database } from '../db/index.js';
 import type { User, UsersTable } from '../db/schema/core.js';
 import type { Insertable } from 'kysely';
 import { hashPassword, randomToken } from '../lib/secrets.js';
-import { conflict, validationFailed } from '../plugins/errors.js';
+import { ApiError, conflict, validationFailed } from '../plugins/errors.js';
 import { pathError, RESERVED_TOP_LEVEL } from '../lib/paths.js';
 
 export type NewUser = Omit<Insertable<UsersTable>, 'encrypted_password'> & { password?: string | null };
@@ -246,12 +246,18 @@ export async function createUserByAdmin(db: Database, input: CreateUserInput): P
 }
 
 /**
+ * The contract's Errors table: user modification answers 404 even where a conflict (a
+ * duplicate email or username) would fit better; the body still says what clashed.
+ */
+const modificationConflict = (message: string) => new ApiError(404, { message });
+
+/**
  * PUT /users/:id. An administrator setting another user's password makes it expire at once,
  * so that user must choose a new one.
  */
 export async function updateUserByAdmin(db: Database, actor: User, user: User, input: UpdateUserInput): Promise<User> {
-  if (input.email && (await emailTaken(db, input.email, user.id))) throw conflict('Email has already been taken');
-  if (input.username && (await usernameTaken(db, input.username, user.id))) throw conflict('Username has already been taken');
+  if (input.email && (await emailTaken(db, input.email, user.id))) throw modificationConflict('Email has already been taken');
+  if (input.username && (await usernameTaken(db, input.username, user.id))) throw modificationConflict('Username has already been taken');
   const errors: Errors = {};
   validateAttributes(input, errors);
   if (input.username && !errors.username && input.username.toLowerCase() !== user.username.toLowerCase() && (await namespacePathTaken(db, input.username, user.id))) {
@@ -302,7 +308,7 @@ export async function updateUserByAdmin(db: Database, actor: User, user: User, i
       return updated;
     });
   } catch (err) {
-    if (isUniqueViolation(err)) throw conflict('Email has already been taken');
+    if (isUniqueViolation(err)) throw modificationConflict('Email has already been taken');
     throw err;
   }
 }

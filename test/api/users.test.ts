@@ -79,15 +79,18 @@ describe('users: list, show, create, update, delete', () => {
       assert.ok(all.includes(banned.user.id) && all.includes(pending.user.id));
     });
 
-    it('created_before / created_after are for admins; bad dates are 400', async () => {
+    it('created_before / created_after filter inclusively for every caller (the contract lists them outside the admin-only ones); bad dates are 400', async () => {
       await t.db.updateTable('users').set({ created_at: new Date('2001-01-01T00:00:00Z') }).where('id', '=', alice.user.id).execute();
       const old = await t.get('/api/v4/users?created_before=2002-01-01T00:00:00Z');
       assert.deepEqual(old.body.map((u: any) => u.id), [alice.user.id]);
       const recent = await t.get('/api/v4/users?created_after=2002-01-01&per_page=100');
       assert.ok(!recent.body.some((u: any) => u.id === alice.user.id));
-      // Ignored for non-admins.
+      // Both bounds include the instant itself.
+      const exact = await t.get('/api/v4/users?created_before=2001-01-01T00:00:00Z&created_after=2001-01-01T00:00:00Z');
+      assert.deepEqual(exact.body.map((u: any) => u.id), [alice.user.id]);
       const nonAdmin = await t.get('/api/v4/users?created_before=2002-01-01T00:00:00Z&per_page=100', { token: bob.token });
-      assert.ok(nonAdmin.body.length > 1);
+      assert.deepEqual(nonAdmin.body.map((u: any) => u.id), [alice.user.id]);
+      assert.equal(nonAdmin.body[0].email, undefined);
       const bad = await t.get('/api/v4/users?created_before=notadate');
       assert.equal(bad.status, 400);
       assert.deepEqual(bad.body, { error: 'created_before is invalid' });
@@ -320,13 +323,18 @@ describe('users: list, show, create, update, delete', () => {
       assert.equal(short.status, 400);
     });
 
-    it('duplicate email or username is 409, unknown user 404, non-admin 403', async () => {
+    it('duplicate email or username is 404 (the spec\'s "user modification" row), unknown user 404, non-admin 403', async () => {
       const u = await t.createUser();
-      const dup = await t.put(`/api/v4/users/${u.user.id}`, { email: alice.user.email });
-      assert.equal(dup.status, 409);
+      const dup = await t.put(`/api/v4/users/${u.user.id}`, { email: alice.user.email.toUpperCase() });
+      assert.equal(dup.status, 404);
       assert.deepEqual(dup.body, { message: 'Email has already been taken' });
       const dupName = await t.put(`/api/v4/users/${u.user.id}`, { username: alice.user.username });
+      assert.equal(dupName.status, 404);
       assert.deepEqual(dupName.body, { message: 'Username has already been taken' });
+      // Nothing was changed by the refused calls.
+      const after = await t.get(`/api/v4/users/${u.user.id}`);
+      assert.equal(after.body.email, u.user.email);
+      assert.equal(after.body.username, u.user.username);
       // Keeping one's own email or username is no conflict.
       assert.equal((await t.put(`/api/v4/users/${u.user.id}`, { email: u.user.email, username: u.user.username })).status, 200);
       assert.equal((await t.put('/api/v4/users/999999', { name: 'x' })).status, 404);
