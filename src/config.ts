@@ -18,6 +18,16 @@ export interface Config {
   maxFileSize: number;
   /** Largest JSON or form request body, in bytes (the commits and files APIs allow more: contentBodyLimit). */
   maxBodySize: number;
+  /** Failed password sign-ins (web form, OAuth password grant, git over HTTP) that lock an account; 0 = never. */
+  maxLoginAttempts: number;
+  /** How long a locked account stays locked, in minutes. */
+  loginLockMinutes: number;
+  /** Failed authentications from one IP address within failedAuthFindTime that ban it; 0 = never. */
+  failedAuthMaxRetry: number;
+  /** The window failedAuthMaxRetry counts in, seconds. */
+  failedAuthFindTime: number;
+  /** How long a banned IP address stays banned, seconds. */
+  failedAuthBanTime: number;
   /** OAuth access token lifetime in seconds. */
   oauthAccessTokenTtl: number;
   logLevel: string;
@@ -75,6 +85,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     archiveRateLimit: int(env.CAIRN_ARCHIVE_RATE_LIMIT, 5, 'CAIRN_ARCHIVE_RATE_LIMIT'),
     maxFileSize: int(env.CAIRN_MAX_FILE_SIZE, 10 * 1024 * 1024, 'CAIRN_MAX_FILE_SIZE'),
     maxBodySize: positive(int(env.CAIRN_MAX_BODY_SIZE, 8 * 1024 * 1024, 'CAIRN_MAX_BODY_SIZE'), 'CAIRN_MAX_BODY_SIZE'),
+    maxLoginAttempts: int(env.CAIRN_MAX_LOGIN_ATTEMPTS, 10, 'CAIRN_MAX_LOGIN_ATTEMPTS'),
+    loginLockMinutes: positive(int(env.CAIRN_LOGIN_LOCK_MINUTES, 10, 'CAIRN_LOGIN_LOCK_MINUTES'), 'CAIRN_LOGIN_LOCK_MINUTES'),
+    failedAuthMaxRetry: int(env.CAIRN_FAILED_AUTH_MAX_RETRY, 30, 'CAIRN_FAILED_AUTH_MAX_RETRY'),
+    failedAuthFindTime: positive(int(env.CAIRN_FAILED_AUTH_FIND_TIME, 180, 'CAIRN_FAILED_AUTH_FIND_TIME'), 'CAIRN_FAILED_AUTH_FIND_TIME'),
+    failedAuthBanTime: positive(int(env.CAIRN_FAILED_AUTH_BAN_TIME, 3600, 'CAIRN_FAILED_AUTH_BAN_TIME'), 'CAIRN_FAILED_AUTH_BAN_TIME'),
     oauthAccessTokenTtl: int(env.CAIRN_OAUTH_TOKEN_TTL, 7200, 'CAIRN_OAUTH_TOKEN_TTL'),
     logLevel: env.CAIRN_LOG_LEVEL || 'info',
     gitPasswordAuthentication: !/^(0|false|no|off)$/i.test(env.CAIRN_GIT_PASSWORD_AUTH ?? ''),
