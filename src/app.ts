@@ -41,7 +41,9 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
         }),
       },
     },
-    bodyLimit: 64 * 1024 * 1024,
+    // Ordinary JSON and form bodies; the commits and files routes set their own (contentBodyLimit).
+    // Git HTTP streams its bodies straight to git and is not limited here.
+    bodyLimit: config.maxBodySize,
     trustProxy: true,
     // GitLab paths carry URL-encoded slashes (project paths, file paths); keep them as given.
     routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false, querystringParser: (qs: string) => parseNestedParams(qs) },

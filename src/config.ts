@@ -16,6 +16,18 @@ export interface Config {
   archiveRateLimit: number;
   /** Largest file accepted by the commits and files APIs, in bytes. */
   maxFileSize: number;
+  /** Largest JSON or form request body, in bytes (the commits and files APIs allow more: contentBodyLimit). */
+  maxBodySize: number;
+  /** Failed password sign-ins (web form, OAuth password grant, git over HTTP) that lock an account; 0 = never. */
+  maxLoginAttempts: number;
+  /** How long a locked account stays locked, in minutes. */
+  loginLockMinutes: number;
+  /** Failed authentications from one IP address within failedAuthFindTime that ban it; 0 = never. */
+  failedAuthMaxRetry: number;
+  /** The window failedAuthMaxRetry counts in, seconds. */
+  failedAuthFindTime: number;
+  /** How long a banned IP address stays banned, seconds. */
+  failedAuthBanTime: number;
   /** OAuth access token lifetime in seconds. */
   oauthAccessTokenTtl: number;
   logLevel: string;
@@ -28,6 +40,19 @@ function int(value: string | undefined, fallback: number, name: string): number 
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${value}"`);
   return n;
+}
+
+function positive(n: number, name: string): number {
+  if (n <= 0) throw new Error(`${name} must be a positive integer`);
+  return n;
+}
+
+/**
+ * The body limit of the routes that carry file content (commits, files): one file of
+ * maxFileSize, base64-encoded (4/3 of its size), plus an ordinary body's worth of the rest.
+ */
+export function contentBodyLimit(config: Pick<Config, 'maxFileSize' | 'maxBodySize'>): number {
+  return Math.ceil((config.maxFileSize * 4) / 3) + config.maxBodySize;
 }
 
 export function parseStorages(spec: string | undefined, dataDir: string): Record<string, string> {
@@ -59,6 +84,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     storages: parseStorages(env.CAIRN_STORAGES, dataDir),
     archiveRateLimit: int(env.CAIRN_ARCHIVE_RATE_LIMIT, 5, 'CAIRN_ARCHIVE_RATE_LIMIT'),
     maxFileSize: int(env.CAIRN_MAX_FILE_SIZE, 10 * 1024 * 1024, 'CAIRN_MAX_FILE_SIZE'),
+    maxBodySize: positive(int(env.CAIRN_MAX_BODY_SIZE, 8 * 1024 * 1024, 'CAIRN_MAX_BODY_SIZE'), 'CAIRN_MAX_BODY_SIZE'),
+    maxLoginAttempts: int(env.CAIRN_MAX_LOGIN_ATTEMPTS, 10, 'CAIRN_MAX_LOGIN_ATTEMPTS'),
+    loginLockMinutes: positive(int(env.CAIRN_LOGIN_LOCK_MINUTES, 10, 'CAIRN_LOGIN_LOCK_MINUTES'), 'CAIRN_LOGIN_LOCK_MINUTES'),
+    failedAuthMaxRetry: int(env.CAIRN_FAILED_AUTH_MAX_RETRY, 30, 'CAIRN_FAILED_AUTH_MAX_RETRY'),
+    failedAuthFindTime: positive(int(env.CAIRN_FAILED_AUTH_FIND_TIME, 180, 'CAIRN_FAILED_AUTH_FIND_TIME'), 'CAIRN_FAILED_AUTH_FIND_TIME'),
+    failedAuthBanTime: positive(int(env.CAIRN_FAILED_AUTH_BAN_TIME, 3600, 'CAIRN_FAILED_AUTH_BAN_TIME'), 'CAIRN_FAILED_AUTH_BAN_TIME'),
     oauthAccessTokenTtl: int(env.CAIRN_OAUTH_TOKEN_TTL, 7200, 'CAIRN_OAUTH_TOKEN_TTL'),
     logLevel: env.CAIRN_LOG_LEVEL || 'info',
     gitPasswordAuthentication: !/^(0|false|no|off)$/i.test(env.CAIRN_GIT_PASSWORD_AUTH ?? ''),

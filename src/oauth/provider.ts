@@ -7,6 +7,7 @@ import type { OAuthApplication } from '../db/schema/oauth.js';
 import { hashPassword, safeEqual, tokenDigest, verifyPassword } from '../lib/secrets.js';
 import { ApiError } from '../plugins/errors.js';
 import { findUserByLogin } from '../services/users.js';
+import { accountLockedFor, clearAccountFailures, ipBannedFor, recordAccountFailure, recordIpFailure } from '../services/auth_failures.js';
 import { findApplicationByUid, redirectUriRegistered, secretMatches, splitRedirectUris } from './applications.js';
 import { DEFAULT_SCOPES, isKnownScope, isSubset, parseScopes } from './scopes.js';
 import {
@@ -147,15 +148,41 @@ async function burnPasswordCheck(password: string) {
   await verifyPassword(password, await dummyHash);
 }
 
-/** Username or e-mail and password; null for any mismatch (one answer for every failure). */
-export async function checkLogin(cairn: Cairn, login: string, password: string): Promise<User | null> {
+export type LoginResult =
+  | { user: User; failure?: undefined }
+  /** Unknown login or wrong password (one answer for both). */
+  | { user?: undefined; failure: 'invalid' }
+  /** The account is locked after too many failed sign-ins; the password was not checked. */
+  | { user?: undefined; failure: 'locked'; retryAfter: number }
+  /** The client's address is banned after too many failed sign-ins. */
+  | { user?: undefined; failure: 'banned'; retryAfter: number };
+
+/**
+ * Username or e-mail and password, for the sign-in form and the OAuth password grant, with the
+ * failed sign-in defences of services/auth_failures.ts: a banned address or a locked account is
+ * refused before the password is checked; a wrong password counts against the address and the
+ * account; a correct one resets the account's count.
+ */
+export async function checkLogin(cairn: Cairn, ip: string, login: string, password: string): Promise<LoginResult> {
+  const banned = await ipBannedFor(cairn, 'sign_in', ip);
+  if (banned) return { failure: 'banned', retryAfter: banned };
   const user = await findUserByLogin(cairn.db, login);
-  if (!user) {
-    await burnPasswordCheck(password);
-    return null;
+  if (user) {
+    const locked = await accountLockedFor(cairn, user.id);
+    if (locked) return { failure: 'locked', retryAfter: locked };
   }
-  return (await verifyPassword(password, user.encrypted_password)) ? user : null;
+  const valid = user ? await verifyPassword(password, user.encrypted_password) : (await burnPasswordCheck(password), false);
+  if (!user || !valid) {
+    await recordIpFailure(cairn, 'sign_in', ip);
+    if (user) await recordAccountFailure(cairn, user.id);
+    return { failure: 'invalid' };
+  }
+  await clearAccountFailures(cairn, user.id);
+  return { user };
 }
+
+export const ACCOUNT_LOCKED = 'Your account is locked after too many failed sign-in attempts. Try again later or ask an administrator.';
+export const ADDRESS_BANNED = 'Too many failed sign-in attempts from your address. Try again later.';
 
 // ---------------------------------------------------------------- grants
 
@@ -254,7 +281,7 @@ async function refreshTokenGrant(cairn: Cairn, creds: ClientCredentials, params:
   return issued;
 }
 
-async function passwordGrant(cairn: Cairn, creds: ClientCredentials, params: Record<string, unknown>) {
+async function passwordGrant(cairn: Cairn, ip: string, creds: ClientCredentials, params: Record<string, unknown>) {
   const client = await requestClient(cairn, creds);
   const username = str(params, 'username');
   const password = str(params, 'password');
@@ -265,7 +292,12 @@ async function passwordGrant(cairn: Cairn, creds: ClientCredentials, params: Rec
   if (!scopes.every(isKnownScope)) throw oauthError('invalid_scope');
   if (client && !isSubset(scopes, client.app.scopes)) throw oauthError('invalid_scope');
 
-  const user = await checkLogin(cairn, username, password);
+  const result = await checkLogin(cairn, ip, username, password);
+  if (result.failure === 'banned') {
+    throw new ApiError(429, { error: 'too_many_requests', error_description: ADDRESS_BANNED }, { ...NO_STORE, 'retry-after': String(result.retryAfter) });
+  }
+  if (result.failure === 'locked') throw oauthError('invalid_grant', ACCOUNT_LOCKED);
+  const user = result.user;
   if (!user || !userMaySignIn(user)) throw oauthError('invalid_grant');
   if (user.two_factor_enabled) {
     throw oauthError('invalid_grant', 'The password grant is not available to users with two-factor authentication enabled.');
@@ -287,7 +319,7 @@ export async function exchangeToken(cairn: Cairn, request: FastifyRequest, param
   let issued: IssuedToken;
   if (grantType === 'authorization_code') issued = await authorizationCodeGrant(cairn, creds, params);
   else if (grantType === 'refresh_token') issued = await refreshTokenGrant(cairn, creds, params);
-  else if (grantType === 'password') issued = await passwordGrant(cairn, creds, params);
+  else if (grantType === 'password') issued = await passwordGrant(cairn, request.ip, creds, params);
   else throw oauthError('unsupported_grant_type');
   return tokenResponse(issued);
 }

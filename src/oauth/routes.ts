@@ -7,6 +7,8 @@ import { extractToken } from '../plugins/auth.js';
 import { deleteApplication, insertApplication, listUserApplications, validateApplication } from './applications.js';
 import { applicationsPage, authorizePage, errorPage, signInPage, type ApplicationsPageOptions } from './html.js';
 import {
+  ACCOUNT_LOCKED,
+  ADDRESS_BANNED,
   approveAuthorization,
   AuthorizationPageError,
   AuthorizationRedirectError,
@@ -107,7 +109,13 @@ export default async function oauthRoutes(app: FastifyInstance) {
       }));
     }
     const again = (status: number, error: string) => sendPage(reply, status, signInPage({ csrfToken: loaded.session.csrf_token, returnTo, login, error }));
-    const user = login && password ? await checkLogin(cairn, login, password) : null;
+    const result = login && password ? await checkLogin(cairn, request.ip, login, password) : null;
+    if (result?.failure === 'banned') {
+      reply.header('retry-after', String(result.retryAfter));
+      return again(429, ADDRESS_BANNED);
+    }
+    if (result?.failure === 'locked') return again(401, ACCOUNT_LOCKED);
+    const user = result?.user;
     // One message for an unknown login and a wrong password, so the form does not reveal who has an account.
     if (!user) return again(401, 'Invalid login or password.');
     if (!userMaySignIn(user)) {

@@ -138,10 +138,10 @@ export function registerParams(app: FastifyInstance) {
   const parseForm = (_req: FastifyRequest, body: string, done: (err: Error | null, body?: unknown) => void) => {
     done(null, parseNestedParams(body));
   };
-  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 64 * 1024 * 1024 }, parseForm);
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, parseForm);
   // GitLab accepts an empty body with a JSON content type (DELETE with `{}` or nothing).
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: 64 * 1024 * 1024 }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = (body as string).trim();
     if (text === '') return done(null, {});
     try {

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
+import type { Database } from '../db/index.js';
 import { ApiError } from './errors.js';
 
 export interface RateLimitRule {
@@ -26,9 +27,19 @@ export function rateLimitSubject(request: FastifyRequest): string {
  */
 export async function checkRateLimit(request: FastifyRequest, rule: RateLimitRule): Promise<void> {
   if (!rule.limit || rule.limit <= 0) return;
-  const window = rule.windowSeconds ?? 60;
-  const db = request.server.cairn.db;
   const key = `${rule.name}:${rateLimitSubject(request)}`;
+  const { count, retryAfter } = await countInWindow(request.server.cairn.db, key, rule.windowSeconds ?? 60);
+  if (count > rule.limit) {
+    throw new ApiError(429, rule.body ?? TOO_MANY_REQUESTS, { 'retry-after': String(retryAfter) });
+  }
+}
+
+/**
+ * Adds one to `key`'s counter in the current fixed window (one upsert, shared by every process)
+ * and returns the new count and the seconds left in the window.
+ */
+export async function countInWindow(db: Database, key: string, windowSeconds: number): Promise<{ count: number; retryAfter: number }> {
+  const window = windowSeconds;
   const row = await sql<{ count: number; retry_after: number }>`
     insert into rate_limit_counters (key, window_start, count)
     values (${key}, to_timestamp(floor(extract(epoch from now()) / ${window}) * ${window}), 1)
@@ -39,7 +50,25 @@ export async function checkRateLimit(request: FastifyRequest, rule: RateLimitRul
   if (count === 1) {
     await sql`delete from rate_limit_counters where key = ${key} and window_start < now() - make_interval(secs => ${window})`.execute(db);
   }
-  if (count > rule.limit) {
-    throw new ApiError(429, rule.body ?? TOO_MANY_REQUESTS, { 'retry-after': String(Math.max(1, retry_after)) });
-  }
+  return { count, retryAfter: Math.max(1, retry_after) };
+}
+
+/** Forgets every window of `key` (a success that resets a failure count). */
+export async function clearCounter(db: Database, key: string): Promise<void> {
+  await db.deleteFrom('rate_limit_counters').where('key', '=', key).execute();
+}
+
+/** Starts a ban now: one row of `key` whose window_start is the ban's start (its length is the reader's). */
+export async function startBan(db: Database, key: string): Promise<void> {
+  await db.deleteFrom('rate_limit_counters').where('key', '=', key).execute();
+  await sql`insert into rate_limit_counters (key, window_start, count) values (${key}, now(), 1) on conflict do nothing`.execute(db);
+}
+
+/** Seconds left of a ban started by startBan that lasts `seconds`; 0 when there is none. */
+export async function banSecondsLeft(db: Database, key: string, seconds: number): Promise<number> {
+  const row = await sql<{ left: number }>`
+    select ceil(extract(epoch from max(window_start)) + ${seconds} - extract(epoch from now()))::int as left
+    from rate_limit_counters where key = ${key}`.execute(db);
+  const left = row.rows[0]?.left;
+  return left && left > 0 ? left : 0;
 }

@@ -308,6 +308,36 @@ describe('SSH keys API', () => {
       assert.deepEqual(missing.body, { message: '404 Deploy key Not Found' });
     });
 
+    it('renaming a private key shared by several projects needs maintainer access to all of them (or admin)', async () => {
+      // The owner maintains `project` and `other`; `maintainer` maintains only `project`.
+      const k = makeSshKey();
+      const created = await t.post(`/api/v4/projects/${other.id}/deploy_keys`, { title: 'shared-ci', key: k.text }, { token: owner.token });
+      assert.equal(created.status, 201, created.text);
+      const id = created.body.id;
+      assert.equal((await t.post(`/api/v4/projects/${project.id}/deploy_keys/${id}/enable`, {}, { token: owner.token })).status, 201);
+
+      // A maintainer of one of the projects may set can_push there, but the shared title stays.
+      const attempt = await t.put(`/api/v4/projects/${project.id}/deploy_keys/${id}`, { title: 'hijacked', can_push: true }, { token: maintainer.token });
+      assert.equal(attempt.status, 200, attempt.text);
+      assert.equal(attempt.body.title, 'shared-ci');
+      assert.equal(attempt.body.can_push, true);
+      assert.equal((await t.get(`/api/v4/projects/${other.id}/deploy_keys/${id}`, { token: owner.token })).body.title, 'shared-ci');
+
+      // The owner maintains every project using it: the rename applies everywhere.
+      const byOwner = await t.put(`/api/v4/projects/${project.id}/deploy_keys/${id}`, { title: 'renamed-by-owner' }, { token: owner.token });
+      assert.equal(byOwner.body.title, 'renamed-by-owner');
+      assert.equal((await t.get(`/api/v4/projects/${other.id}/deploy_keys/${id}`, { token: owner.token })).body.title, 'renamed-by-owner');
+
+      // An administrator may rename it from any project.
+      const byAdmin = await t.put(`/api/v4/projects/${project.id}/deploy_keys/${id}`, { title: 'renamed-by-admin' }, { token: admin.token });
+      assert.equal(byAdmin.body.title, 'renamed-by-admin');
+
+      // Once only `project` uses it, its maintainer manages every project of the key and may rename it.
+      assert.equal((await t.delete(`/api/v4/projects/${other.id}/deploy_keys/${id}`, { token: owner.token })).status, 204);
+      const alone = await t.put(`/api/v4/projects/${project.id}/deploy_keys/${id}`, { title: 'maintainer-owned' }, { token: maintainer.token });
+      assert.equal(alone.body.title, 'maintainer-owned');
+    });
+
     it('instance deploy keys: admin creates and lists; maintainers may enable but not rename them', async () => {
       const k = makeSshKey();
       assert.equal((await t.post('/api/v4/deploy_keys', { title: 'global', key: k.text }, { token: owner.token })).status, 403);

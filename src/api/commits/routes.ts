@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { contentBodyLimit } from '../../config.js';
 import { projectFullPath, type ProjectWithNamespace } from '../../finders/projects.js';
 import { ApiError, invalidParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, paginateArray, PaginationQuery, setPaginationHeaders } from '../../plugins/pagination.js';
@@ -130,7 +131,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
     return commits.map((c) => presentCommitWithStats(ctx, c, stats.get(c.oid), opts));
   });
 
-  app.post(base, { schema: { params: Params, body: CreateBody } }, async (request, reply) => {
+  app.post(base, { bodyLimit: contentBodyLimit(cairn.config), schema: { params: Params, body: CreateBody } }, async (request, reply) => {
     const access = await authorizeReadCode(request, request.params.id);
     const user = requireUser(request);
     const body = request.body;

@@ -5,6 +5,7 @@ import { requireUser } from '../../plugins/auth.js';
 import { ApiError, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { AccessLevel } from '../../policies/access.js';
+import { mayRenameDeployKey } from '../../policies/deploy_keys.js';
 import { authorizeProject } from '../../policies/projects.js';
 import { presentDeployKey, presentDeployKeysProject, presentDeployKeyWithProjects } from '../../presenters/keys.js';
 import {
@@ -99,8 +100,9 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
       }
       const found = await findProjectDeployKey(db(), project.id, request.params.key_id);
       if (!found) throw notFound();
-      // An instance-wide key's title belongs to the administrators; maintainers only set can_push.
-      const mayRename = user!.admin || !found.key.public;
+      // The title is shared by every project using the key: only someone who manages all of them
+      // (or an administrator) renames it; otherwise the title is left alone, as GitLab does.
+      const mayRename = body.title !== undefined && (await mayRenameDeployKey(db(), user!, found.key));
       const result = await updateDeployKeysProject(db(), found.link, {
         title: mayRename ? body.title : undefined,
         canPush: body.can_push,

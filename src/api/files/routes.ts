@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { contentBodyLimit } from '../../config.js';
 import { ApiError, unauthorized } from '../../plugins/errors.js';
 import { authorizeReadCode } from '../../policies/code.js';
 import { fileHeaders, presentBlameRange, presentFile } from '../../presenters/commits.js';
@@ -138,10 +139,12 @@ export default async function fileRoutes(fastify: FastifyInstance) {
     return { file_path: path, branch: body.branch };
   };
 
-  app.post(base, { schema: { params: FileParams, body: CreateBody } }, async (request, reply) => {
+  // File content (possibly base64) needs more room than an ordinary body.
+  const bodyLimit = contentBodyLimit(cairn.config);
+  app.post(base, { bodyLimit, schema: { params: FileParams, body: CreateBody } }, async (request, reply) => {
     return reply.code(201).send(await write(request, request.params, 'create', request.body));
   });
-  app.put(base, { schema: { params: FileParams, body: UpdateBody } }, async (request) => write(request, request.params, 'update', request.body));
+  app.put(base, { bodyLimit, schema: { params: FileParams, body: UpdateBody } }, async (request) => write(request, request.params, 'update', request.body));
   app.delete(base, { schema: { params: FileParams, querystring: DeleteQuery } }, async (request, reply) => {
     await write(request, request.params, 'delete', request.query);
     return reply.code(204).send();

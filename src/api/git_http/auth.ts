@@ -4,6 +4,7 @@ import type { User } from '../../db/schema/core.js';
 import { verifyPassword } from '../../lib/secrets.js';
 import { ApiError } from '../../plugins/errors.js';
 import { resolveCredential } from '../../plugins/auth.js';
+import { accountLockedFor, clearAccountFailures, clearIpFailures, ipBannedFor, recordAccountFailure, recordIpFailure } from '../../services/auth_failures.js';
 import type { GitCredential } from '../../policies/git_access.js';
 
 /** A git client's request failed authentication or access: a plain-text answer for `remote:`. */
@@ -21,6 +22,11 @@ const TWO_FACTOR =
   "HTTP Basic: Access denied. Your account has two-factor authentication: use a personal access token with the 'read_repository' or 'write_repository' scope as the password.";
 
 const DEACTIVATED = 'Your account has been deactivated by your administrator. Please sign in again in a web browser to reactivate it.';
+
+const ACCOUNT_LOCKED =
+  'HTTP Basic: Access denied. Your account is locked after too many failed sign-in attempts. Try again later, or use a personal access token.';
+
+const IP_BANNED = 'Too many failed authentication attempts from your IP address. Try again later.';
 
 const READ_SCOPES = ['api', 'read_repository', 'write_repository'];
 const WRITE_SCOPES = ['api', 'write_repository'];
@@ -63,12 +69,32 @@ function fromCredential(cred: Credential): GitCredential {
 }
 
 /**
+ * Who a git client is (see identifyGitClient), behind GitLab's failed authentication ban: an
+ * address with too many failed attempts gets 403 for a while (services/auth_failures.ts); every
+ * 401 counts against the address, and a successful authentication clears its count. Requests
+ * without credentials (git's first, anonymous, try) neither count nor are refused.
+ */
+export async function authenticateGitClient(cairn: Cairn, authorization: string | undefined, ip: string): Promise<GitCredential | null> {
+  if (!authorization) return null;
+  if (await ipBannedFor(cairn, 'git_http', ip)) throw new GitHttpError(403, IP_BANNED);
+  let cred: GitCredential | null;
+  try {
+    cred = await identifyGitClient(cairn, authorization);
+  } catch (err) {
+    if (err instanceof GitHttpError && err.status === 401) await recordIpFailure(cairn, 'git_http', ip);
+    throw err;
+  }
+  if (cred) await clearIpFailures(cairn, 'git_http', ip);
+  return cred;
+}
+
+/**
  * Who a git client is, from HTTP Basic credentials, in GitLab's order: a CI job token (user
  * gitlab-ci-token), an OAuth token (user oauth2), a personal access token (any user name),
  * then the user's own password when password authentication for git is enabled.
  * Null without credentials; GitHttpError(401) when they are wrong.
  */
-export async function authenticateGitClient(cairn: Cairn, authorization: string | undefined): Promise<GitCredential | null> {
+async function identifyGitClient(cairn: Cairn, authorization: string | undefined): Promise<GitCredential | null> {
   const basic = parseBasicAuth(authorization);
   if (!basic) {
     if (authorization) throw new GitHttpError(401, ACCESS_DENIED);
@@ -91,9 +117,14 @@ export async function authenticateGitClient(cairn: Cairn, authorization: string 
     .selectAll()
     .where((eb) => eb.or([eb(sql`lower(username)`, '=', username.toLowerCase()), eb(sql`lower(email)`, '=', username.toLowerCase())]))
     .executeTakeFirst();
-  if (!user || user.password_automatically_set || !(await verifyPassword(password, user.encrypted_password))) {
+  if (!user) throw new GitHttpError(401, ACCESS_DENIED);
+  // A locked account's password is not even checked, so guessing on stays pointless.
+  if (await accountLockedFor(cairn, user.id)) throw new GitHttpError(401, ACCOUNT_LOCKED);
+  if (user.password_automatically_set || !(await verifyPassword(password, user.encrypted_password))) {
+    if (!user.password_automatically_set) await recordAccountFailure(cairn, user.id);
     throw new GitHttpError(401, ACCESS_DENIED);
   }
+  await clearAccountFailures(cairn, user.id);
   if (user.password_expires_at && new Date(user.password_expires_at).getTime() <= Date.now()) throw new GitHttpError(401, ACCESS_DENIED);
   checkState(user);
   if (user.two_factor_enabled) throw new GitHttpError(401, TWO_FACTOR);

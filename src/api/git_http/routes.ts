@@ -64,7 +64,7 @@ function header(request: FastifyRequest, name: string): string | undefined {
 /** Authenticates the client and checks its access to the project for `service`. */
 async function authorizeGit(request: FastifyRequest, service: GitService): Promise<GitRequestContext> {
   const cairn = request.server.cairn;
-  const cred = await authenticateGitClient(cairn, header(request, 'authorization'));
+  const cred = await authenticateGitClient(cairn, header(request, 'authorization'), request.ip);
   const fullPath = projectPathOf(request);
   const project = fullPath.includes('/') && !fullPath.split('/').includes('') ? await findProject(cairn.db, fullPath) : undefined;
   const decision = await checkGitAccess(cairn.db, project, cred, service);
