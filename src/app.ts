@@ -44,7 +44,9 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     // Ordinary JSON and form bodies; the commits and files routes set their own (contentBodyLimit).
     // Git HTTP streams its bodies straight to git and is not limited here.
     bodyLimit: config.maxBodySize,
-    trustProxy: true,
+    // X-Forwarded-For only from configured proxies: otherwise any client could pick its address
+    // (and slip past per-IP limits).
+    trustProxy: config.trustedProxies.length ? config.trustedProxies : false,
     // GitLab paths carry URL-encoded slashes (project paths, file paths); keep them as given.
     routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false, querystringParser: (qs: string) => parseNestedParams(qs) },
     ajv: { customOptions: { coerceTypes: 'array', useDefaults: true, removeAdditional: false, allErrors: false } },

@@ -30,6 +30,8 @@ export interface Config {
   failedAuthBanTime: number;
   /** OAuth access token lifetime in seconds. */
   oauthAccessTokenTtl: number;
+  /** Proxies whose X-Forwarded-For is believed (addresses or CIDR ranges); the client address comes from it. */
+  trustedProxies: string[];
   logLevel: string;
   /** Git over HTTP accepts a user's password as well as tokens (GitLab's password_authentication_enabled_for_git). */
   gitPasswordAuthentication: boolean;
@@ -91,6 +93,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     failedAuthFindTime: positive(int(env.CAIRN_FAILED_AUTH_FIND_TIME, 180, 'CAIRN_FAILED_AUTH_FIND_TIME'), 'CAIRN_FAILED_AUTH_FIND_TIME'),
     failedAuthBanTime: positive(int(env.CAIRN_FAILED_AUTH_BAN_TIME, 3600, 'CAIRN_FAILED_AUTH_BAN_TIME'), 'CAIRN_FAILED_AUTH_BAN_TIME'),
     oauthAccessTokenTtl: int(env.CAIRN_OAUTH_TOKEN_TTL, 7200, 'CAIRN_OAUTH_TOKEN_TTL'),
+    trustedProxies: (env.CAIRN_TRUSTED_PROXIES ?? '127.0.0.1,::1').split(',').map((s) => s.trim()).filter(Boolean),
     logLevel: env.CAIRN_LOG_LEVEL || 'info',
     gitPasswordAuthentication: !/^(0|false|no|off)$/i.test(env.CAIRN_GIT_PASSWORD_AUTH ?? ''),
   };
