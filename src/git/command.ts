@@ -75,40 +75,42 @@ export function spawnGit(args: string[], opts: GitOptions = {}): ChildProcess {
   });
 }
 
-export function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawnGit(args, opts);
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    let outBytes = 0;
-    let overflow = false;
-    const limit = opts.maxOutputBytes ?? 512 * 1024 * 1024;
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-    child.stdout!.on('data', (b: Buffer) => {
-      outBytes += b.length;
-      if (outBytes > limit) {
-        overflow = true;
-        child.kill('SIGKILL');
-      } else out.push(b);
-    });
-    child.stderr!.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      reject(new GitError(args, null, String(e)));
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const stderr = Buffer.concat(err).toString('utf8');
-      if (overflow) return reject(new GitError(args, code, stderr, `git ${args[0]} output exceeded ${limit} bytes`));
-      if (signal) return reject(new GitError(args, null, stderr, `git ${args[0]} killed by ${signal}`));
-      const exitCode = code ?? 0;
-      if (exitCode !== 0 && !(opts.okCodes ?? []).includes(exitCode)) return reject(new GitError(args, exitCode, stderr));
-      resolve({ stdout: Buffer.concat(out), stderr, exitCode });
-    });
-    child.stdin!.on('error', () => {});
-    if (opts.input !== undefined) child.stdin!.end(opts.input);
-    else child.stdin!.end();
+/**
+ * Runs git to completion and collects its output. Started through the spawner (see startGit):
+ * forking a server that holds an embedded database costs tens of milliseconds a call.
+ */
+export async function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
+  const proc = await startGit(args, opts);
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  let outBytes = 0;
+  let overflow = false;
+  let timedOut = false;
+  const limit = opts.maxOutputBytes ?? 512 * 1024 * 1024;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    proc.kill();
+  }, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  proc.stdout.on('data', (b: Buffer) => {
+    outBytes += b.length;
+    if (outBytes > limit) {
+      overflow = true;
+      proc.kill();
+    } else if (!overflow) out.push(b);
   });
+  proc.stderr.on('data', (b: Buffer) => err.push(b));
+  proc.stdout.on('error', () => {});
+  proc.stdin.on('error', () => {});
+  if (opts.input !== undefined) proc.stdin.end(opts.input);
+  else proc.stdin.end();
+  const { code, signal } = await proc.exited;
+  clearTimeout(timer);
+  const stderr = Buffer.concat(err).toString('utf8');
+  if (overflow) throw new GitError(args, code, stderr, `git ${args[0]} output exceeded ${limit} bytes`);
+  if (timedOut) throw new GitError(args, null, stderr, `git ${args[0]} timed out`);
+  if (signal || code === null) throw new GitError(args, null, stderr, `git ${args[0]} ended by ${signal ?? 'an error'}`);
+  if (code !== 0 && !(opts.okCodes ?? []).includes(code)) throw new GitError(args, code, stderr);
+  return { stdout: Buffer.concat(out), stderr, exitCode: code };
 }
 
 export async function gitText(args: string[], opts: GitOptions = {}): Promise<string> {
