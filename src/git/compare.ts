@@ -58,6 +58,10 @@ export interface DiffEntry {
   renamed_file: boolean;
   deleted_file: boolean;
   diff: string;
+  /** The patch was left out because the whole comparison got too long. */
+  collapsed: boolean;
+  /** The patch was left out because this file's patch alone is too large. */
+  too_large: boolean;
 }
 
 export interface DiffLimits {
@@ -106,6 +110,8 @@ export async function diffCommits(gitDir: string, base: string, head: string, op
       renamed_file: letter === 'R',
       deleted_file: letter === 'D',
       diff: '',
+      collapsed: false,
+      too_large: false,
     });
   }
   let overflow = false;
@@ -127,8 +133,13 @@ export async function diffCommits(gitDir: string, base: string, head: string, op
     const hunk = chunk.search(/^@@ /m);
     let body = hunk >= 0 ? chunk.slice(hunk) : (/^Binary files .*\n/m.exec(chunk)?.[0] ?? '');
     const count = body ? body.split('\n').length - 1 : 0;
-    if (Buffer.byteLength(body) > limits.maxPatchBytes || lines + count > limits.maxLines) {
+    if (Buffer.byteLength(body) > limits.maxPatchBytes) {
       overflow = true;
+      entry.too_large = true;
+      body = '';
+    } else if (lines + count > limits.maxLines) {
+      overflow = true;
+      entry.collapsed = true;
       body = '';
     } else lines += count;
     entry.diff = body;

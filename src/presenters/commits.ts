@@ -144,7 +144,7 @@ export function presentCommitNote(ctx: PresentContext, n: NoteWithAuthor) {
   };
 }
 
-/** Entities::Note. Commit notes have no noteable id/iid: commits are not rows. */
+/** Entities::Note. Commit notes have no noteable id/iid: commits are not rows; commit_id is shown only for merge request diff notes. */
 export function presentNote(ctx: PresentContext, n: NoteWithAuthor) {
   const resolvable = n.type === 'DiscussionNote' || n.type === 'DiffNote';
   return {
@@ -159,7 +159,6 @@ export function presentNote(ctx: PresentContext, n: NoteWithAuthor) {
     noteable_id: n.noteable_id,
     noteable_type: n.noteable_type,
     project_id: n.project_id,
-    ...(n.noteable_type === 'Commit' ? { commit_id: n.commit_id } : {}),
     resolvable: resolvable && n.noteable_type !== 'Commit',
     confidential: n.confidential,
     internal: n.internal,

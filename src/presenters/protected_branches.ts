@@ -19,7 +19,6 @@ export function presentAccessLevel(l: ProtectedBranchAccessLevel, names: AccessL
     id: l.id,
     access_level: l.access_level ?? 40,
     access_level_description: description,
-    deploy_key_id: null,
     user_id: l.user_id,
     group_id: l.group_id,
   };

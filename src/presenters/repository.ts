@@ -18,13 +18,16 @@ export function presentContributor(c: AuthorCount) {
 export function presentDiff(d: DiffEntry) {
   return {
     diff: d.diff,
-    old_path: d.old_path,
+    collapsed: d.collapsed,
+    too_large: d.too_large,
     new_path: d.new_path,
+    old_path: d.old_path,
     a_mode: d.a_mode,
     b_mode: d.b_mode,
     new_file: d.new_file,
     renamed_file: d.renamed_file,
     deleted_file: d.deleted_file,
+    generated_file: false,
   };
 }
 

@@ -1,0 +1,107 @@
+import { Type } from 'typebox';
+import { Nullable, Sha, Timestamp, strict } from './common.js';
+import { UserBasicSchema } from './users.js';
+
+/** Response schemas of src/presenters/commits.ts and commit_basic.ts; contract tests check real responses against them. */
+const commitProps = {
+  id: Sha,
+  short_id: Type.String({ pattern: '^[0-9a-f]{8}$' }),
+  created_at: Timestamp,
+  parent_ids: Type.Array(Sha),
+  title: Type.String(),
+  message: Type.String(),
+  author_name: Type.String(),
+  author_email: Type.String(),
+  authored_date: Timestamp,
+  committer_name: Type.String(),
+  committer_email: Type.String(),
+  committed_date: Timestamp,
+  trailers: Type.Record(Type.String(), Type.String()),
+  extended_trailers: Type.Record(Type.String(), Type.Array(Type.String())),
+  web_url: Type.String(),
+};
+/** GitLab's Commit entity. */
+export const CommitSchema = Type.Object(commitProps, strict);
+
+export const CommitStatsSchema = Type.Object({ additions: Type.Integer(), deletions: Type.Integer(), total: Type.Integer() }, strict);
+/** CommitWithStats (list with with_stats=true). */
+export const CommitWithStatsSchema = Type.Object({ ...commitProps, stats: CommitStatsSchema }, strict);
+
+/** CommitDetail (single read, create); stats unless stats=false. Cairn has no pipelines here, so status/last_pipeline are null. */
+export const CommitDetailSchema = Type.Object(
+  {
+    ...commitProps,
+    stats: Type.Optional(CommitStatsSchema),
+    status: Nullable(Type.String()),
+    project_id: Type.Integer(),
+    last_pipeline: Type.Null(),
+  },
+  strict,
+);
+
+const Mode = Type.String({ pattern: '^[0-7]+$' });
+/** GitLab's Diff entity (commit diffs and compare). */
+export const DiffSchema = Type.Object(
+  {
+    diff: Type.String(),
+    collapsed: Type.Boolean(),
+    too_large: Type.Boolean(),
+    new_path: Type.String(),
+    old_path: Type.String(),
+    a_mode: Mode,
+    b_mode: Mode,
+    new_file: Type.Boolean(),
+    renamed_file: Type.Boolean(),
+    deleted_file: Type.Boolean(),
+    generated_file: Type.Boolean(),
+  },
+  strict,
+);
+
+/** CommitNote: a commit comment. */
+export const CommitNoteSchema = Type.Object(
+  {
+    note: Type.String(),
+    path: Nullable(Type.String()),
+    line: Nullable(Type.Integer()),
+    line_type: Nullable(Type.Union([Type.Literal('new'), Type.Literal('old')])),
+    author: Nullable(UserBasicSchema),
+    created_at: Timestamp,
+  },
+  strict,
+);
+
+/** GitLab's Note entity as commit discussions show it (no resolution fields: commit notes are not resolvable). */
+export const NoteSchema = Type.Object(
+  {
+    id: Type.Integer(),
+    type: Nullable(Type.String()),
+    body: Type.String(),
+    attachment: Nullable(Type.String()),
+    author: Nullable(UserBasicSchema),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    system: Type.Boolean(),
+    noteable_id: Nullable(Type.Integer()),
+    noteable_type: Type.String(),
+    project_id: Type.Integer(),
+    resolvable: Type.Boolean(),
+    confidential: Type.Boolean(),
+    internal: Type.Boolean(),
+    imported: Type.Boolean(),
+    imported_from: Type.String(),
+    noteable_iid: Nullable(Type.Integer()),
+    commands_changes: Type.Object({}),
+  },
+  strict,
+);
+
+export const DiscussionSchema = Type.Object(
+  { id: Type.String({ pattern: '^[0-9a-f]{40}$' }), individual_note: Type.Boolean(), notes: Type.Array(NoteSchema) },
+  strict,
+);
+
+/** GET .../commits/:sha/refs */
+export const CommitRefSchema = Type.Object({ type: Type.Union([Type.Literal('branch'), Type.Literal('tag')]), name: Type.String() }, strict);
+
+export const CherryPickDryRunSchema = Type.Object({ dry_run: Type.Literal('success') }, strict);
