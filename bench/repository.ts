@@ -43,7 +43,8 @@ export async function createBigRepository(server: BenchServer, name: string) {
   const started = Date.now();
   const env = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' };
   execFileSync('git', ['--git-dir', gitDir, 'fast-import', '--quiet'], { input: fastImportStream(COMMITS), env, maxBuffer: 1 << 30 });
-  execFileSync('git', ['--git-dir', gitDir, 'repack', '-adq'], { env });
+  // What a deployment does after pushes: repack and write the commit-graph.
+  await api(server, 'POST', `/projects/${project.id}/housekeeping`, { task: 'eager' });
   const readme = execFileSync('git', ['--git-dir', gitDir, 'rev-parse', 'main:README.md'], { env }).toString().trim();
   return { project, gitDir, readme, importMs: Date.now() - started };
 }

@@ -10,6 +10,7 @@ import { registerParams, parseNestedParams } from './plugins/params.js';
 import { registerAuth, personalAccessTokenResolver } from './plugins/auth.js';
 import { bootstrap } from './services/bootstrap.js';
 import { CatFilePool } from './git/catfile.js';
+import { registerHousekeeping } from './services/housekeeping.js';
 import { redactUrl } from './lib/redact.js';
 import { ensureStorages } from './services/storages.js';
 
@@ -62,6 +63,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     closers: [],
   };
   cairn.closers.push(() => cairn.catfile.close());
+  registerHousekeeping(cairn);
   app.decorate('cairn', cairn);
 
   // python-gitlab compares the whole Content-Type header: JSON goes out without a charset.

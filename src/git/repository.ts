@@ -31,3 +31,18 @@ export async function initBareRepository(dir: string, defaultBranch = 'main'): P
 export async function removeRepository(dir: string): Promise<void> {
   await fs.rm(dir, { recursive: true, force: true });
 }
+
+export type HousekeepingTask = 'incremental' | 'eager' | 'prune';
+
+/**
+ * Keeps a repository fast to read: packed refs and a commit-graph (which makes history walks
+ * and `rev-list --count` cheap); `eager` also repacks everything, `prune` drops unreachable
+ * objects older than two weeks.
+ */
+export async function runHousekeeping(dir: string, task: HousekeepingTask = 'incremental'): Promise<void> {
+  const opts = { gitDir: dir, timeoutMs: 30 * 60_000 };
+  if (task === 'eager') await git(['repack', '-a', '-d', '-q', '--write-bitmap-index'], opts);
+  if (task === 'prune') await git(['prune', '--expire=2.weeks.ago'], opts);
+  await git(['pack-refs', '--all'], opts);
+  await git(['commit-graph', 'write', '--reachable', '--split', '--size-multiple=4'], opts);
+}

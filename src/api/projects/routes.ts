@@ -17,7 +17,8 @@ import {
 } from '../../services/projects.js';
 import { projectFilters } from './filters.js';
 import { listForm, presentContext, renderProject, renderProjects } from './present.js';
-import { ProjectCreateBody, ProjectIdParams, ProjectListQuery, ProjectUpdateBody } from './schemas.js';
+import { ProjectCreateBody, ProjectHousekeepingBody, ProjectIdParams, ProjectListQuery, ProjectUpdateBody } from './schemas.js';
+import { housekeepProject } from '../../services/housekeeping.js';
 
 const accepted = (reply: FastifyReply) => reply.code(202).send({ message: '202 Accepted' });
 
@@ -148,6 +149,13 @@ export default async function projectRoutes(fastify: FastifyInstance) {
       return reply.code(201).send(await renderProject(request, (await findProjectRow(db, row.id))!, 'full'));
     });
   }
+
+  // Runs now (a commit-graph write is quick); pushes also queue it in the background.
+  app.post('/api/v4/projects/:id/housekeeping', { config: { auth: 'required' }, schema: { params: ProjectIdParams, body: ProjectHousekeepingBody } }, async (request, reply) => {
+    const { row } = await loadProject(request, request.params.id, AccessLevel.MAINTAINER);
+    await housekeepProject(app.cairn, row.id, request.body.task ?? 'incremental');
+    return reply.code(201).send({});
+  });
 
   app.post('/api/v4/projects/:id/star', { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request, reply) => {
     const user = requireUser(request);

@@ -62,3 +62,7 @@ export const ProjectUpdateBody = Type.Object({
   visibility: Type.Optional(VISIBILITY),
   default_branch: Type.Optional(Type.String()),
 });
+
+export const ProjectHousekeepingBody = Type.Object({
+  task: Type.Optional(Type.Union([Type.Literal('eager'), Type.Literal('prune')])),
+});
