@@ -24,7 +24,8 @@ const children = new Map(); // id -> running git
 const ID_RE = /^[0-9a-f]{32}$/;
 
 function send(msg) {
-  if (process.connected) process.send(msg);
+  // The parent may be gone between the check and the write; that ends this process (below).
+  if (process.connected) process.send(msg, () => {});
 }
 
 function start(id) {
@@ -99,6 +100,8 @@ function shutdown() {
   process.exit(0);
 }
 process.on('disconnect', shutdown);
+// An IPC write to a parent that has exited (EPIPE): nothing is left to serve.
+process.on('error', shutdown);
 process.on('SIGTERM', shutdown);
 
 server.listen(socketPath, () => {
