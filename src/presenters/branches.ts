@@ -1,5 +1,5 @@
 import type { ParsedCommit } from '../git/catfile.js';
-import { presentCommit, type CommitLinkContext } from './commit_basic.js';
+import { presentCommit, type CommitContext } from './commits.js';
 
 export interface BranchView {
   name: string;
@@ -12,16 +12,16 @@ export interface BranchView {
   isDefault: boolean;
 }
 
-export function presentBranch(b: BranchView, ctx: CommitLinkContext) {
+export function presentBranch(b: BranchView, ctx: CommitContext) {
   return {
     name: b.name,
-    commit: presentCommit(b.commit, ctx),
+    commit: presentCommit(ctx, b.commit),
     merged: b.merged,
     protected: b.protected,
     developers_can_push: b.developersCanPush,
     developers_can_merge: b.developersCanMerge,
     can_push: b.canPush,
     default: b.isDefault,
-    web_url: `${ctx.externalUrl}/${ctx.projectFullPath}/-/tree/${b.name.split('/').map(encodeURIComponent).join('/')}`,
+    web_url: `${ctx.baseUrl}/${ctx.projectFullPath}/-/tree/${b.name.split('/').map(encodeURIComponent).join('/')}`,
   };
 }

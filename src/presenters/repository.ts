@@ -1,7 +1,7 @@
 import type { ParsedCommit } from '../git/catfile.js';
 import type { AuthorCount, DiffEntry } from '../git/compare.js';
 import type { PathEntry } from '../git/refs.js';
-import { presentCommit, type CommitLinkContext } from './commit_basic.js';
+import { presentCommit, type CommitContext } from './commits.js';
 
 export function presentTreeEntry(e: PathEntry) {
   return { id: e.oid, name: e.name, type: e.type, path: e.path, mode: e.mode };
@@ -41,14 +41,14 @@ export interface Comparison {
   straight: boolean;
 }
 
-export function presentComparison(c: Comparison, ctx: CommitLinkContext) {
-  const commits = c.commits.map((x) => presentCommit(x, ctx));
+export function presentComparison(c: Comparison, ctx: CommitContext) {
+  const commits = c.commits.map((x) => presentCommit(ctx, x));
   return {
     commit: commits.length ? commits[commits.length - 1] : null,
     commits,
     diffs: c.diffs.map(presentDiff),
     compare_timeout: c.overflow,
     compare_same_ref: c.sameRef,
-    web_url: `${ctx.externalUrl}/${ctx.projectFullPath}/-/compare/${encodeURIComponent(c.from)}${c.straight ? '..' : '...'}${encodeURIComponent(c.to)}`,
+    web_url: `${ctx.baseUrl}/${ctx.projectFullPath}/-/compare/${encodeURIComponent(c.from)}${c.straight ? '..' : '...'}${encodeURIComponent(c.to)}`,
   };
 }

@@ -1,6 +1,6 @@
 import { signatureDate, type ParsedCommit } from '../git/catfile.js';
 import type { ParsedTag } from '../git/refs.js';
-import { presentCommit, type CommitLinkContext } from './commit_basic.js';
+import { presentCommit, type CommitContext } from './commits.js';
 
 export interface TagView {
   name: string;
@@ -11,12 +11,12 @@ export interface TagView {
   protected: boolean;
 }
 
-export function presentTag(t: TagView, ctx: CommitLinkContext) {
+export function presentTag(t: TagView, ctx: CommitContext) {
   return {
     name: t.name,
     message: t.annotation ? t.annotation.message.replace(/\n$/, '') : '',
     target: t.target,
-    commit: t.commit ? presentCommit(t.commit, ctx) : null,
+    commit: t.commit ? presentCommit(ctx, t.commit) : null,
     release: null,
     protected: t.protected,
     created_at: t.annotation?.tagger ? signatureDate(t.annotation.tagger) : null,

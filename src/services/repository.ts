@@ -20,7 +20,7 @@ import type { ProjectWithNamespace } from '../finders/projects.js';
 import { projectFullPath } from '../finders/projects.js';
 import { apiError, badRequest, notFound } from '../plugins/errors.js';
 import type { Comparison } from '../presenters/repository.js';
-import type { CommitLinkContext } from '../presenters/commit_basic.js';
+import type { CommitContext } from '../presenters/commits.js';
 import { projectRepoPath } from './projects.js';
 
 /**
@@ -31,8 +31,8 @@ export function gitDirOf(cairn: Cairn, project: ProjectWithNamespace): string {
   return projectRepoPath(cairn, project);
 }
 
-export function linkContext(cairn: Cairn, project: ProjectWithNamespace): CommitLinkContext {
-  return { externalUrl: cairn.config.externalUrl, projectFullPath: projectFullPath(project) };
+export function linkContext(cairn: Cairn, project: ProjectWithNamespace): CommitContext {
+  return { baseUrl: cairn.config.externalUrl, projectFullPath: projectFullPath(project) };
 }
 
 /** `ref` or the default branch, as a commit id; null when there is no such commit. */

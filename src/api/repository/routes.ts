@@ -6,7 +6,7 @@ import { ApiError, apiError, forbidden, invalidParam, missingParam } from '../..
 import { paginateArray, pageParams, setKeysetNext, PaginationQuery } from '../../plugins/pagination.js';
 import { checkRateLimit } from '../../plugins/rate_limit.js';
 import { authorizeReadCode } from '../../policies/repository.js';
-import { presentCommit } from '../../presenters/commit_basic.js';
+import { presentCommit } from '../../presenters/commits.js';
 import { presentBlob, presentComparison, presentContributor, presentTreeEntry } from '../../presenters/repository.js';
 import {
   blobById,
@@ -166,7 +166,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
       if (raw === undefined) throw missingParam('refs');
       const refs = (Array.isArray(raw) ? raw : [raw]).flatMap((r) => String(r).split(',')).filter((r) => r !== '');
       const { project } = await authorizeReadCode(request, request.params.id);
-      return presentCommit(await mergeBaseOf(cairn, project, refs), linkContext(cairn, project));
+      return presentCommit(linkContext(cairn, project), await mergeBaseOf(cairn, project, refs));
     },
   );
 }

@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import { Nullable, Sha, Timestamp, strict } from './common.js';
 import { UserBasicSchema } from './users.js';
 
-/** Response schemas of src/presenters/commits.ts and commit_basic.ts; contract tests check real responses against them. */
+/** Response schemas of src/presenters/commits.ts; contract tests check real responses against them. */
 const commitProps = {
   id: Sha,
   short_id: Type.String({ pattern: '^[0-9a-f]{8}$' }),
