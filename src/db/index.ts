@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
@@ -13,6 +14,34 @@ export { sql };
 pg.types.setTypeParser(20, (v) => Number(v));
 pg.types.setTypeParser(1082, (v) => v);
 const pgliteParsers = { 20: (v: string) => Number(v), 1082: (v: string) => v };
+
+/**
+ * A pg client that turns every parameterized query into a named prepared statement (named by
+ * a hash of its text), so each connection parses and plans a statement once instead of on every
+ * request. When a statement's cached plan no longer fits the schema (another process migrated),
+ * the query is retried unprepared.
+ */
+const statementNames = new Map<string, string>();
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (!name) {
+    name = 'c' + crypto.createHash('sha1').update(text).digest('hex').slice(0, 20);
+    if (statementNames.size < 10_000) statementNames.set(text, name);
+  }
+  return name;
+}
+
+class PreparingClient extends pg.Client {
+  override query(config: any, values?: any, callback?: any): any {
+    if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined) {
+      return (super.query({ name: statementName(config), text: config, values }) as unknown as Promise<pg.QueryResult>).catch((err: any) => {
+        if (err?.code === '0A000' || err?.code === '26000') return super.query(config, values);
+        throw err;
+      });
+    }
+    return super.query(config, values, callback);
+  }
+}
 
 export interface OpenedDatabase {
   db: Database;
@@ -30,7 +59,7 @@ export interface OpenOptions {
 
 export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
   if (opts.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: Number(process.env.CAIRN_DB_POOL || 10) });
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: Number(process.env.CAIRN_DB_POOL || 10), Client: PreparingClient });
     // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped from the
     // pool and replaced on the next query; unhandled, pg's 'error' event would end the process.
     pool.on('error', () => {});
