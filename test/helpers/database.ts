@@ -84,6 +84,9 @@ export async function preparePostgresTemplate(databaseUrl: string): Promise<stri
   await withAdmin(databaseUrl, async (client) => {
     const exists = await client.query('select 1 from pg_database where datname = $1', [name]);
     if (exists.rowCount) return;
+    // Templates of older migration sets are no use any more.
+    const stale = await client.query("select datname from pg_database where datname like 'cairn\\_tpl\\_%' and datname <> $1", [name]);
+    for (const row of stale.rows) await client.query(`drop database if exists "${row.datname}"`).catch(() => {});
     await client.query(`create database "${name}"`);
     const database = await openDatabase({ databaseUrl: adminUrl(databaseUrl, name), dataDir: '' });
     try {
