@@ -59,7 +59,13 @@ export interface OpenOptions {
 
 export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
   if (opts.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: Number(process.env.CAIRN_DB_POOL || 10), Client: PreparingClient });
+    // Generic plans: statements are prepared once per connection and planned once, not per call.
+    const pool = new pg.Pool({
+      connectionString: opts.databaseUrl,
+      max: Number(process.env.CAIRN_DB_POOL || 10),
+      Client: PreparingClient,
+      options: '-c plan_cache_mode=force_generic_plan',
+    });
     // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped from the
     // pool and replaced on the next query; unhandled, pg's 'error' event would end the process.
     pool.on('error', () => {});
