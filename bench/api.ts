@@ -31,6 +31,10 @@ export async function runApiBench(): Promise<(LoadResult & { ratio?: number })[]
     await new Promise((resolve) => floor!.once('message', resolve));
     const floorUrl = `http://127.0.0.1:${floorPort}`;
 
+    // Warm up (JIT, pooled connections, prepared statements) before measuring.
+    for (const url of [server.url + projectPath, server.url + usersPath, `${floorUrl}/project`, `${floorUrl}/users`]) {
+      await load('warm-up', url, { headers, seconds: 2 });
+    }
     const floorProject = await load('floor: same bytes as GET /projects/:id', `${floorUrl}/project`);
     const projectRead = await load('GET /api/v4/projects/:id', server.url + projectPath, { headers });
     const floorUsers = await load('floor: same bytes as GET /users?per_page=20', `${floorUrl}/users`);
