@@ -83,6 +83,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     if (!opts.database) await database.close();
   });
 
-  if (opts.prepare !== false) await bootstrap(cairn, (m) => app.log.warn(m));
+  // The generated root password is shown once, on stdout, whatever the log level.
+  if (opts.prepare !== false) await bootstrap(cairn, (m) => console.log(m));
   return app;
 }
