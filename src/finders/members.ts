@@ -201,29 +201,23 @@ export async function findMember(db: Database, source: MemberSource, userId: num
   return members[0];
 }
 
-/** The stored direct membership row (not a request), for changes. */
-export async function findDirectMemberRow(db: Database, source: MemberSource, userId: number) {
+/** A user's stored row on a source: a membership, or with `request` a pending access request. */
+function findMemberRow(db: Database, source: MemberSource, userId: number, request: boolean) {
   return db
     .selectFrom('members')
     .selectAll()
     .where('source_type', '=', source.type)
     .where('source_id', '=', sourceId(source))
     .where('user_id', '=', userId)
-    .where('requested_at', 'is', null)
+    .where('requested_at', request ? 'is not' : 'is', null)
     .executeTakeFirst();
 }
 
+/** The stored direct membership row (not a request), for changes. */
+export const findDirectMemberRow = (db: Database, source: MemberSource, userId: number) => findMemberRow(db, source, userId, false);
+
 /** A pending access request of a user. */
-export async function findAccessRequestRow(db: Database, source: MemberSource, userId: number) {
-  return db
-    .selectFrom('members')
-    .selectAll()
-    .where('source_type', '=', source.type)
-    .where('source_id', '=', sourceId(source))
-    .where('user_id', '=', userId)
-    .where('requested_at', 'is not', null)
-    .executeTakeFirst();
-}
+export const findAccessRequestRow = (db: Database, source: MemberSource, userId: number) => findMemberRow(db, source, userId, true);
 
 /** A page of pending access requests, oldest first. */
 export async function listAccessRequests(db: Database, source: MemberSource, limit: number, offset: number) {

@@ -1,7 +1,7 @@
-import { sql } from 'kysely';
 import type { Cairn, Credential } from '../../context.js';
 import type { User } from '../../db/schema/core.js';
 import { verifyPassword } from '../../lib/secrets.js';
+import { findUserByLogin } from '../../services/users.js';
 import { ApiError } from '../../plugins/errors.js';
 import { resolveCredential } from '../../plugins/auth.js';
 import { accountLockedFor, clearAccountFailures, clearIpFailures, ipBannedFor, recordAccountFailure, recordIpFailure } from '../../services/auth_failures.js';
@@ -112,11 +112,7 @@ async function identifyGitClient(cairn: Cairn, authorization: string | undefined
   if (cred) throw new GitHttpError(401, ACCESS_DENIED);
 
   if (!cairn.config.gitPasswordAuthentication || !username) throw new GitHttpError(401, ACCESS_DENIED);
-  const user = await cairn.db
-    .selectFrom('users')
-    .selectAll()
-    .where((eb) => eb.or([eb(sql`lower(username)`, '=', username.toLowerCase()), eb(sql`lower(email)`, '=', username.toLowerCase())]))
-    .executeTakeFirst();
+  const user = await findUserByLogin(cairn.db, username);
   if (!user) throw new GitHttpError(401, ACCESS_DENIED);
   // A locked account's password is not even checked, so guessing on stays pointless.
   if (await accountLockedFor(cairn, user.id)) throw new GitHttpError(401, ACCOUNT_LOCKED);

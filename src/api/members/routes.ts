@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { billableUserIds } from '../../finders/billable_members.js';
+import { findUserById } from '../../finders/users.js';
 import { findDirectMemberRow, findMember, listMembers, memberViewOf, type MemberListFilters, type MemberSource, type MemberViewer } from '../../finders/members.js';
 import { apiError, conflict, forbidden, invalidParam, missingParam, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
@@ -148,10 +149,9 @@ export default async function memberRoutes(app: FastifyInstance) {
         reply.code(201);
         return addMany(request, source, idText, attrs);
       }
-      const userId = rowId(idText.trim());
-      if (userId === undefined) throw notFound('User');
-      const target = await db().selectFrom('users').selectAll().where('id', '=', userId).executeTakeFirst();
+      const target = await findUserById(db(), idText.trim());
       if (!target) throw notFound('User');
+      const userId = target.id;
       if (isPersonalProjectOwner(source, userId) || (await findDirectMemberRow(db(), source, userId))) throw conflict('Member already exists');
       const errors = await validateMembership(db(), source, userId, accessLevel, expiresAt);
       if (Object.keys(errors).length) throw validationFailed(errors);

@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import { findNamespace } from '../../finders/namespaces.js';
 import { findUserByIdOrUsername } from '../../finders/users.js';
+import { personalNamespaceOf } from '../../services/users.js';
 import { findProjectRow, listProjects, type ProjectFilters } from '../../finders/projects.js';
 import { AccessLevel, canSeeVisibility, groupAccessLevel } from '../../policies/access.js';
 import { authorizeProject } from '../../policies/projects.js';
@@ -75,7 +76,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
 
   app.get('/api/v4/users/:user_id/projects', { schema: { querystring: ProjectListQuery } }, async (request, reply) => {
     const target = await findUser(request, (request.params as { user_id: string }).user_id);
-    const ns = await db.selectFrom('namespaces').select('id').where('type', '=', 'User').where('owner_id', '=', target.id).executeTakeFirst();
+    const ns = await personalNamespaceOf(db, target.id);
     return sendProjectList(request, reply, { ...projectFilters(request), namespaceIds: ns ? [ns.id] : [] }, request.query.simple);
   });
 
@@ -93,13 +94,10 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     const user = requireUser(request);
     const params = allParams(request);
     const key = params.namespace_id ?? params.namespace_path;
-    let namespace: Namespace | undefined;
-    if (key !== undefined && key !== null && key !== '') {
-      namespace = await visibleNamespace(request, key);
-      if (!namespace) throw new ApiError(400, { message: { namespace: ['is not valid'] } });
-    } else {
-      namespace = await db.selectFrom('namespaces').selectAll().where('type', '=', 'User').where('owner_id', '=', user.id).executeTakeFirstOrThrow();
-    }
+    const namespace = key !== undefined && key !== null && key !== ''
+      ? await visibleNamespace(request, key)
+      : await personalNamespaceOf(db, user.id);
+    if (!namespace) throw new ApiError(400, { message: { namespace: ['is not valid'] } });
     const project = await createProject(app.cairn, { user, namespace, params });
     const row = (await findProjectRow(db, project.id))!;
     return reply.code(201).send(await renderProject(request, row, 'full'));
@@ -111,7 +109,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     const key = params.namespace_id ?? params.namespace_path;
     const namespace = key !== undefined && key !== null && key !== ''
       ? await findNamespace(db, key)
-      : await db.selectFrom('namespaces').selectAll().where('type', '=', 'User').where('owner_id', '=', target.id).executeTakeFirst();
+      : await personalNamespaceOf(db, target.id);
     if (!namespace) throw new ApiError(400, { message: { namespace: ['is not valid'] } });
     const project = await createProject(app.cairn, { user: target, namespace, params });
     const row = (await findProjectRow(db, project.id))!;
