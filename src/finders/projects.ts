@@ -263,3 +263,42 @@ export async function loadProjectExtras(
   }
   return result;
 }
+
+/** Who starred a project, newest first; private profiles only to themselves and administrators. */
+export async function listStarrers(db: Database, projectId: number, viewer: User | null, search: string | undefined, page: { perPage: number; offset: number }) {
+  let base = db.selectFrom('users_star_projects as s').innerJoin('users as u', 'u.id', 's.user_id').where('s.project_id', '=', projectId);
+  if (search) base = base.where((eb) => eb.or([eb('u.name', 'ilike', likePattern(search)), eb('u.username', 'ilike', likePattern(search))]));
+  if (!viewer?.admin) base = base.where((eb) => eb.or([eb('u.private_profile', '=', false), eb('u.id', '=', viewer?.id ?? -1)]));
+  const rows = await base.selectAll('u').select('s.created_at as starred_since').orderBy('s.id', 'desc').limit(page.perPage).offset(page.offset).execute();
+  const total = await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
+  return { rows: rows.map(({ starred_since, ...u }) => ({ starredSince: starred_since, user: u as unknown as User })), total: Number(total.n) };
+}
+
+/**
+ * Active users with access to a project (GET /projects/:id/users): the personal namespace's
+ * owner, direct members, members of the group tree and of groups the project is shared with.
+ */
+export async function listProjectUsers(
+  db: Database,
+  project: ProjectRow,
+  opts: { search?: string; skip: number[] },
+  page: { perPage: number; offset: number },
+) {
+  const ns = project.namespace;
+  let base = db
+    .selectFrom('users as u')
+    .where('u.state', '=', 'active')
+    .where(sql<boolean>`u.id in (
+      select ${ns.type === 'User' ? ns.owner_id : null}::int
+      union select m.user_id from members m where m.source_type = 'Project' and m.source_id = ${project.id} and ${activeMembership}
+      union select m.user_id from members m where m.source_type = 'Namespace' and m.source_id = any(${ns.traversal_ids}::int[]) and ${ns.type === 'Group'}
+        and ${activeMembership}
+      union select m.user_id from project_group_links l join namespaces g on g.id = l.group_id
+        join members m on m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids)
+       where l.project_id = ${project.id} and (l.expires_at is null or l.expires_at > current_date) and ${activeMembership})`);
+  if (opts.search) base = base.where((eb) => eb.or([eb('u.name', 'ilike', likePattern(opts.search!)), eb('u.username', 'ilike', likePattern(opts.search!))]));
+  if (opts.skip.length) base = base.where('u.id', 'not in', opts.skip);
+  const rows = await base.selectAll('u').orderBy('u.id').limit(page.perPage).offset(page.offset).execute();
+  const total = await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
+  return { rows, total: Number(total.n) };
+}

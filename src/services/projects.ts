@@ -357,3 +357,7 @@ export async function unstarProject(db: Database, userId: number, projectId: num
   const res = await db.deleteFrom('users_star_projects').where('user_id', '=', userId).where('project_id', '=', projectId).executeTakeFirst();
   return Number(res.numDeletedRows) > 0;
 }
+
+export async function setProjectArchived(db: Database, projectId: number, archived: boolean): Promise<void> {
+  await db.updateTable('projects').set({ archived, updated_at: new Date() }).where('id', '=', projectId).execute();
+}

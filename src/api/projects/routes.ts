@@ -1,10 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { sql } from 'kysely';
 import { findNamespace } from '../../finders/namespaces.js';
 import { findUserByIdOrUsername } from '../../finders/users.js';
 import { personalNamespaceOf } from '../../services/users.js';
-import { findProjectRow, listProjects, type ProjectFilters } from '../../finders/projects.js';
+import { findProjectRow, listProjects, listProjectUsers, listStarrers, type ProjectFilters } from '../../finders/projects.js';
 import { AccessLevel, canSeeVisibility, groupAccessLevel } from '../../policies/access.js';
 import { authorizeProject } from '../../policies/projects.js';
 import { requireUser } from '../../plugins/auth.js';
@@ -14,7 +13,7 @@ import { pageParams, setKeysetNext, setPaginationHeaders } from '../../plugins/p
 import { iso, presentUserBasic } from '../../presenters/users.js';
 import type { Namespace, User } from '../../db/schema/core.js';
 import {
-  createProject, deleteProject, starProject, transferProject, unstarProject, updateProject,
+  createProject, deleteProject, setProjectArchived, starProject, transferProject, unstarProject, updateProject,
 } from '../../services/projects.js';
 import { projectFilters } from './filters.js';
 import { listForm, presentContext, renderProject, renderProjects } from './present.js';
@@ -143,7 +142,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
   for (const [action, archived] of [['archive', true], ['unarchive', false]] as const) {
     app.post(`/api/v4/projects/:id/${action}`, { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request, reply) => {
       const { row } = await loadProject(request, request.params.id, AccessLevel.OWNER);
-      await db.updateTable('projects').set({ archived, updated_at: new Date() }).where('id', '=', row.id).execute();
+      await setProjectArchived(db, row.id, archived);
       return reply.code(201).send(await renderProject(request, (await findProjectRow(db, row.id))!, 'full'));
     });
   }
@@ -173,19 +172,10 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     const { row } = await loadProject(request, request.params.id);
     const q = request.query as Record<string, unknown>;
     const page = pageParams(request);
-    let base = db.selectFrom('users_star_projects as s').innerJoin('users as u', 'u.id', 's.user_id').where('s.project_id', '=', row.id);
-    if (typeof q.search === 'string' && q.search) {
-      const pattern = `%${q.search.replace(/[\\%_]/g, (c) => '\\' + c)}%`;
-      base = base.where((eb) => eb.or([eb('u.name', 'ilike', pattern), eb('u.username', 'ilike', pattern)]));
-    }
-    // Users with a private profile are shown only to themselves and administrators.
-    const viewer = request.actor?.user ?? null;
-    if (!viewer?.admin) base = base.where((eb) => eb.or([eb('u.private_profile', '=', false), eb('u.id', '=', viewer?.id ?? -1)]));
-    const rows = await base.selectAll('u').select('s.created_at as starred_since').orderBy('s.id', 'desc').limit(page.perPage).offset(page.offset).execute();
-    const total = await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
-    setPaginationHeaders(request, reply, page, Number(total.n));
+    const { rows, total } = await listStarrers(db, row.id, request.actor?.user ?? null, typeof q.search === 'string' ? q.search : undefined, page);
+    setPaginationHeaders(request, reply, page, total);
     const ctx = presentContext(request);
-    return rows.map(({ starred_since, ...u }) => ({ starred_since: iso(starred_since), user: presentUserBasic(ctx, u as unknown as User) }));
+    return rows.map((r) => ({ starred_since: iso(r.starredSince), user: presentUserBasic(ctx, r.user) }));
   });
 
   app.get('/api/v4/projects/:id/users', { schema: { params: ProjectIdParams } }, async (request, reply) => {
@@ -193,28 +183,8 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     const q = request.query as Record<string, any>;
     const page = pageParams(request);
     const skip = ([] as unknown[]).concat(q.skip_users ?? []).flatMap((v) => String(v).split(',')).filter((v) => /^\d+$/.test(v)).map(Number);
-    const ns = row.namespace;
-    let base = db
-      .selectFrom('users as u')
-      .where('u.state', '=', 'active')
-      .where(sql<boolean>`u.id in (
-        select ${ns.type === 'User' ? ns.owner_id : null}::int
-        union select user_id from members m where m.source_type = 'Project' and m.source_id = ${row.id} and m.state = 0 and m.requested_at is null
-          and (m.expires_at is null or m.expires_at > current_date)
-        union select user_id from members m where m.source_type = 'Namespace' and m.source_id = any(${ns.traversal_ids}::int[]) and ${ns.type === 'Group'}
-          and m.state = 0 and m.requested_at is null and (m.expires_at is null or m.expires_at > current_date)
-        union select m.user_id from project_group_links l join namespaces g on g.id = l.group_id
-          join members m on m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids)
-         where l.project_id = ${row.id} and (l.expires_at is null or l.expires_at > current_date)
-           and m.state = 0 and m.requested_at is null and (m.expires_at is null or m.expires_at > current_date))`);
-    if (typeof q.search === 'string' && q.search) {
-      const pattern = `%${q.search.replace(/[\\%_]/g, (c) => '\\' + c)}%`;
-      base = base.where((eb) => eb.or([eb('u.name', 'ilike', pattern), eb('u.username', 'ilike', pattern)]));
-    }
-    if (skip.length) base = base.where('u.id', 'not in', skip);
-    const rows = await base.selectAll('u').orderBy('u.id').limit(page.perPage).offset(page.offset).execute();
-    const total = await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
-    setPaginationHeaders(request, reply, page, Number(total.n));
+    const { rows, total } = await listProjectUsers(db, row, { search: typeof q.search === 'string' ? q.search : undefined, skip }, page);
+    setPaginationHeaders(request, reply, page, total);
     const ctx = presentContext(request);
     return rows.map((u) => presentUserBasic(ctx, u));
   });
