@@ -2,6 +2,8 @@ import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Member, Namespace } from '../db/schema/core.js';
 import { sourceId, type MemberSource } from '../finders/members.js';
+import type { ProjectWithNamespace } from '../finders/projects.js';
+import { apiError, conflict, forbidden } from '../plugins/errors.js';
 
 export interface MembershipAttrs {
   accessLevel: number;
@@ -135,18 +137,49 @@ export async function deleteMemberRow(db: Database, memberId: number): Promise<v
   await db.deleteFrom('members').where('id', '=', memberId).execute();
 }
 
-export async function insertProjectGroupLink(db: Database, projectId: number, groupId: number, groupAccess: number, expiresAt: string | null) {
+/** Shares a project with a group, under GitLab's rules (share lock, no link to its own group tree, no duplicates). */
+export async function shareProjectWithGroup(db: Database, project: ProjectWithNamespace, group: Namespace, groupAccess: number, expiresAt: string | null) {
+  if (project.namespace.settings?.share_with_group_lock === true) throw apiError(400, 'The project sharing with group is disabled');
+  const existing = await db.selectFrom('project_group_links').select('id').where('project_id', '=', project.id).where('group_id', '=', group.id).executeTakeFirst();
+  if (existing) throw conflict('Group already shared with this group');
+  if (project.namespace.type === 'Group' && project.namespace.traversal_ids.includes(group.id)) {
+    throw conflict('Project cannot be shared with the group it is in or one of its ancestors.');
+  }
   return db
     .insertInto('project_group_links')
-    .values({ project_id: projectId, group_id: groupId, group_access: groupAccess, expires_at: expiresAt })
+    .values({ project_id: project.id, group_id: group.id, group_access: groupAccess, expires_at: expiresAt })
     .returningAll()
     .executeTakeFirstOrThrow();
 }
 
-export async function insertGroupGroupLink(db: Database, sharedGroupId: number, sharedWithGroupId: number, groupAccess: number, expiresAt: string | null) {
+/** Removes a project's share with a group; false when there was none. */
+export async function unshareProject(db: Database, projectId: number, groupId: number): Promise<boolean> {
+  const res = await db.deleteFrom('project_group_links').where('project_id', '=', projectId).where('group_id', '=', groupId).executeTakeFirst();
+  return Number(res.numDeletedRows) > 0;
+}
+
+/** Shares group `shared` with group `sharedWith` (the hierarchy lock of the root group, no duplicates). */
+export async function shareGroupWithGroup(db: Database, shared: Namespace, sharedWith: Namespace, groupAccess: number, expiresAt: string | null) {
+  if (shared.traversal_ids[0] !== sharedWith.traversal_ids[0]) {
+    const root = await db.selectFrom('namespaces').select('settings').where('id', '=', shared.traversal_ids[0]!).executeTakeFirst();
+    if (root?.settings?.prevent_sharing_groups_outside_hierarchy === true) throw forbidden();
+  }
+  const existing = await db
+    .selectFrom('group_group_links')
+    .select('id')
+    .where('shared_group_id', '=', shared.id)
+    .where('shared_with_group_id', '=', sharedWith.id)
+    .executeTakeFirst();
+  if (existing) throw conflict('Shared group The group has already been shared with this group');
   return db
     .insertInto('group_group_links')
-    .values({ shared_group_id: sharedGroupId, shared_with_group_id: sharedWithGroupId, group_access: groupAccess, expires_at: expiresAt })
+    .values({ shared_group_id: shared.id, shared_with_group_id: sharedWith.id, group_access: groupAccess, expires_at: expiresAt })
     .returningAll()
     .executeTakeFirstOrThrow();
+}
+
+/** Removes a group's share with another group; false when there was none. */
+export async function unshareGroup(db: Database, sharedGroupId: number, sharedWithGroupId: number): Promise<boolean> {
+  const res = await db.deleteFrom('group_group_links').where('shared_group_id', '=', sharedGroupId).where('shared_with_group_id', '=', sharedWithGroupId).executeTakeFirst();
+  return Number(res.numDeletedRows) > 0;
 }
