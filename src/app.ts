@@ -13,6 +13,7 @@ import { CatFilePool } from './git/catfile.js';
 import { registerHousekeeping } from './services/housekeeping.js';
 import { redactUrl } from './lib/redact.js';
 import { ensureStorages } from './services/storages.js';
+import { SharedCache, startCache } from './cache/index.js';
 
 export interface BuildOptions {
   config: Config;
@@ -59,10 +60,12 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     dbKind: database.kind,
     tokenResolvers: [personalAccessTokenResolver],
     catfile: new CatFilePool(),
+    cache: new SharedCache(),
     postReceiveHooks: [],
     closers: [],
   };
   cairn.closers.push(() => cairn.catfile.close());
+  if (config.cache) cairn.closers.push(await startCache(cairn.cache, database, app.log));
   registerHousekeeping(cairn);
   app.decorate('cairn', cairn);
 
@@ -78,7 +81,13 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   registerAuth(app);
   await registerRoutes(app);
 
+  // Fastify runs onClose while the server still drains: requests in flight finish on an open database.
+  const inFlight = new Set<unknown>();
+  app.addHook('onRequest', (request, _reply, done) => { inFlight.add(request); done(); });
+  app.addHook('onResponse', (request, _reply, done) => { inFlight.delete(request); done(); });
+  app.addHook('onRequestAbort', (request, done) => { inFlight.delete(request); done(); });
   app.addHook('onClose', async () => {
+    for (let waited = 0; inFlight.size && waited < 10_000; waited += 20) await new Promise((r) => setTimeout(r, 20));
     for (const close of cairn.closers.reverse()) await close();
     if (!opts.database) await database.close();
   });

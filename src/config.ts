@@ -35,6 +35,8 @@ export interface Config {
   logLevel: string;
   /** Git over HTTP accepts a user's password as well as tokens (GitLab's password_authentication_enabled_for_git). */
   gitPasswordAuthentication: boolean;
+  /** Keep hot reads (tokens, projects) in memory, invalidated through PostgreSQL notifications (src/cache/). */
+  cache: boolean;
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -96,6 +98,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     trustedProxies: (env.CAIRN_TRUSTED_PROXIES ?? '127.0.0.1,::1').split(',').map((s) => s.trim()).filter(Boolean),
     logLevel: env.CAIRN_LOG_LEVEL || 'info',
     gitPasswordAuthentication: !/^(0|false|no|off)$/i.test(env.CAIRN_GIT_PASSWORD_AUTH ?? ''),
+    cache: !/^(0|false|no|off)$/i.test(env.CAIRN_CACHE ?? ''),
   };
   return { ...cfg, ...overrides };
 }

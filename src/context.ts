@@ -2,6 +2,7 @@ import type { Config } from './config.js';
 import type { Database } from './db/index.js';
 import type { User } from './db/schema/core.js';
 import type { CatFilePool } from './git/catfile.js';
+import type { SharedCache } from './cache/shared_cache.js';
 
 /** How a request proved who it is. */
 export type CredentialKind = 'personal_access_token' | 'impersonation_token' | 'oauth' | 'job_token' | 'session';
@@ -41,7 +42,7 @@ export interface PostReceiveEvent {
   changes: { ref: string; oldSha: string; newSha: string }[];
 }
 
-/** Everything a request handler may reach; one per Cairn process, holding no shared state. */
+/** Everything a request handler may reach; one per Cairn process, holding no state other processes could disagree with. */
 export interface Cairn {
   config: Config;
   db: Database;
@@ -49,6 +50,8 @@ export interface Cairn {
   tokenResolvers: TokenResolver[];
   /** Long-lived git object readers, shared by every request of this process. */
   catfile: CatFilePool;
+  /** Hot reads kept in memory and dropped on every write to the tables behind them (src/cache/). */
+  cache: SharedCache;
   /** Called after a push has updated refs (CI subscribes here). */
   postReceiveHooks: ((event: PostReceiveEvent) => Promise<void>)[];
   /** Closed when the app closes (git process pools, workers). */

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { PGliteDialect } from './pglite-dialect.js';
 import type { DB } from './types.js';
+import { observeWrites, type WriteObserver } from './write_observer.js';
 
 export type Database = Kysely<DB>;
 export { sql };
@@ -46,7 +47,11 @@ class PreparingClient extends pg.Client {
 export interface OpenedDatabase {
   db: Database;
   kind: 'postgres' | 'pglite';
+  /** The connection string, on PostgreSQL. */
+  url?: string;
   pglite?: PGlite;
+  /** Called after each committed write to a watched table (src/db/write_observer.ts). */
+  writeObservers: Set<WriteObserver>;
   close(): Promise<void>;
 }
 
@@ -64,13 +69,15 @@ export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
       connectionString: opts.databaseUrl,
       max: Number(process.env.CAIRN_DB_POOL || 10),
       Client: PreparingClient,
-      options: '-c plan_cache_mode=force_generic_plan',
+      // Dates compare in UTC (current_date), as the code and the cache's expiry do.
+      options: '-c plan_cache_mode=force_generic_plan -c TimeZone=UTC',
     });
     // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped from the
     // pool and replaced on the next query; unhandled, pg's 'error' event would end the process.
     pool.on('error', () => {});
-    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
-    return { db, kind: 'postgres', close: () => db.destroy() };
+    const writeObservers = new Set<WriteObserver>();
+    const db = new Kysely<DB>({ dialect: observeWrites(new PostgresDialect({ pool }), writeObservers) });
+    return { db, kind: 'postgres', url: opts.databaseUrl, writeObservers, close: () => db.destroy() };
   }
   let pglite: PGlite;
   if (opts.pgliteTemplate) {
@@ -80,6 +87,7 @@ export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
     fs.mkdirSync(dir, { recursive: true });
     pglite = await PGlite.create(dir, { parsers: pgliteParsers });
   }
-  const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
-  return { db, kind: 'pglite', pglite, close: () => db.destroy() };
+  const writeObservers = new Set<WriteObserver>();
+  const db = new Kysely<DB>({ dialect: observeWrites(new PGliteDialect(pglite), writeObservers) });
+  return { db, kind: 'pglite', pglite, writeObservers, close: () => db.destroy() };
 }

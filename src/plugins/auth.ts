@@ -37,13 +37,17 @@ export function extractToken(request: FastifyRequest): { channel: TokenChannel; 
 export const personalAccessTokenResolver = {
   channels: ['private', 'bearer'] as TokenChannel[],
   async resolve(cairn: Cairn, token: string): Promise<Credential | null> {
-    const row = await cairn.db
-      .selectFrom('personal_access_tokens as t')
-      .innerJoin('users as u', 'u.id', 't.user_id')
-      .select(['t.id as token_id', 't.scopes', 't.expires_at', 't.revoked', 't.impersonation', 't.last_used_at'])
-      .selectAll('u')
-      .where('t.token_digest', '=', tokenDigest(token))
-      .executeTakeFirst();
+    const digest = tokenDigest(token);
+    // Cached by digest; expiry, revocation and last use are judged below on every call.
+    const row = await cairn.cache.load(`pat:${digest}`, () =>
+      cairn.db
+        .selectFrom('personal_access_tokens as t')
+        .innerJoin('users as u', 'u.id', 't.user_id')
+        .select(['t.id as token_id', 't.scopes', 't.expires_at', 't.revoked', 't.impersonation', 't.last_used_at'])
+        .selectAll('u')
+        .where('t.token_digest', '=', digest)
+        .executeTakeFirst(),
+    );
     if (!row) return null;
     const today = new Date().toISOString().slice(0, 10);
     if (row.revoked) {

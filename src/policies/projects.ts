@@ -25,8 +25,11 @@ export async function projectAccessFor(request: FastifyRequest, project: Project
 export async function authorizeProject(request: FastifyRequest, idOrPath: string | number, minAccess = 0): Promise<ProjectAccess> {
   const user = request.actor?.user ?? null;
   // One statement: the project, its namespace and the caller's level.
-  const project = await findProject(request.server.cairn.db, idOrPath, user?.id);
-  if (!project) throw notFound('Project');
+  const { db, cache } = request.server.cairn;
+  const cached = await cache.load(`project:${user?.id ?? 0}:${idOrPath}`, () => findProject(db, idOrPath, user?.id));
+  if (!cached) throw notFound('Project');
+  // Cached rows are frozen and shared; services update the project's own fields as they write.
+  const project = { ...cached };
   const level = project.callerAccessLevel ?? 0;
   const accessLevel = user?.admin ? Math.max(level, AccessLevel.OWNER) : level;
   if (!canSeeVisibility(user, project.visibility_level, accessLevel)) throw notFound('Project');

@@ -1,6 +1,7 @@
 import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
+import { recordRefActivity } from './projects.js';
 import {
   isValidRefName,
   listRefs,
@@ -134,7 +135,7 @@ export async function createBranch(cairn: Cairn, project: ProjectWithNamespace, 
     if (e instanceof RefUpdateConflict) throw apiError(400, 'Branch already exists');
     throw e;
   }
-  await markNotEmpty(cairn, project);
+  await recordRefActivity(cairn.db, project, { branchWritten: true });
   return findBranch(cairn, project, caller, name);
 }
 
@@ -159,6 +160,7 @@ export async function deleteBranch(cairn: Cairn, project: ProjectWithNamespace, 
     if (e instanceof RefUpdateConflict) throw apiError(409, 'Branch was changed while it was being deleted; try again');
     throw e;
   }
+  await recordRefActivity(cairn.db, project);
 }
 
 /**
@@ -184,6 +186,7 @@ export async function deleteMergedBranches(cairn: Cairn, project: ProjectWithNam
       if (!(e instanceof RefUpdateConflict)) throw e;
     }
   }
+  if (deleted.length) await recordRefActivity(cairn.db, project);
   return deleted;
 }
 
@@ -203,9 +206,3 @@ export async function setDefaultBranch(cairn: Cairn, project: ProjectWithNamespa
   project.default_branch = branch;
 }
 
-async function markNotEmpty(cairn: Cairn, project: ProjectWithNamespace) {
-  if (project.empty_repo) {
-    await cairn.db.updateTable('projects').set({ empty_repo: false }).where('id', '=', project.id).execute();
-    project.empty_repo = false;
-  }
-}

@@ -28,7 +28,7 @@ import {
 import { buildCommit, checkWritablePath, writeActionBlobs, commitTree, compareAndSwapRef, mergeTrees, setHead, TreeActionError, type Identity, type TreeAction } from '../git/write.js';
 import { assertCanPushToBranch, assertRepositoryWritable } from '../policies/code.js';
 import { ApiError, apiError, invalidParam, missingParam, notFound } from '../plugins/errors.js';
-import { projectRepoPath } from './projects.js';
+import { projectRepoPath, recordRefActivity } from './projects.js';
 
 /**
  * Commits: reading history, creating commits from file actions (the commits and files APIs),
@@ -166,10 +166,7 @@ export function checkActions(actions: ActionInput[] | undefined, maxBytes: numbe
 const defaultStale = (path: string) => `The file has changed since you started editing it: ${path}`;
 
 async function notifyPush(cairn: Cairn, project: ProjectWithNamespace, user: User, ref: string, oldSha: string | null, newSha: string) {
-  if (project.empty_repo) {
-    await cairn.db.updateTable('projects').set({ empty_repo: false }).where('id', '=', project.id).execute();
-  }
-  await cairn.db.updateTable('projects').set({ last_activity_at: new Date() }).where('id', '=', project.id).execute();
+  await recordRefActivity(cairn.db, project, { branchWritten: true });
   const event = { projectId: project.id, userId: user.id, changes: [{ ref, oldSha: oldSha ?? '0'.repeat(40), newSha }] };
   await Promise.allSettled(cairn.postReceiveHooks.map((hook) => hook(event)));
 }

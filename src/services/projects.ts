@@ -358,6 +358,21 @@ export async function unstarProject(db: Database, userId: number, projectId: num
   return Number(res.numDeletedRows) > 0;
 }
 
+/**
+ * After refs moved outside a push (API commits, branches, tags): the repository is not empty when
+ * a branch was written, and the project shows activity, as GitLab's push events touch it. The
+ * write also drops cached reads of the project (src/cache/), such as its README path.
+ */
+export async function recordRefActivity(db: Database, project: { id: number; empty_repo: boolean }, opts: { branchWritten?: boolean } = {}): Promise<void> {
+  const notEmpty = opts.branchWritten && project.empty_repo;
+  await db
+    .updateTable('projects')
+    .set({ last_activity_at: new Date(), ...(notEmpty ? { empty_repo: false } : {}) })
+    .where('id', '=', project.id)
+    .execute();
+  if (notEmpty) project.empty_repo = false;
+}
+
 export async function setProjectArchived(db: Database, projectId: number, archived: boolean): Promise<void> {
   await db.updateTable('projects').set({ archived, updated_at: new Date() }).where('id', '=', projectId).execute();
 }

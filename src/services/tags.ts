@@ -1,5 +1,6 @@
 import type { Cairn } from '../context.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
+import { recordRefActivity } from './projects.js';
 import {
   isValidRefName,
   listRefs,
@@ -101,6 +102,7 @@ export async function createTag(cairn: Cairn, project: ProjectWithNamespace, cal
     if (e instanceof RefUpdateConflict) throw apiError(400, `Tag ${p.name} already exists`);
     throw e;
   }
+  await recordRefActivity(cairn.db, project);
   return findTag(cairn, project, p.name);
 }
 
@@ -116,4 +118,5 @@ export async function deleteTag(cairn: Cairn, project: ProjectWithNamespace, cal
     if (e instanceof RefUpdateConflict) throw apiError(409, 'Tag was changed while it was being deleted; try again');
     throw e;
   }
+  await recordRefActivity(cairn.db, project);
 }

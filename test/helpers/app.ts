@@ -152,7 +152,7 @@ export async function createTestContext(overrides: Partial<Config> = {}, setup?:
     { CAIRN_DATA_DIR: tmpDir, CAIRN_ROOT_TOKEN: ROOT_TOKEN, CAIRN_ROOT_PASSWORD: 'root-password-123' },
     { databaseUrl, logLevel: 'silent', ...overrides },
   );
-  const app = await buildApp({ config, database, logger: false });
+  const app = await buildApp({ config, database, logger: process.env.TEST_LOG ? { level: "error" } : false });
   await setup?.(app);
   await app.ready();
   return new TestContext(app, config, databaseUrl, tmpDir, drop);

@@ -5,6 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import { openTestDatabase, type TestDatabase } from '../helpers/database.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -83,5 +84,55 @@ describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATA
     assert.equal((await call(a.url, 'DELETE', `/personal_access_tokens/${id}`)).status, 204);
     const refused = await fetch(`${b.url}/api/v4/user`, { headers: { 'private-token': token } });
     assert.equal(refused.status, 401);
+  });
+
+  it('cached reads in one process follow writes made through the other', async () => {
+    const created = await call(a.url, 'POST', '/projects', { name: 'cached-two', visibility: 'private' });
+    assert.equal(created.status, 201);
+    const project = (await created.json()) as { id: number };
+    for (let i = 0; i < 20; i++) {
+      // Read twice through b (the second read is served from b's memory), then write through a.
+      for (let r = 0; r < 2; r++) assert.equal((await call(b.url, 'GET', `/projects/${project.id}`)).status, 200);
+      assert.equal((await call(a.url, 'PUT', `/projects/${project.id}`, { description: `version ${i}` })).status, 200);
+      const read = (await (await call(b.url, 'GET', `/projects/${project.id}`)).json()) as { description: string };
+      assert.equal(read.description, `version ${i}`);
+    }
+  });
+
+  it('membership granted and removed through one process is honoured by the other at once', async () => {
+    const project = (await (await call(a.url, 'POST', '/projects', { name: 'cached-members', visibility: 'private' })).json()) as { id: number };
+    const user = (await (await call(a.url, 'POST', '/users', { username: 'cachedmember', name: 'Cached', email: 'cachedmember@example.com', password: 'cached-member-1' })).json()) as { id: number };
+    const token = ((await (await call(a.url, 'POST', `/users/${user.id}/personal_access_tokens`, { name: 't', scopes: ['api'] })).json()) as { token: string }).token;
+    const asUser = (base: string) => fetch(`${base}/api/v4/projects/${project.id}`, { headers: { 'private-token': token } });
+    assert.equal((await asUser(b.url)).status, 404);
+    assert.equal((await call(a.url, 'POST', `/projects/${project.id}/members`, { user_id: user.id, access_level: 30 })).status, 201);
+    assert.equal((await asUser(b.url)).status, 200);
+    assert.equal((await asUser(b.url)).status, 200);
+    assert.equal((await call(a.url, 'DELETE', `/projects/${project.id}/members/${user.id}`)).status, 204);
+    assert.equal((await asUser(b.url)).status, 404);
+  });
+
+  it('a process whose cache listener is cut off serves fresh reads, then listens again', async () => {
+    const db = testDb.database.db;
+    const listeners = async () =>
+      Number((await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where application_name = 'cairn cache listener' and datname = current_database()`.execute(db)).rows[0].n);
+    const waitForListeners = async (n: number) => {
+      for (let i = 0; i < 100 && (await listeners()) !== n; i++) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(await listeners(), n);
+    };
+    const project = (await (await call(a.url, 'POST', '/projects', { name: 'cached-listener', visibility: 'private' })).json()) as { id: number };
+    await call(b.url, 'GET', `/projects/${project.id}`);
+    await sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'cairn cache listener' and datname = current_database()`.execute(db);
+    await waitForListeners(0);
+    // Without its listener a process serves nothing from memory.
+    assert.equal((await call(a.url, 'PUT', `/projects/${project.id}`, { description: 'while cut off' })).status, 200);
+    assert.equal(((await (await call(b.url, 'GET', `/projects/${project.id}`)).json()) as { description: string }).description, 'while cut off');
+    // Both reconnect, and caching resumes with invalidation intact.
+    await waitForListeners(2);
+    for (let i = 0; i < 3; i++) {
+      await call(b.url, 'GET', `/projects/${project.id}`);
+      assert.equal((await call(a.url, 'PUT', `/projects/${project.id}`, { description: `after ${i}` })).status, 200);
+      assert.equal(((await (await call(b.url, 'GET', `/projects/${project.id}`)).json()) as { description: string }).description, `after ${i}`);
+    }
   });
 });

@@ -102,7 +102,7 @@ describe('sign-in, sign-out and the applications settings page', () => {
   it('two Cairn processes on one database share sessions', async () => {
     const alice = await t.createUser();
     const browser = await signIn(t, alice.user.username, alice.password);
-    const other = await buildApp({ config: t.config, database: { db: t.db, kind: t.app.cairn.dbKind, close: async () => {} }, prepare: false, logger: false });
+    const other = await buildApp({ config: t.config, database: { db: t.db, kind: t.app.cairn.dbKind, writeObservers: new Set(), close: async () => {} }, prepare: false, logger: false });
     try {
       const res = await other.inject({ method: 'GET', url: '/-/user_settings/applications', headers: { cookie: browser.cookie } });
       assert.equal(res.statusCode, 200);

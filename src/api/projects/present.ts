@@ -17,7 +17,9 @@ export function presentContext(request: FastifyRequest): PresentContext {
 export async function renderProjects(request: FastifyRequest, rows: ProjectRow[], form: ProjectForm, knownAccessLevel?: number) {
   const cairn = request.server.cairn;
   const user = request.actor?.user ?? null;
-  const extras = await loadProjectExtras(cairn.db, user, rows, knownAccessLevel);
+  const extras = rows.length === 1
+    ? await cairn.cache.load(`project-extras:${user?.id ?? 0}:${rows[0].id}:${knownAccessLevel ?? ''}`, () => loadProjectExtras(cairn.db, user, rows, knownAccessLevel))
+    : await loadProjectExtras(cairn.db, user, rows, knownAccessLevel);
   const levels = new Map([...extras].map(([id, x]) => [id, x.accessLevel]));
   const readmes = await readmePaths(cairn, rows, levels);
   const ctx = presentContext(request);

@@ -84,9 +84,14 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return sendProjectList(request, reply, { ...projectFilters(request), starredBy: target.id }, request.query.simple);
   });
 
-  app.get('/api/v4/projects/:id', { schema: { params: ProjectIdParams } }, async (request) => {
+  app.get('/api/v4/projects/:id', { schema: { params: ProjectIdParams } }, async (request, reply) => {
     const { row, accessLevel } = await loadProject(request, request.params.id);
-    return renderProject(request, row, request.actor ? 'with_access' : 'full', accessLevel);
+    const form = request.actor ? 'with_access' : 'full';
+    // The hottest read: its JSON is cached whole, per caller (the form depends on who asks).
+    const json = await app.cairn.cache.load(`project-json:${form}:${request.actor?.user.id ?? 0}:${row.id}:${accessLevel}`, async () =>
+      JSON.stringify(await renderProject(request, row, form, accessLevel)),
+    );
+    return reply.type('application/json').send(json);
   });
 
   app.post('/api/v4/projects', { config: { auth: 'required' }, schema: { body: ProjectCreateBody } }, async (request, reply) => {

@@ -8,6 +8,7 @@ import * as users from './0100_users.js';
 import * as oauth from './0500_oauth.js';
 import * as groupsProjects from './0200_groups_projects.js';
 import * as notes from './0300_notes.js';
+import * as cacheInvalidation from './0600_cache_invalidation.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -21,4 +22,5 @@ export const migrations: Record<string, Migration> = {
   '0500_oauth': oauth,
   '0200_groups_projects': groupsProjects,
   '0300_notes': notes,
+  '0600_cache_invalidation': cacheInvalidation,
 };

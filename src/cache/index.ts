@@ -1,0 +1,37 @@
+import type { OpenedDatabase } from '../db/index.js';
+import { PostgresInvalidation } from './postgres_invalidation.js';
+import { SharedCache } from './shared_cache.js';
+
+export { SharedCache } from './shared_cache.js';
+
+interface Log {
+  warn(obj: unknown, msg?: string): void;
+}
+
+/**
+ * Starts the cache for one process: on PostgreSQL a listener connection and barriers for writes;
+ * on PGlite (one process, notifications delivered before the statement returns) just a listener.
+ * Returns the function that stops it.
+ */
+export async function startCache(cache: SharedCache, database: OpenedDatabase, log: Log): Promise<() => Promise<void>> {
+  if (database.pglite) {
+    const unlisten = await database.pglite.listen('cairn_cache', (payload) => {
+      if (payload.startsWith('t:')) cache.clear();
+    });
+    cache.enabled = true;
+    return async () => {
+      cache.enabled = false;
+      await unlisten().catch(() => {});
+    };
+  }
+  // A database handed over without its address (tests sharing one): no listener, so no caching.
+  if (!database.url) return async () => {};
+  const invalidation = new PostgresInvalidation(cache, database.db, database.url!, log);
+  const observer = () => cache.barrier();
+  database.writeObservers.add(observer);
+  await invalidation.start();
+  return async () => {
+    database.writeObservers.delete(observer);
+    await invalidation.close();
+  };
+}

@@ -1,0 +1,112 @@
+import type { CompiledQuery, DatabaseConnection, Dialect, Driver, QueryResult, TransactionSettings } from 'kysely';
+
+/**
+ * Tables whose writes no cache depends on. Mirrors the exclusions in cairn_watch_tables()
+ * (migration 0600): writes there need no cache barrier.
+ */
+export const UNWATCHED_TABLES = new Set(['background_jobs', 'rate_limit_counters', 'sessions', 'cache_listeners', 'kysely_migration', 'kysely_migration_lock']);
+
+/** Called once a write to a watched table is committed; resolves when every cache has let go of stale entries. */
+export type WriteObserver = () => Promise<void>;
+
+// `for update` / `do update set` are not updates of a table named after them.
+const WRITE_TARGET = /(?<!\bfor\s+(?:no\s+key\s+)?)\b(?:insert\s+into|update|delete\s+from|truncate(?:\s+table)?)\s+(?:only\s+)?"?([a-z_][a-z0-9_]*)"?/gi;
+const NOT_TABLES = new Set(['set', 'skip', 'nowait', 'of']);
+
+/** Does this statement change a watched table? Unknown writes (DDL, functions) count as yes. */
+export function writesWatchedTable(query: CompiledQuery): boolean {
+  const kind = query.query.kind;
+  if (kind === 'SelectQueryNode') return false;
+  const tables = [...query.sql.matchAll(WRITE_TARGET)].map((m) => m[1].toLowerCase()).filter((t) => !NOT_TABLES.has(t));
+  if (tables.length === 0) {
+    // Reads written as raw SQL: selects (including `for update`) and CTEs that change nothing.
+    return !/^\s*(select|with|show|explain|listen|unlisten)\b/i.test(query.sql);
+  }
+  return tables.some((t) => !UNWATCHED_TABLES.has(t));
+}
+
+class ObservedConnection implements DatabaseConnection {
+  inTransaction = false;
+  /** A watched table was written inside the open transaction. */
+  dirty = false;
+  /** A write to a watched table has committed; the observers run once the connection is released. */
+  committed = false;
+  constructor(readonly inner: DatabaseConnection, private readonly observers: Set<WriteObserver>) {}
+
+  async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    const result = await this.inner.executeQuery<R>(query);
+    if (this.observers.size && writesWatchedTable(query)) {
+      if (this.inTransaction) this.dirty = true;
+      else this.committed = true;
+    }
+    return result;
+  }
+
+  streamQuery<R>(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {
+    return this.inner.streamQuery<R>(query, chunkSize);
+  }
+}
+
+async function notify(observers: Set<WriteObserver>) {
+  for (const observe of observers) await observe();
+}
+
+class ObservingDriver implements Driver {
+  constructor(private readonly inner: Driver, private readonly observers: Set<WriteObserver>) {}
+  init() { return this.inner.init(); }
+  async acquireConnection(): Promise<DatabaseConnection> {
+    return new ObservedConnection(await this.inner.acquireConnection(), this.observers);
+  }
+  async beginTransaction(conn: DatabaseConnection, settings: TransactionSettings) {
+    const c = conn as ObservedConnection;
+    await this.inner.beginTransaction(c.inner, settings);
+    c.inTransaction = true;
+    c.dirty = false;
+  }
+  async commitTransaction(conn: DatabaseConnection) {
+    const c = conn as ObservedConnection;
+    await this.inner.commitTransaction(c.inner);
+    if (c.dirty) c.committed = true;
+    c.inTransaction = false;
+    c.dirty = false;
+  }
+  async rollbackTransaction(conn: DatabaseConnection) {
+    const c = conn as ObservedConnection;
+    c.inTransaction = false;
+    c.dirty = false;
+    await this.inner.rollbackTransaction(c.inner);
+  }
+  async savepoint(conn: DatabaseConnection, name: string, compile: any) {
+    await this.inner.savepoint!((conn as ObservedConnection).inner, name, compile);
+  }
+  async rollbackToSavepoint(conn: DatabaseConnection, name: string, compile: any) {
+    await this.inner.rollbackToSavepoint!((conn as ObservedConnection).inner, name, compile);
+  }
+  async releaseSavepoint(conn: DatabaseConnection, name: string, compile: any) {
+    await this.inner.releaseSavepoint!((conn as ObservedConnection).inner, name, compile);
+  }
+  // Kysely awaits the release before the query (or transaction) returns to its caller. The
+  // observers run after it, so they can use a pooled connection without ever waiting for this one.
+  async releaseConnection(conn: DatabaseConnection) {
+    const c = conn as ObservedConnection;
+    const committed = c.committed;
+    c.committed = false;
+    await this.inner.releaseConnection(c.inner);
+    if (committed && this.observers.size) await notify(this.observers);
+  }
+  destroy() { return this.inner.destroy(); }
+}
+
+/**
+ * Wraps a dialect so that every committed write to a watched table calls the observers before
+ * the statement (or the transaction) returns to its caller. The cache uses this to make a write
+ * visible to every process's cache before the request that made it answers.
+ */
+export function observeWrites(dialect: Dialect, observers: Set<WriteObserver>): Dialect {
+  return {
+    createAdapter: () => dialect.createAdapter(),
+    createDriver: () => new ObservingDriver(dialect.createDriver(), observers),
+    createIntrospector: (db) => dialect.createIntrospector(db),
+    createQueryCompiler: () => dialect.createQueryCompiler(),
+  };
+}

@@ -1,0 +1,137 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { CompiledQuery, sql } from 'kysely';
+import { SharedCache, startCache } from '../../src/cache/index.js';
+import { PostgresInvalidation } from '../../src/cache/postgres_invalidation.js';
+import { openDatabase, type OpenedDatabase } from '../../src/db/index.js';
+import { writesWatchedTable } from '../../src/db/write_observer.js';
+import { openTestDatabase, type TestDatabase } from '../helpers/database.js';
+
+const quiet = { warn() {} };
+const raw = (text: string) => CompiledQuery.raw(text);
+
+describe('SharedCache', () => {
+  it('serves a kept value until cleared, and only while enabled', async () => {
+    const cache = new SharedCache();
+    let loads = 0;
+    const load = async () => ({ n: ++loads });
+    assert.deepEqual(await cache.load('k', load), { n: 1 }, 'disabled: loads every time');
+    assert.deepEqual(await cache.load('k', load), { n: 2 });
+    cache.enabled = true;
+    assert.deepEqual(await cache.load('k', load), { n: 3 });
+    assert.deepEqual(await cache.load('k', load), { n: 3 }, 'enabled: served from memory');
+    cache.clear();
+    assert.deepEqual(await cache.load('k', load), { n: 4 });
+    assert.equal(await cache.load('missing', async () => undefined), undefined);
+    assert.equal(cache.size, 1, 'undefined is not kept');
+  });
+
+  it('does not keep a value whose load raced with a clear', async () => {
+    const cache = new SharedCache();
+    cache.enabled = true;
+    let release!: () => void;
+    const slow = cache.load('k', () => new Promise<string>((r) => (release = () => r('stale'))));
+    cache.clear(); // a write committed while the load was reading
+    release();
+    assert.equal(await slow, 'stale', 'the racing caller still gets its answer');
+    assert.equal(await cache.load('k', async () => 'fresh'), 'fresh');
+  });
+
+  it('freezes what it keeps, so callers cannot change a shared value', async () => {
+    const cache = new SharedCache();
+    cache.enabled = true;
+    const value = await cache.load('k', async () => ({ a: { b: [1] } }));
+    assert.throws(() => {
+      (value as any).a.b.push(2);
+    }, TypeError);
+  });
+
+  it('stays within its size', async () => {
+    const cache = new SharedCache({ maxEntries: 10 });
+    cache.enabled = true;
+    for (let i = 0; i < 25; i++) await cache.load(`k${i}`, async () => i);
+    assert.ok(cache.size <= 10);
+    assert.equal(await cache.load('k24', async () => -1), 24, 'the newest entries stay');
+  });
+});
+
+describe('writesWatchedTable', () => {
+  it('tells writes to watched tables from reads and from busy unwatched tables', () => {
+    assert.equal(writesWatchedTable(raw('select * from projects for update skip locked')), false);
+    assert.equal(writesWatchedTable(raw('with recursive t as (select 1) select * from t')), false);
+    assert.equal(writesWatchedTable(raw('update "projects" set "name" = $1')), true);
+    assert.equal(writesWatchedTable(raw('insert into "users" ("name") values ($1) on conflict do update set name = excluded.name')), true);
+    assert.equal(writesWatchedTable(raw('delete from members where id = 1')), true);
+    assert.equal(writesWatchedTable(raw('update "background_jobs" set "state" = $1')), false);
+    assert.equal(writesWatchedTable(raw('insert into rate_limit_counters (key) values ($1) on conflict (key) do update set hits = hits + 1')), false);
+    assert.equal(writesWatchedTable(raw('with j as (select id from background_jobs for update skip locked) update background_jobs set state = 1')), false);
+    assert.equal(writesWatchedTable(raw('create table x (id int)')), true, 'unknown statements count as writes');
+  });
+});
+
+describe('cache invalidation through the database', () => {
+  let testDb: TestDatabase;
+  before(async () => {
+    testDb = await openTestDatabase();
+  });
+  after(async () => {
+    await testDb.drop();
+  });
+
+  it('a committed write clears the cache before the write returns', async () => {
+    const cache = new SharedCache();
+    const stop = await startCache(cache, testDb.database, quiet);
+    try {
+      assert.equal(await cache.load('k', async () => 'old'), 'old');
+      await testDb.database.db.updateTable('users').set({ name: sql`name` }).where('id', '=', -1).execute();
+      assert.equal(await cache.load('k', async () => 'new'), 'new', 'a statement on a watched table clears, even one changing no row');
+      await testDb.database.db.transaction().execute(async (trx) => {
+        await trx.updateTable('projects').set({ name: sql`name` }).where('id', '=', -1).execute();
+        assert.equal(await cache.load('k', async () => 'newer'), 'new', 'not before the transaction commits');
+      });
+      assert.equal(await cache.load('k', async () => 'newer'), 'newer');
+      await testDb.database.db.transaction().execute(async (trx) => {
+        await trx.updateTable('projects').set({ name: sql`name` }).where('id', '=', -1).execute();
+      });
+      await sql`update background_jobs set attempts = attempts where id = -1`.execute(testDb.database.db);
+      assert.equal(await cache.load('k', async () => 'x'), 'x');
+      await sql`update background_jobs set attempts = attempts where id = -1`.execute(testDb.database.db);
+      assert.equal(await cache.load('k', async () => 'y'), 'x', 'writes to unwatched tables keep the cache');
+    } finally {
+      await stop();
+    }
+  });
+
+  it('a write waits until another process has dropped what it made stale', { skip: process.env.DATABASE_URL ? false : 'PostgreSQL only' }, async () => {
+    // Two "processes": two pools, two caches, two listeners on one database.
+    const other: OpenedDatabase = await openDatabase({ databaseUrl: testDb.databaseUrl, dataDir: '' });
+    const writerCache = new SharedCache();
+    const readerCache = new SharedCache();
+    const stopWriter = await startCache(writerCache, testDb.database, quiet);
+    const reader = new PostgresInvalidation(readerCache, other.db, testDb.databaseUrl!, quiet);
+    await reader.start();
+    // The reader handles notifications late (in order), as a busy process would.
+    const handle = (reader as any).onNotification.bind(reader);
+    let queue = Promise.resolve();
+    (reader as any).onNotification = (channel: string, payload: string) => {
+      queue = queue.then(() => new Promise((r) => setTimeout(r, 150))).then(() => handle(channel, payload));
+    };
+    try {
+      assert.equal(await readerCache.load('k', async () => 'old'), 'old');
+      const started = Date.now();
+      await testDb.database.db.updateTable('users').set({ name: sql`name` }).where('id', '=', -1).execute();
+      const waited = Date.now() - started;
+      assert.equal(await readerCache.load('k', async () => 'new'), 'new', 'the reader let go before the write returned');
+      assert.ok(waited >= 140 && waited < 1500, `the writer waited for the reader (${waited} ms)`);
+      // A writer never waits for a process that is gone.
+      await reader.close();
+      const again = Date.now();
+      await testDb.database.db.updateTable('users').set({ name: sql`name` }).where('id', '=', -1).execute();
+      assert.ok(Date.now() - again < 140, 'a closed process is no longer waited for');
+    } finally {
+      await reader.close();
+      await stopWriter();
+      await other.close();
+    }
+  });
+});
