@@ -60,12 +60,12 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     dbKind: database.kind,
     tokenResolvers: [personalAccessTokenResolver],
     catfile: new CatFilePool(),
-    cache: new SharedCache(),
+    cache: new SharedCache({ off: !config.cache }),
     postReceiveHooks: [],
     closers: [],
   };
   cairn.closers.push(() => cairn.catfile.close());
-  if (config.cache) cairn.closers.push(await startCache(cairn.cache, database, app.log));
+  cairn.closers.push(await startCache(cairn.cache, database, app.log));
   registerHousekeeping(cairn);
   app.decorate('cairn', cairn);
 

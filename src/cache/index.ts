@@ -9,9 +9,10 @@ interface Log {
 }
 
 /**
- * Starts the cache for one process: on PostgreSQL a listener connection and barriers for writes;
- * on PGlite (one process, notifications delivered before the statement returns) just a listener.
- * Returns the function that stops it.
+ * Starts the cache for one process: on PostgreSQL a listener connection and barriers for writes
+ * (also when this process keeps nothing, so that its writes still reach the others' caches in
+ * time); on PGlite (one process, notifications delivered before the statement returns) just a
+ * listener. Returns the function that stops it.
  */
 export async function startCache(cache: SharedCache, database: OpenedDatabase, log: Log): Promise<() => Promise<void>> {
   if (database.pglite) {

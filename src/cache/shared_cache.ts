@@ -16,6 +16,8 @@
 export interface CacheOptions {
   maxEntries?: number;
   ttlMs?: number;
+  /** Never serve from memory (CAIRN_CACHE=0); the process still takes part in barriers. */
+  off?: boolean;
 }
 
 interface Entry {
@@ -28,14 +30,16 @@ export class SharedCache {
   private generation = 0;
   private readonly maxEntries: number;
   private readonly ttlMs: number;
-  /** True while invalidations are being received; off, every call goes to the database. */
+  private readonly off: boolean;
+  /** True while invalidations are being received; false, every call goes to the database. */
   enabled = false;
   /** Waits until every process has applied the invalidations of writes committed so far. */
   barrier: () => Promise<void> = async () => {};
 
   constructor(opts: CacheOptions = {}) {
-    this.maxEntries = opts.maxEntries ?? 20_000;
+    this.maxEntries = opts.maxEntries ?? 10_000;
     this.ttlMs = opts.ttlMs ?? 5 * 60_000;
+    this.off = opts.off ?? false;
   }
 
   get size(): number {
@@ -47,7 +51,7 @@ export class SharedCache {
    * was cleared meanwhile). Values are frozen: callers share them and must copy to change.
    */
   async load<T>(key: string, load: () => Promise<T>): Promise<T> {
-    if (!this.enabled) return load();
+    if (!this.enabled || this.off) return load();
     const hit = this.entries.get(key);
     const now = Date.now();
     if (hit) {
