@@ -6,7 +6,10 @@ import type { SharedCache } from './shared_cache.js';
 
 const CHANNEL = 'cairn_cache';
 const HEARTBEAT_MS = 5_000;
-/** A process whose heartbeat is older than this is taken for dead; nobody waits for it. */
+/**
+ * A process whose heartbeat is older than this is taken for dead; nobody waits for it. One whose
+ * listening connection has ended (the process exited or crashed) is not waited for at all.
+ */
 const LIVE_WINDOW = '20 seconds';
 const ACK_TIMEOUT_MS = 2_000;
 const RECONNECT_MS = 1_000;
@@ -37,6 +40,7 @@ export class PostgresInvalidation {
   private client: pg.Client | null = null;
   private closing = false;
   private seq = 0;
+  private backendPid = 0;
   private readonly pending = new Map<number, PendingBarrier>();
   private heartbeat: NodeJS.Timeout | null = null;
   private reconnect: NodeJS.Timeout | null = null;
@@ -64,6 +68,7 @@ export class PostgresInvalidation {
     await client.connect();
     await client.query(`LISTEN ${CHANNEL}`);
     await client.query(`LISTEN ${this.ackChannel}`);
+    this.backendPid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
     if (this.client !== client || this.closing) return;
     await this.beat();
     await sql`delete from cache_listeners where heartbeat_at < now() - interval '1 day'`.execute(this.db);
@@ -73,8 +78,8 @@ export class PostgresInvalidation {
   }
 
   private async beat() {
-    await sql`insert into cache_listeners (id, heartbeat_at) values (${this.id}, now())
-              on conflict (id) do update set heartbeat_at = now()`.execute(this.db);
+    await sql`insert into cache_listeners (id, backend_pid, heartbeat_at) values (${this.id}, ${this.backendPid}, now())
+              on conflict (id) do update set backend_pid = excluded.backend_pid, heartbeat_at = now()`.execute(this.db);
   }
 
   /** The listener is gone: serve nothing from memory until it is back. */
@@ -149,7 +154,9 @@ export class PostgresInvalidation {
     }, ACK_TIMEOUT_MS);
     try {
       const { rows } = await sql<{ peers: string[] }>`
-        select array(select id from cache_listeners where id <> ${this.id} and heartbeat_at > now() - ${LIVE_WINDOW}::interval) as peers,
+        select array(select l.id from cache_listeners l
+                     where l.id <> ${this.id} and l.heartbeat_at > now() - ${LIVE_WINDOW}::interval
+                       and exists (select 1 from pg_stat_activity a where a.pid = l.backend_pid)) as peers,
                pg_notify(${CHANNEL}, ${`b:${this.id}:${seq}`})`.execute(this.db);
       p.waitingFor = new Set(rows[0].peers.filter((peer) => !p.acked.has(peer)));
       this.settle(seq, p);

@@ -135,4 +135,20 @@ describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATA
       assert.equal(((await (await call(b.url, 'GET', `/projects/${project.id}`)).json()) as { description: string }).description, `after ${i}`);
     }
   });
+
+  it('writes do not wait for a process that crashed', async () => {
+    const c = await startServe(testDb.databaseUrl!, dataDir);
+    const db = testDb.database.db;
+    const listeners = async () =>
+      Number((await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where application_name = 'cairn cache listener' and datname = current_database()`.execute(db)).rows[0].n);
+    for (let i = 0; i < 100 && (await listeners()) !== 3; i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(await listeners(), 3);
+    c.child.kill('SIGKILL');
+    await new Promise((r) => c.child.once('exit', r));
+    for (let i = 0; i < 100 && (await listeners()) !== 2; i++) await new Promise((r) => setTimeout(r, 50));
+    const project = (await (await call(a.url, 'POST', '/projects', { name: 'after-crash' })).json()) as { id: number };
+    const started = Date.now();
+    assert.equal((await call(a.url, 'PUT', `/projects/${project.id}`, { description: 'quick' })).status, 200);
+    assert.ok(Date.now() - started < 1000, `the write took ${Date.now() - started} ms`);
+  });
 });

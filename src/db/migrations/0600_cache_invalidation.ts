@@ -10,6 +10,8 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     create table cache_listeners (
       id text primary key,
+      -- The listening connection's server process: once it is gone, nobody waits for this listener.
+      backend_pid integer not null,
       heartbeat_at timestamptz not null default now()
     )`.execute(db);
   await sql`
