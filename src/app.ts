@@ -76,16 +76,22 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     return payload;
   });
 
+  // Fastify runs onClose while the server still drains: requests in flight finish on an open database.
+  const inFlight = new Set<unknown>();
+  app.decorateRequest('cacheGeneration', 0);
+  app.addHook('onRequest', (request, _reply, done) => {
+    inFlight.add(request);
+    request.cacheGeneration = cairn.cache.generation;
+    done();
+  });
+  app.addHook('onResponse', (request, _reply, done) => { inFlight.delete(request); done(); });
+  app.addHook('onRequestAbort', (request, done) => { inFlight.delete(request); done(); });
+
   registerErrorHandling(app);
   registerParams(app);
   registerAuth(app);
   await registerRoutes(app);
 
-  // Fastify runs onClose while the server still drains: requests in flight finish on an open database.
-  const inFlight = new Set<unknown>();
-  app.addHook('onRequest', (request, _reply, done) => { inFlight.add(request); done(); });
-  app.addHook('onResponse', (request, _reply, done) => { inFlight.delete(request); done(); });
-  app.addHook('onRequestAbort', (request, done) => { inFlight.delete(request); done(); });
   app.addHook('onClose', async () => {
     for (let waited = 0; inFlight.size && waited < 10_000; waited += 20) await new Promise((r) => setTimeout(r, 20));
     for (const close of cairn.closers.reverse()) await close();

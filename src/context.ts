@@ -64,6 +64,8 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     actor: Actor | null;
+    /** The cache's generation when the request arrived (SharedCache LoadOptions.since). */
+    cacheGeneration: number;
   }
   interface FastifyContextConfig {
     /** 'required': 401 without a credential. Default: optional (public reads). */

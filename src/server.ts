@@ -15,7 +15,8 @@ export async function serve() {
   // Background jobs run in-process by default; every process works the same queue.
   if (process.env.CAIRN_WORKERS !== '0') {
     const stop = startWorker(app.cairn);
-    app.cairn.closers.unshift(stop);
+    // Closers run last-registered first: the worker stops before the cache and the database.
+    app.cairn.closers.push(stop);
   }
   await app.listen({ host: config.host, port: config.port });
   app.log.info(`Cairn serving ${config.externalUrl} (${app.cairn.dbKind === 'pglite' ? `embedded database in ${config.dataDir}` : 'PostgreSQL'})`);

@@ -16,12 +16,14 @@ interface Log {
  */
 export async function startCache(cache: SharedCache, database: OpenedDatabase, log: Log): Promise<() => Promise<void>> {
   if (database.pglite) {
-    const unlisten = await database.pglite.listen('cairn_cache', (payload) => {
-      if (payload.startsWith('t:')) cache.clear();
-    });
-    cache.enabled = true;
+    const unlisten = await database.pglite.listen('cairn_cache', () => cache.clear());
+    // Writes no trigger announces (schema changes) clear too.
+    const observer = async () => cache.clear();
+    database.writeObservers.add(observer);
+    cache.servingUntil = Infinity;
     return async () => {
-      cache.enabled = false;
+      cache.servingUntil = 0;
+      database.writeObservers.delete(observer);
       await unlisten().catch(() => {});
     };
   }

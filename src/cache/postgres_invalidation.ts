@@ -1,17 +1,24 @@
 import crypto from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { SharedCache } from './shared_cache.js';
 
 const CHANNEL = 'cairn_cache';
+/** How often a process pings itself through its listener, renewing its lease. */
+const PING_MS = 250;
+/** How long one received ping lets a process serve from memory. Must stay below ACK_TIMEOUT_MS. */
+const LEASE_MS = 1_000;
+/** How long a writer waits for acknowledgements; by then a silent peer's lease has run out. */
+const ACK_TIMEOUT_MS = 2_000;
 const HEARTBEAT_MS = 5_000;
 /**
- * A process whose heartbeat is older than this is taken for dead; nobody waits for it. One whose
- * listening connection has ended (the process exited or crashed) is not waited for at all.
+ * Writers wait only for processes whose heartbeat is younger than this and whose listening
+ * connection still exists; a process stops serving well before its heartbeat gets this old.
  */
-const LIVE_WINDOW = '20 seconds';
-const ACK_TIMEOUT_MS = 2_000;
+const LIVE_WINDOW_MS = 20_000;
+const HEARTBEAT_TRUST_MS = LIVE_WINDOW_MS - 5_000;
 const RECONNECT_MS = 1_000;
 
 interface Log {
@@ -26,23 +33,35 @@ interface PendingBarrier {
   resolve: () => void;
 }
 
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+
 /**
- * Keeps a SharedCache true to PostgreSQL across processes (see shared_cache.ts). One dedicated
- * connection listens on `cairn_cache`, where table triggers announce writes (`t:<table>`) and
- * writers announce barriers (`b:<process>:<seq>`), and on this process's own acknowledgement
- * channel, where other processes answer its barriers once they have cleared their caches.
- * Notifications arrive in commit order, so a process that acknowledges a barrier has already
- * applied every write committed before it.
+ * Keeps a SharedCache true to PostgreSQL across processes (see shared_cache.ts).
+ *
+ * One dedicated connection listens on `cairn_cache`, where table triggers announce writes
+ * (`t:<table>`) and writers announce barriers (`b:<process>:<seq>`), and on this process's own
+ * channel, where peers acknowledge its barriers and its pings come back. Notifications arrive in
+ * commit order, so a process that acknowledges a barrier, or receives a ping, has applied every
+ * write committed before it was sent.
+ *
+ * Failure rules, which together keep the guarantee when connections break silently:
+ * - a process serves from memory only until LEASE_MS after sending the last ping it got back,
+ *   and only while its heartbeat is recent enough for writers to wait for it;
+ * - a writer waits for acknowledgements at most ACK_TIMEOUT_MS (> LEASE_MS): a peer that did not
+ *   answer by then has stopped serving;
+ * - a writer whose own listener is down waits LEASE_MS, after which every peer has either
+ *   applied the write or stopped serving.
  */
 export class PostgresInvalidation {
   readonly id = crypto.randomBytes(12).toString('hex');
-  private readonly ackChannel = `cairn_cache_ack_${this.id}`;
+  private readonly ownChannel = `cairn_cache_ack_${this.id}`;
   private client: pg.Client | null = null;
   private closing = false;
   private seq = 0;
   private backendPid = 0;
+  private lastBeatAt = 0;
   private readonly pending = new Map<number, PendingBarrier>();
-  private heartbeat: NodeJS.Timeout | null = null;
+  private timers: NodeJS.Timeout[] = [];
   private reconnect: NodeJS.Timeout | null = null;
 
   constructor(
@@ -57,44 +76,56 @@ export class PostgresInvalidation {
   /** Connects and starts listening; on failure the cache stays off and a retry is scheduled. */
   async start(): Promise<void> {
     await this.connect().catch((err) => this.down(err));
+    if (!this.timers.length) {
+      this.timers.push(setInterval(() => this.ping(), PING_MS).unref());
+      this.timers.push(setInterval(() => void this.beat().catch(() => {}), HEARTBEAT_MS).unref());
+    }
   }
 
   private async connect() {
-    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: 'cairn cache listener' });
+    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: 'cairn cache listener', keepAlive: true });
     this.client = client;
     client.on('notification', (msg) => this.onNotification(msg.channel, msg.payload ?? ''));
-    client.on('error', (err) => this.down(err));
-    client.on('end', () => this.down(new Error('cache listener connection ended')));
+    client.on('error', (err) => this.down(err, client));
+    client.on('end', () => this.down(new Error('cache listener connection ended'), client));
     await client.connect();
     await client.query(`LISTEN ${CHANNEL}`);
-    await client.query(`LISTEN ${this.ackChannel}`);
+    await client.query(`LISTEN ${this.ownChannel}`);
     this.backendPid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
-    if (this.client !== client || this.closing) return;
     await this.beat();
     await sql`delete from cache_listeners where heartbeat_at < now() - interval '1 day'`.execute(this.db);
-    this.cache.clear();
-    this.cache.enabled = true;
-    this.heartbeat ??= setInterval(() => void this.beat().catch(() => {}), HEARTBEAT_MS).unref();
+    // Serving starts with the first ping that comes back.
+    if (this.client === client) this.ping();
   }
 
   private async beat() {
+    if (!this.client) return;
+    const sentAt = performance.now();
     await sql`insert into cache_listeners (id, backend_pid, heartbeat_at) values (${this.id}, ${this.backendPid}, now())
               on conflict (id) do update set backend_pid = excluded.backend_pid, heartbeat_at = now()`.execute(this.db);
+    this.lastBeatAt = sentAt;
+  }
+
+  private ping() {
+    this.client?.query('select pg_notify($1, $2)', [this.ownChannel, `p:${performance.now()}`]).catch(() => {});
   }
 
   /** The listener is gone: serve nothing from memory until it is back. */
-  private down(err: unknown) {
-    const wasEnabled = this.cache.enabled;
-    this.cache.enabled = false;
+  private down(err: unknown, from?: pg.Client) {
+    if (from && from !== this.client) return;
+    const wasServing = this.cache.servingUntil > 0;
+    this.cache.servingUntil = 0;
     this.cache.clear();
     const client = this.client;
     this.client = null;
-    client?.removeAllListeners('end');
-    client?.end().catch(() => {});
-    for (const [, p] of this.pending) p.resolve();
-    this.pending.clear();
+    if (client) {
+      client.removeAllListeners();
+      client.on('error', () => {});
+      client.end().catch(() => {});
+    }
+    // Pending barriers run to their timeout: a peer may still need the time to let go.
     if (this.closing) return;
-    if (wasEnabled) this.log.warn({ err }, 'cache listener lost; caching off until it reconnects');
+    if (wasServing) this.log.warn({ err }, 'cache listener lost; caching off until it reconnects');
     this.reconnect ??= setTimeout(() => {
       this.reconnect = null;
       void this.connect().catch((e) => this.down(e));
@@ -102,7 +133,12 @@ export class PostgresInvalidation {
   }
 
   private onNotification(channel: string, payload: string) {
-    if (channel === this.ackChannel) {
+    if (channel === this.ownChannel) {
+      if (payload.startsWith('p:')) {
+        const sentAt = Number(payload.slice(2));
+        this.cache.servingUntil = Math.max(this.cache.servingUntil, Math.min(sentAt + LEASE_MS, this.lastBeatAt + HEARTBEAT_TRUST_MS));
+        return;
+      }
       const [seq, peer] = payload.split(':');
       const p = this.pending.get(Number(seq));
       if (p) {
@@ -115,6 +151,8 @@ export class PostgresInvalidation {
     if (payload.startsWith('t:')) {
       this.cache.clear();
     } else if (payload.startsWith('b:')) {
+      // A barrier also clears: it follows writes no trigger announces (schema changes).
+      this.cache.clear();
       const [, writer, seq] = payload.split(':');
       if (writer === this.id) {
         const p = this.pending.get(Number(seq));
@@ -140,31 +178,39 @@ export class PostgresInvalidation {
    * every live peer have passed it, i.e. have dropped what those writes made stale.
    */
   async barrier(): Promise<void> {
-    if (!this.client || this.closing) return;
+    if (this.closing) return;
+    if (!this.client) {
+      await sleep(LEASE_MS);
+      return;
+    }
     const seq = ++this.seq;
     let resolve!: () => void;
     const done = new Promise<void>((r) => (resolve = r));
     const p: PendingBarrier = { ownSeen: false, waitingFor: null, acked: new Set(), resolve };
     this.pending.set(seq, p);
     const timer = setTimeout(() => {
-      if (!this.pending.has(seq)) return;
-      this.pending.delete(seq);
+      if (!this.pending.delete(seq)) return;
       this.log.warn({ waitingFor: [...(p.waitingFor ?? [])], ownSeen: p.ownSeen }, 'cache barrier timed out');
       resolve();
     }, ACK_TIMEOUT_MS);
     try {
       const { rows } = await sql<{ peers: string[] }>`
         select array(select l.id from cache_listeners l
-                     where l.id <> ${this.id} and l.heartbeat_at > now() - ${LIVE_WINDOW}::interval
+                     where l.id <> ${this.id} and l.heartbeat_at > now() - ${`${LIVE_WINDOW_MS} milliseconds`}::interval
                        and exists (select 1 from pg_stat_activity a where a.pid = l.backend_pid)) as peers,
                pg_notify(${CHANNEL}, ${`b:${this.id}:${seq}`})`.execute(this.db);
       p.waitingFor = new Set(rows[0].peers.filter((peer) => !p.acked.has(peer)));
       this.settle(seq, p);
-      await done;
     } catch (err) {
-      // The write itself has committed; its notification still reaches every cache, only later.
-      this.pending.delete(seq);
+      // The barrier could not be announced: wait until every peer has applied the write or
+      // stopped serving (the write's own trigger notification still reaches them).
       this.log.warn({ err }, 'cache barrier failed');
+      await sleep(LEASE_MS);
+      this.pending.delete(seq);
+      resolve();
+    }
+    try {
+      await done;
     } finally {
       clearTimeout(timer);
     }
@@ -172,15 +218,18 @@ export class PostgresInvalidation {
 
   async close(): Promise<void> {
     this.closing = true;
-    this.cache.enabled = false;
-    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.cache.servingUntil = 0;
+    for (const t of this.timers) clearInterval(t);
     if (this.reconnect) clearTimeout(this.reconnect);
     for (const [, p] of this.pending) p.resolve();
     this.pending.clear();
     await sql`delete from cache_listeners where id = ${this.id}`.execute(this.db).catch(() => {});
     const client = this.client;
     this.client = null;
-    client?.removeAllListeners('end');
-    await client?.end().catch(() => {});
+    if (client) {
+      client.removeAllListeners();
+      client.on('error', () => {});
+      await client.end().catch(() => {});
+    }
   }
 }

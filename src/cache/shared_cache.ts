@@ -1,14 +1,17 @@
+import { performance } from 'node:perf_hooks';
+
 /**
  * A process-local cache of database reads that every Cairn process keeps true to PostgreSQL:
  *
  * - Every write to a watched table notifies channel `cairn_cache` when it commits (trigger from
  *   migration 0600); each process's listener then drops everything it cached (`clear`).
  * - The process that wrote waits, before the write call returns, until every live process has
- *   seen that notification (`barrier`, src/cache/postgres_invalidation.ts). So once a request
- *   that wrote has answered, no process can serve what it replaced.
- * - A load that raced with a clear is returned to its caller but not kept (generation check).
- * - While the listener is down the cache is off (every call loads), so a process that could miss
- *   a notification never serves from memory.
+ *   seen a barrier sent after the commit (`barrier`, src/cache/postgres_invalidation.ts). So once
+ *   a request that wrote has answered, no process serves what the write replaced.
+ * - A process serves from memory only under a lease (`servingUntil`) that its listener renews by
+ *   receiving its own pings; a process that stops hearing notifications stops serving before any
+ *   writer stops waiting for it.
+ * - A value is kept only if no clear happened since its inputs were read (`since`).
  *
  * Entries also expire at the next UTC midnight at the latest, because memberships and tokens
  * expire by date without any write, and after `ttlMs` in any case.
@@ -20,19 +23,32 @@ export interface CacheOptions {
   off?: boolean;
 }
 
+export interface LoadOptions<T> {
+  /**
+   * The generation when the loader's inputs were read, if some were read before `load` was
+   * called (e.g. a row the request already holds). Default: now.
+   */
+  since?: number;
+  /** Whether a loaded value may be kept (e.g. not when part of it could not be read). */
+  keep?: (value: T) => boolean;
+}
+
 interface Entry {
   value: unknown;
   expiresAt: number;
 }
 
+/** Near midnight UTC the database's current_date and this process's clock may disagree. */
+const MIDNIGHT_MARGIN_MS = 60_000;
+
 export class SharedCache {
   private readonly entries = new Map<string, Entry>();
-  private generation = 0;
+  private currentGeneration = 0;
   private readonly maxEntries: number;
   private readonly ttlMs: number;
   private readonly off: boolean;
-  /** True while invalidations are being received; false, every call goes to the database. */
-  enabled = false;
+  /** performance.now() up to which this process may serve from memory; 0 when its listener is down. */
+  servingUntil = 0;
   /** Waits until every process has applied the invalidations of writes committed so far. */
   barrier: () => Promise<void> = async () => {};
 
@@ -46,30 +62,42 @@ export class SharedCache {
     return this.entries.size;
   }
 
+  /** Counts clears; pass it as `since` to keep only values whose inputs were read after it. */
+  get generation(): number {
+    return this.currentGeneration;
+  }
+
+  get serving(): boolean {
+    return !this.off && performance.now() < this.servingUntil;
+  }
+
   /**
    * The cached value of `key`, or what `load` returns (kept unless it is undefined or the cache
-   * was cleared meanwhile). Values are frozen: callers share them and must copy to change.
+   * was cleared since its inputs were read). Values are frozen: callers share them.
    */
-  async load<T>(key: string, load: () => Promise<T>): Promise<T> {
-    if (!this.enabled || this.off) return load();
-    const hit = this.entries.get(key);
+  async load<T>(key: string, load: () => Promise<T>, opts: LoadOptions<T> = {}): Promise<T> {
+    if (!this.serving) return load();
     const now = Date.now();
+    const hit = this.entries.get(key);
     if (hit) {
       if (hit.expiresAt > now) return hit.value as T;
       this.entries.delete(key);
     }
-    const generation = this.generation;
+    const since = opts.since ?? this.currentGeneration;
     const value = await load();
-    if (value !== undefined && this.enabled && generation === this.generation) {
-      if (this.entries.size >= this.maxEntries) this.evictOldest();
-      this.entries.set(key, { value: deepFreeze(value), expiresAt: Math.min(now + this.ttlMs, nextUtcMidnight(now)) });
+    if (value !== undefined && since === this.currentGeneration && this.serving && (!opts.keep || opts.keep(value))) {
+      const midnight = nextUtcMidnight(now);
+      if (midnight - now > MIDNIGHT_MARGIN_MS && now - (midnight - 86_400_000) > MIDNIGHT_MARGIN_MS) {
+        if (this.entries.size >= this.maxEntries) this.evictOldest();
+        this.entries.set(key, { value: deepFreeze(value), expiresAt: Math.min(now + this.ttlMs, midnight) });
+      }
     }
     return value;
   }
 
   /** Drops every entry; loads in flight will not be kept. */
   clear() {
-    this.generation++;
+    this.currentGeneration++;
     this.entries.clear();
   }
 

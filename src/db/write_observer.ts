@@ -1,8 +1,9 @@
 import type { CompiledQuery, DatabaseConnection, Dialect, Driver, QueryResult, TransactionSettings } from 'kysely';
 
 /**
- * Tables whose writes no cache depends on. Mirrors the exclusions in cairn_watch_tables()
- * (migration 0600): writes there need no cache barrier.
+ * Busy tables no cached read depends on: they get no invalidation trigger (the migrator passes
+ * this list to cairn_watch_tables(), migration 0600) and writes to them need no barrier. A table
+ * added here keeps a trigger it already has.
  */
 export const UNWATCHED_TABLES = new Set(['background_jobs', 'rate_limit_counters', 'sessions', 'cache_listeners', 'kysely_migration', 'kysely_migration_lock']);
 
@@ -10,17 +11,18 @@ export const UNWATCHED_TABLES = new Set(['background_jobs', 'rate_limit_counters
 export type WriteObserver = () => Promise<void>;
 
 // `for update` / `do update set` are not updates of a table named after them.
-const WRITE_TARGET = /(?<!\bfor\s+(?:no\s+key\s+)?)\b(?:insert\s+into|update|delete\s+from|truncate(?:\s+table)?)\s+(?:only\s+)?"?([a-z_][a-z0-9_]*)"?/gi;
+const WRITE_TARGET = /(?<!\bfor\s+(?:no\s+key\s+)?)\b(?:insert\s+into|update|delete\s+from)\s+(?:only\s+)?"?([a-z_][a-z0-9_]*)"?/gi;
+const TRUNCATE_LIST = /\btruncate\s+(?:table\s+)?(?:only\s+)?((?:"?[a-z_][a-z0-9_]*"?\s*,\s*)*"?[a-z_][a-z0-9_]*"?)/gi;
 const NOT_TABLES = new Set(['set', 'skip', 'nowait', 'of']);
 
 /** Does this statement change a watched table? Unknown writes (DDL, functions) count as yes. */
 export function writesWatchedTable(query: CompiledQuery): boolean {
-  const kind = query.query.kind;
-  if (kind === 'SelectQueryNode') return false;
-  const tables = [...query.sql.matchAll(WRITE_TARGET)].map((m) => m[1].toLowerCase()).filter((t) => !NOT_TABLES.has(t));
+  const text = query.sql;
+  const tables = [...text.matchAll(WRITE_TARGET)].map((m) => m[1].toLowerCase()).filter((t) => !NOT_TABLES.has(t));
+  for (const m of text.matchAll(TRUNCATE_LIST)) tables.push(...m[1].split(',').map((t) => t.trim().replace(/"/g, '').toLowerCase()));
   if (tables.length === 0) {
-    // Reads written as raw SQL: selects (including `for update`) and CTEs that change nothing.
-    return !/^\s*(select|with|show|explain|listen|unlisten)\b/i.test(query.sql);
+    // Reads: selects (including `for update`) and CTEs that change nothing.
+    return query.query.kind !== 'SelectQueryNode' && !/^\s*(select|with|show|explain|listen|unlisten)\b/i.test(text);
   }
   return tables.some((t) => !UNWATCHED_TABLES.has(t));
 }

@@ -327,6 +327,10 @@ export async function transferProject(cairn: Cairn, user: User, project: Project
 }
 
 /** Root README of each project's default branch, for the presenters; a few git calls at a time. */
+/**
+ * The README path at the root of each readable project's default branch (null when there is
+ * none). A project whose repository could not be read has no entry.
+ */
 export async function readmePaths(cairn: Cairn, rows: ProjectRow[], accessLevels: Map<number, number>): Promise<Map<number, string | null>> {
   const out = new Map<number, string | null>();
   const queue = rows.filter((r) => featureAvailable(r, 'repository', accessLevels.get(r.id) ?? 0));
@@ -335,7 +339,7 @@ export async function readmePaths(cairn: Cairn, rows: ProjectRow[], accessLevels
       try {
         out.set(r.id, await rootReadme(cairn.catfile, projectRepoPath(cairn, r), r.default_branch ?? 'main'));
       } catch {
-        out.set(r.id, null);
+        // Shown as no README; the caller may choose not to keep such an answer.
       }
     }
   };

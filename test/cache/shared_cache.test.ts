@@ -8,6 +8,12 @@ import { writesWatchedTable } from '../../src/db/write_observer.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/database.js';
 
 const quiet = { warn() {} };
+
+/** On PostgreSQL a cache serves once its listener's first ping has come back. */
+async function untilServing(cache: SharedCache) {
+  for (let i = 0; i < 200 && !cache.serving; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(cache.serving);
+}
 const raw = (text: string) => CompiledQuery.raw(text);
 
 describe('SharedCache', () => {
@@ -17,7 +23,7 @@ describe('SharedCache', () => {
     const load = async () => ({ n: ++loads });
     assert.deepEqual(await cache.load('k', load), { n: 1 }, 'disabled: loads every time');
     assert.deepEqual(await cache.load('k', load), { n: 2 });
-    cache.enabled = true;
+    cache.servingUntil = Infinity;
     assert.deepEqual(await cache.load('k', load), { n: 3 });
     assert.deepEqual(await cache.load('k', load), { n: 3 }, 'enabled: served from memory');
     cache.clear();
@@ -28,7 +34,7 @@ describe('SharedCache', () => {
 
   it('does not keep a value whose load raced with a clear', async () => {
     const cache = new SharedCache();
-    cache.enabled = true;
+    cache.servingUntil = Infinity;
     let release!: () => void;
     const slow = cache.load('k', () => new Promise<string>((r) => (release = () => r('stale'))));
     cache.clear(); // a write committed while the load was reading
@@ -39,7 +45,7 @@ describe('SharedCache', () => {
 
   it('freezes what it keeps, so callers cannot change a shared value', async () => {
     const cache = new SharedCache();
-    cache.enabled = true;
+    cache.servingUntil = Infinity;
     const value = await cache.load('k', async () => ({ a: { b: [1] } }));
     assert.throws(() => {
       (value as any).a.b.push(2);
@@ -48,7 +54,7 @@ describe('SharedCache', () => {
 
   it('stays within its size', async () => {
     const cache = new SharedCache({ maxEntries: 10 });
-    cache.enabled = true;
+    cache.servingUntil = Infinity;
     for (let i = 0; i < 25; i++) await cache.load(`k${i}`, async () => i);
     assert.ok(cache.size <= 10);
     assert.equal(await cache.load('k24', async () => -1), 24, 'the newest entries stay');
@@ -81,6 +87,7 @@ describe('cache invalidation through the database', () => {
   it('a committed write clears the cache before the write returns', async () => {
     const cache = new SharedCache();
     const stop = await startCache(cache, testDb.database, quiet);
+    await untilServing(cache);
     try {
       assert.equal(await cache.load('k', async () => 'old'), 'old');
       await testDb.database.db.updateTable('users').set({ name: sql`name` }).where('id', '=', -1).execute();
@@ -110,6 +117,7 @@ describe('cache invalidation through the database', () => {
     const stopWriter = await startCache(writerCache, testDb.database, quiet);
     const reader = new PostgresInvalidation(readerCache, other.db, testDb.databaseUrl!, quiet);
     await reader.start();
+    await untilServing(readerCache);
     // The reader handles notifications late (in order), as a busy process would.
     const handle = (reader as any).onNotification.bind(reader);
     let queue = Promise.resolve();

@@ -249,9 +249,9 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   else pipeInto(input, proc);
 
   // The response stays open until the push is recorded, so a client that sees success can rely on it.
+  // Recorded whatever git's exit status: refs may have moved before a client hung up and
+  // receive-pack was killed; recordPush keeps only the updates that took effect.
   const out = responseBody(proc, exit, [], async () => {
-    const { code } = await exit;
-    if (code !== 0) return;
     try {
       await recordPush(cairn, ctx.project, user.id, head.updates, request.log);
     } catch (err) {

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { loadProjectExtras } from '../../finders/projects.js';
-import { presentProject, presentProjectSimple, presentProjectWithAccess, type ProjectRow } from '../../presenters/projects.js';
+import { featureAvailable, presentProject, presentProjectSimple, presentProjectWithAccess, type ProjectRow } from '../../presenters/projects.js';
 import { readmePaths } from '../../services/projects.js';
 import type { PresentContext } from '../../presenters/users.js';
 
@@ -12,24 +12,46 @@ export function presentContext(request: FastifyRequest): PresentContext {
 
 /**
  * Preloads what the project presenters need for a whole list (a fixed number of queries and
- * a few git calls for README lookups), then presents each row in the chosen form.
+ * a few git calls for README lookups), then presents each row in the chosen form. `complete` is
+ * false when a repository could not be read (its README shows as none).
  */
-export async function renderProjects(request: FastifyRequest, rows: ProjectRow[], form: ProjectForm, knownAccessLevel?: number) {
+async function presentProjects(request: FastifyRequest, rows: ProjectRow[], form: ProjectForm, knownAccessLevel?: number) {
   const cairn = request.server.cairn;
   const user = request.actor?.user ?? null;
-  const extras = rows.length === 1
-    ? await cairn.cache.load(`project-extras:${user?.id ?? 0}:${rows[0].id}:${knownAccessLevel ?? ''}`, () => loadProjectExtras(cairn.db, user, rows, knownAccessLevel))
-    : await loadProjectExtras(cairn.db, user, rows, knownAccessLevel);
+  const extras = await loadProjectExtras(cairn.db, user, rows, knownAccessLevel);
   const levels = new Map([...extras].map(([id, x]) => [id, x.accessLevel]));
   const readmes = await readmePaths(cairn, rows, levels);
   const ctx = presentContext(request);
   const present = form === 'simple' ? presentProjectSimple : form === 'full' ? presentProject : presentProjectWithAccess;
-  return rows.map((r) => present(ctx, r, { ...extras.get(r.id)!, readmePath: readmes.get(r.id) ?? null }));
+  const complete = rows.every((r) => readmes.has(r.id) || !featureAvailable(r, 'repository', levels.get(r.id) ?? 0));
+  return { bodies: rows.map((r) => present(ctx, r, { ...extras.get(r.id)!, readmePath: readmes.get(r.id) ?? null })), complete };
+}
+
+export async function renderProjects(request: FastifyRequest, rows: ProjectRow[], form: ProjectForm, knownAccessLevel?: number) {
+  return (await presentProjects(request, rows, form, knownAccessLevel)).bodies;
 }
 
 /** One project; pass the caller's effective level when the request already computed it. */
 export async function renderProject(request: FastifyRequest, row: ProjectRow, form: ProjectForm, knownAccessLevel?: number) {
   return (await renderProjects(request, [row], form, knownAccessLevel))[0];
+}
+
+/**
+ * One project as JSON text, kept in the cache per caller. The row and level were read earlier in
+ * the request, so the text is kept only if nothing was written since the request began.
+ */
+export async function cachedProjectJson(request: FastifyRequest, row: ProjectRow, form: ProjectForm, accessLevel: number): Promise<string> {
+  const cache = request.server.cairn.cache;
+  const key = `project-json:${form}:${request.actor?.user.id ?? 0}:${row.id}:${accessLevel}`;
+  const entry = await cache.load(
+    key,
+    async () => {
+      const { bodies, complete } = await presentProjects(request, [row], form, accessLevel);
+      return { json: JSON.stringify(bodies[0]), complete };
+    },
+    { since: request.cacheGeneration, keep: (e) => e.complete },
+  );
+  return entry.json;
 }
 
 /** The list form GitLab picks: simple when asked or anonymous, with permissions for signed-in callers. */

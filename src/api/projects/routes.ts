@@ -16,7 +16,7 @@ import {
   createProject, deleteProject, setProjectArchived, starProject, transferProject, unstarProject, updateProject,
 } from '../../services/projects.js';
 import { projectFilters } from './filters.js';
-import { listForm, presentContext, renderProject, renderProjects } from './present.js';
+import { cachedProjectJson, listForm, presentContext, renderProject, renderProjects } from './present.js';
 import { ProjectCreateBody, ProjectHousekeepingBody, ProjectIdParams, ProjectListQuery, ProjectUpdateBody } from './schemas.js';
 import { housekeepProject } from '../../services/housekeeping.js';
 
@@ -86,11 +86,8 @@ export default async function projectRoutes(fastify: FastifyInstance) {
 
   app.get('/api/v4/projects/:id', { schema: { params: ProjectIdParams } }, async (request, reply) => {
     const { row, accessLevel } = await loadProject(request, request.params.id);
-    const form = request.actor ? 'with_access' : 'full';
     // The hottest read: its JSON is cached whole, per caller (the form depends on who asks).
-    const json = await app.cairn.cache.load(`project-json:${form}:${request.actor?.user.id ?? 0}:${row.id}:${accessLevel}`, async () =>
-      JSON.stringify(await renderProject(request, row, form, accessLevel)),
-    );
+    const json = await cachedProjectJson(request, row, request.actor ? 'with_access' : 'full', accessLevel);
     return reply.type('application/json').send(json);
   });
 

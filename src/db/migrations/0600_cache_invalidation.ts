@@ -2,9 +2,9 @@ import { sql, type Kysely } from 'kysely';
 
 // Process-local caches (src/cache/) stay true to the database through notifications: every write
 // to a watched table notifies channel cairn_cache when its transaction commits, and every
-// process listening there drops what it cached. `cairn_watch_tables()` puts the trigger on every
-// table but the busy ones no cache reads; the migrator calls it after each run, so tables that
-// later migrations add are watched too. `cache_listeners` lists the live processes, so a writer
+// process listening there drops what it cached. `cairn_watch_tables(unwatched)` puts the trigger
+// on every table but the busy ones no cache reads (UNWATCHED_TABLES in src/db/write_observer.ts);
+// the migrator calls it after each run, so tables that later migrations add are watched too. `cache_listeners` lists the live processes, so a writer
 // knows whose acknowledgement to wait for (src/cache/postgres_invalidation.ts).
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`
@@ -21,7 +21,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       return null;
     end $$`.execute(db);
   await sql`
-    create function cairn_watch_tables() returns void language plpgsql as $$
+    create function cairn_watch_tables(unwatched text[]) returns void language plpgsql as $$
     declare t record;
     begin
       -- Two processes starting together must not both create a trigger.
@@ -29,8 +29,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       for t in
         select c.relname from pg_class c
         where c.relkind in ('r', 'p') and c.relnamespace = current_schema()::regnamespace
-          and c.relname not in ('background_jobs', 'rate_limit_counters', 'sessions', 'cache_listeners',
-                                'kysely_migration', 'kysely_migration_lock')
+          and c.relname <> all (unwatched)
           and not exists (select 1 from pg_trigger g where g.tgrelid = c.oid and g.tgname = 'cairn_cache_notify')
       loop
         execute format('create trigger cairn_cache_notify after insert or update or delete or truncate on %I
@@ -40,7 +39,7 @@ export async function up(db: Kysely<any>): Promise<void> {
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  await sql`drop function if exists cairn_watch_tables()`.execute(db);
+  await sql`drop function if exists cairn_watch_tables(text[])`.execute(db);
   await sql`drop function cairn_cache_notify() cascade`.execute(db);
   await sql`drop table cache_listeners`.execute(db);
 }
