@@ -34,14 +34,12 @@ import {
   stringParam,
   type SourceKind,
 } from './params.js';
+import type { IdParams, MemberParams } from '../params.js';
 
 const KINDS: SourceKind[] = ['groups', 'projects'];
 const TASKS = ['ci', 'code', 'issues'];
 /** GitLab adds at most this many users in one call. */
 const USER_LIMIT = 100;
-
-type IdParams = { id: string };
-type MemberParams = { id: string; user_id: string };
 
 function viewerOf(request: FastifyRequest): MemberViewer {
   const user = request.actor?.user ?? null;

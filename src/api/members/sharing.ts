@@ -9,13 +9,16 @@ import { presentProjectGroupLink, presentSharedGroup, type GroupShareView } from
 import { shareGroupWithGroup, shareProjectWithGroup, unshareGroup, unshareProject } from '../../services/members.js';
 import type { Namespace } from '../../db/schema/core.js';
 import { accessLevelParam, dateParam, intParam, pathInt, presentContext } from './params.js';
+import type { IdParams } from '../params.js';
+
+type ShareParams = IdParams & { group_id: string };
 
 /** Sharing a project or a group with a group (project_group_links, group_group_links). */
 export default async function sharingRoutes(app: FastifyInstance) {
   const db = () => app.cairn.db;
   const auth = { config: { auth: 'required' as const } };
 
-  app.post<{ Params: { id: string } }>('/api/v4/projects/:id/share', auth, async (request, reply) => {
+  app.post<{ Params: IdParams }>('/api/v4/projects/:id/share', auth, async (request, reply) => {
     const params = allParams(request);
     const groupId = intParam(params, 'group_id', true)!;
     const groupAccess = accessLevelParam(params, 'group_access', [10, 20, 30, 40], true)!;
@@ -27,14 +30,14 @@ export default async function sharingRoutes(app: FastifyInstance) {
     return presentProjectGroupLink(link);
   });
 
-  app.delete<{ Params: { id: string; group_id: string } }>('/api/v4/projects/:id/share/:group_id', auth, async (request, reply) => {
+  app.delete<{ Params: ShareParams }>('/api/v4/projects/:id/share/:group_id', auth, async (request, reply) => {
     const groupId = pathInt(request.params.group_id, 'group_id');
     const { project } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
     if (!(await unshareProject(db(), project.id, groupId))) throw notFound('Group Link');
     return reply.code(204).send();
   });
 
-  app.post<{ Params: { id: string } }>('/api/v4/groups/:id/share', auth, async (request, reply) => {
+  app.post<{ Params: IdParams }>('/api/v4/groups/:id/share', auth, async (request, reply) => {
     const params = allParams(request);
     const groupId = intParam(params, 'group_id', true)!;
     const groupAccess = accessLevelParam(params, 'group_access', [10, 20, 30, 40, 50], true)!;
@@ -47,7 +50,7 @@ export default async function sharingRoutes(app: FastifyInstance) {
     return presentSharedGroup(presentContext(request), shared, await sharesOf(shared));
   });
 
-  app.delete<{ Params: { id: string; group_id: string } }>('/api/v4/groups/:id/share/:group_id', auth, async (request, reply) => {
+  app.delete<{ Params: ShareParams }>('/api/v4/groups/:id/share/:group_id', auth, async (request, reply) => {
     const groupId = pathInt(request.params.group_id, 'group_id');
     const { group } = await authorizeGroup(request, request.params.id, AccessLevel.OWNER);
     if (!(await unshareGroup(db(), group.id, groupId))) throw notFound();

@@ -9,6 +9,7 @@ import { notFound } from '../../plugins/errors.js';
 import { PaginationQuery, pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentNamespace } from '../../presenters/namespaces.js';
 import { presentContext } from '../projects/present.js';
+import { IdParams } from '../params.js';
 
 const ListQuery = Type.Object({
   ...PaginationQuery,
@@ -55,7 +56,7 @@ export default async function namespaceRoutes(fastify: FastifyInstance) {
     return rows.map((r) => presentNamespace(ctx, r, counts.get(r.id)!));
   });
 
-  app.get('/api/v4/namespaces/:id', { config: { auth: 'required' }, schema: { params: Type.Object({ id: Type.String() }) } }, async (request) => {
+  app.get('/api/v4/namespaces/:id', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request) => {
     const user = requireUser(request);
     const ns = await findNamespace(db, request.params.id);
     if (!ns) throw notFound('Namespace');

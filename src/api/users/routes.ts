@@ -22,9 +22,10 @@ import {
 } from '../../services/user-profile.js';
 import { createUserByAdmin, deleteIdentity, updateUserByAdmin, type CreateUserInput } from '../../services/users.js';
 import {
-  CreateUserBody, CustomAttributeParams, DeleteUserQuery, IdParams, ListUsersQuery, SetCustomAttributeBody, SetStatusBody,
+  CreateUserBody, CustomAttributeParams, DeleteUserQuery, ListUsersQuery, SetCustomAttributeBody, SetStatusBody,
   UpdateUserBody, WithCustomAttributesQuery,
 } from './schemas.js';
+import { IdParams } from '../params.js';
 
 const ctxOf = (req: FastifyRequest): PresentContext => ({ baseUrl: req.server.cairn.config.externalUrl, viewer: req.actor?.user ?? null });
 
