@@ -17,6 +17,12 @@ export async function findGroup(db: Database, idOrPath: string | number): Promis
   return q.where(sql`lower(full_path)`, '=', key.toLowerCase()).executeTakeFirst();
 }
 
+/** The ids of a group and of every group below it. */
+export async function groupTreeIds(db: Database, groupId: number): Promise<number[]> {
+  const rows = await db.selectFrom('namespaces').select('id').where(sql<boolean>`traversal_ids @> array[${groupId}]::int[]`).execute();
+  return rows.map((r) => r.id);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lists: visibility first, then one step per filter; one builder for the page and the total.
 

@@ -1,9 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { sql } from 'kysely';
 import type { Namespace } from '../../db/schema/core.js';
-import { findGroup, listGroups, sharedWithGroups, type GroupFilters } from '../../finders/groups.js';
+import { findGroup, groupTreeIds, listGroups, sharedWithGroups, type GroupFilters } from '../../finders/groups.js';
 import { findProjectRow, listProjects } from '../../finders/projects.js';
 import { AccessLevel } from '../../policies/access.js';
 import { authorizeGroup } from '../../policies/groups.js';
@@ -148,11 +147,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
 
   app.get('/api/v4/groups/:id/projects', { schema: { params: IdParams, querystring: ProjectListQuery } }, async (request, reply) => {
     const { group } = await authorizeGroup(request, request.params.id);
-    let namespaceIds = [group.id];
-    if (request.query.include_subgroups) {
-      const rows = await db.selectFrom('namespaces').select('id').where(sql<boolean>`traversal_ids @> array[${group.id}]::int[]`).execute();
-      namespaceIds = rows.map((r) => r.id);
-    }
+    const namespaceIds = request.query.include_subgroups ? await groupTreeIds(db, group.id) : [group.id];
     const filters = {
       ...projectFilters(request),
       groupScope: { namespaceIds, sharedWithGroupId: request.query.with_shared === false ? undefined : group.id },
