@@ -1,13 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { sql } from 'kysely';
+import { listGroupShares } from '../../finders/groups.js';
 import { forbidden, notFound } from '../../plugins/errors.js';
 import { allParams } from '../../plugins/params.js';
 import { AccessLevel } from '../../policies/access.js';
 import { authorizeGroup } from '../../policies/groups.js';
 import { authorizeProject } from '../../policies/projects.js';
-import { presentProjectGroupLink, presentSharedGroup, type GroupShareView } from '../../presenters/members.js';
+import { presentProjectGroupLink, presentSharedGroup } from '../../presenters/members.js';
 import { shareGroupWithGroup, shareProjectWithGroup, unshareGroup, unshareProject } from '../../services/members.js';
-import type { Namespace } from '../../db/schema/core.js';
 import { accessLevelParam, dateParam, intParam, pathInt, presentContext } from './params.js';
 import type { IdParams } from '../params.js';
 
@@ -47,7 +46,7 @@ export default async function sharingRoutes(app: FastifyInstance) {
     if (accessLevel < AccessLevel.OWNER) throw forbidden();
     await shareGroupWithGroup(db(), shared, sharedWith, groupAccess, expiresAt);
     reply.code(201);
-    return presentSharedGroup(presentContext(request), shared, await sharesOf(shared));
+    return presentSharedGroup(presentContext(request), shared, await listGroupShares(db(), shared.id));
   });
 
   app.delete<{ Params: ShareParams }>('/api/v4/groups/:id/share/:group_id', auth, async (request, reply) => {
@@ -56,12 +55,4 @@ export default async function sharingRoutes(app: FastifyInstance) {
     if (!(await unshareGroup(db(), group.id, groupId))) throw notFound();
     return reply.code(204).send();
   });
-
-  async function sharesOf(group: Namespace): Promise<GroupShareView[]> {
-    const rows = await sql<{ id: number; name: string; path: string; full_name: string; full_path: string; group_access: number; expires_at: string | null }>`
-      select g.id, g.name, g.path, g.full_name, g.full_path, l.group_access, l.expires_at
-        from group_group_links l join namespaces g on g.id = l.shared_with_group_id
-       where l.shared_group_id = ${group.id} order by l.id`.execute(db());
-    return rows.rows.map((r) => ({ group: r, group_access: r.group_access, expires_at: r.expires_at }));
-  }
 }
