@@ -5,6 +5,7 @@ import { rowId } from '../lib/ids.js';
 import type { User } from '../db/schema/core.js';
 import { groupVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
 import type { SharedGroupLink } from '../presenters/groups.js';
+import type { GroupShareView } from '../presenters/members.js';
 
 /** `:id` of /groups/:id: an integer id or a URL-decoded full path. Groups only (not user namespaces). */
 export async function findGroup(db: Database, idOrPath: string | number): Promise<Namespace | undefined> {
@@ -15,6 +16,12 @@ export async function findGroup(db: Database, idOrPath: string | number): Promis
     return id === undefined ? undefined : q.where('id', '=', id).executeTakeFirst();
   }
   return q.where(sql`lower(full_path)`, '=', key.toLowerCase()).executeTakeFirst();
+}
+
+/** The ids of a group and of every group below it. */
+export async function groupTreeIds(db: Database, groupId: number): Promise<number[]> {
+  const rows = await db.selectFrom('namespaces').select('id').where(sql<boolean>`traversal_ids @> array[${groupId}]::int[]`).execute();
+  return rows.map((r) => r.id);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -78,6 +85,15 @@ export async function listGroups(db: Database, user: User | null, f: GroupFilter
   const rows = await q.limit(page.limit).offset(page.offset).execute();
   const count = await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
   return { rows: rows as Namespace[], total: Number(count.n) };
+}
+
+/** Every group a group is shared with, visible or not, oldest share first (for the group's owner). */
+export async function listGroupShares(db: Database, groupId: number): Promise<GroupShareView[]> {
+  const rows = await sql<{ id: number; name: string; path: string; full_name: string; full_path: string; group_access: number; expires_at: string | null }>`
+    select g.id, g.name, g.path, g.full_name, g.full_path, l.group_access, l.expires_at
+      from group_group_links l join namespaces g on g.id = l.shared_with_group_id
+     where l.shared_group_id = ${groupId} order by l.id`.execute(db);
+  return rows.rows.map((r) => ({ group: r, group_access: r.group_access, expires_at: r.expires_at }));
 }
 
 /** The groups a group is shared with, limited to those `user` may see. */

@@ -213,6 +213,11 @@ function findMemberRow(db: Database, source: MemberSource, userId: number, reque
     .executeTakeFirst();
 }
 
+/** A stored membership or access request by its own id. */
+export function findMemberRowById(db: Database, id: number) {
+  return db.selectFrom('members').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
 /** The stored direct membership row (not a request), for changes. */
 export const findDirectMemberRow = (db: Database, source: MemberSource, userId: number) => findMemberRow(db, source, userId, false);
 

@@ -60,6 +60,37 @@ export async function findNamespace(db: Database, idOrPath: string | number): Pr
   return row ? withOwner(row) : undefined;
 }
 
+/** Those of `groupIds` in which the user has the Owner role (directly, through an ancestor or a share). */
+export async function ownedGroupIds(db: Database, userId: number, groupIds: number[]): Promise<number[]> {
+  if (!groupIds.length) return [];
+  const rows = await sql<{ group_id: number }>`select group_id from group_authorizations(${userId}) where access_level >= 50 and group_id = any(${groupIds}::int[])`.execute(db);
+  return rows.rows.map((r) => r.group_id);
+}
+
+/** The full path of the group `id`; undefined when no group has that id. */
+export async function findGroupFullPath(db: Database, id: number): Promise<string | undefined> {
+  const group = await db.selectFrom('namespaces').select('full_path').where('id', '=', id).where('type', '=', 'Group').executeTakeFirst();
+  return group?.full_path;
+}
+
+/** Is there a namespace (user or group) at this full path, in any letter case? */
+export async function namespacePathTaken(db: Database, fullPath: string): Promise<boolean> {
+  const found = await db.selectFrom('namespaces').select('id').where(sql`lower(full_path)`, '=', fullPath.toLowerCase()).executeTakeFirst();
+  return !!found;
+}
+
+/** A path GitLab would suggest instead of a taken one: the path with the first free number appended. */
+export async function suggestNamespacePath(db: Database, parentPrefix: string, path: string): Promise<string> {
+  const base = path.toLowerCase().replace(/\d+$/, '');
+  const rows = await db
+    .selectFrom('namespaces')
+    .select(sql<string>`lower(full_path)`.as('p'))
+    .where(sql`lower(full_path)`, 'like', `${parentPrefix}${base}%`.toLowerCase())
+    .execute();
+  const taken = new Set(rows.map((r) => r.p));
+  for (let i = 1; ; i++) if (!taken.has(`${parentPrefix}${base}${i}`.toLowerCase())) return `${base}${i}`;
+}
+
 /**
  * Counts for a page of namespaces in two queries: direct projects per namespace, and distinct
  * members of each group's subtree for the groups listed in `adminGroupIds`.

@@ -264,6 +264,18 @@ export async function loadProjectExtras(
   return result;
 }
 
+/** Is the project in the group or one of its subgroups? */
+export async function projectInGroupTree(db: Database, projectId: number, groupId: number): Promise<boolean> {
+  const found = await db
+    .selectFrom('projects as p')
+    .innerJoin('namespaces as n', 'n.id', 'p.namespace_id')
+    .select('p.id')
+    .where('p.id', '=', projectId)
+    .where((eb) => eb(eb.ref('n.traversal_ids'), '@>', eb.val([groupId]) as any))
+    .executeTakeFirst();
+  return !!found;
+}
+
 /** Who starred a project, newest first; private profiles only to themselves and administrators. */
 export async function listStarrers(db: Database, projectId: number, viewer: User | null, search: string | undefined, page: { perPage: number; offset: number }) {
   let base = db.selectFrom('users_star_projects as s').innerJoin('users as u', 'u.id', 's.user_id').where('s.project_id', '=', projectId);

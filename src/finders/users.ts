@@ -200,6 +200,12 @@ export async function findUserById(db: Database, id: number | string): Promise<U
   return db.selectFrom('users').selectAll().where('id', '=', n).executeTakeFirst();
 }
 
+/** The users with these ids, in id order; ids that name no user are left out. */
+export async function listUsersByIds(db: Database, ids: number[]): Promise<User[]> {
+  if (!ids.length) return [];
+  return db.selectFrom('users').selectAll().where('id', 'in', ids).orderBy('id').execute();
+}
+
 /** `:id_or_username` as GitLab's find_user takes it. */
 export async function findUserByIdOrUsername(db: Database, key: string): Promise<User | undefined> {
   if (/^\d+$/.test(key)) return findUserById(db, key);

@@ -57,6 +57,11 @@ export async function setUserStatus(db: Database, user: User, input: StatusInput
     .executeTakeFirstOrThrow();
 }
 
+/** Puts back the expiry a status had before a change that did not mention clear_status_after. */
+export async function keepStatusExpiry(db: Database, user: User, clearStatusAt: string) {
+  return db.updateTable('user_statuses').set({ clear_status_at: clearStatusAt }).where('user_id', '=', user.id).returningAll().executeTakeFirstOrThrow();
+}
+
 export const MAX_FOLLOWEES = 300;
 
 /** 'followed', or 'unchanged' when already following (or following oneself). */

@@ -26,9 +26,7 @@ import {
   pickCommit,
   statsFor,
 } from '../../services/commits.js';
-
-const Params = Type.Object({ id: Type.String() });
-const ShaParams = Type.Object({ id: Type.String(), sha: Type.String() });
+import { IdParams, ShaParams } from '../params.js';
 
 const ListQuery = Type.Object({
   ref_name: Type.Optional(Type.String()),
@@ -104,7 +102,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
   const cairn = fastify.cairn;
   const base = '/api/v4/projects/:id/repository/commits';
 
-  app.get(base, { schema: { params: Params, querystring: ListQuery } }, async (request, reply) => {
+  app.get(base, { schema: { params: IdParams, querystring: ListQuery } }, async (request, reply) => {
     const { project } = await authorizeReadCode(request, request.params.id);
     const q = request.query;
     const page = pageParams(request);
@@ -131,7 +129,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
     return commits.map((c) => presentCommitWithStats(ctx, c, stats.get(c.oid), opts));
   });
 
-  app.post(base, { bodyLimit: contentBodyLimit(cairn.config), schema: { params: Params, body: CreateBody } }, async (request, reply) => {
+  app.post(base, { bodyLimit: contentBodyLimit(cairn.config), schema: { params: IdParams, body: CreateBody } }, async (request, reply) => {
     const access = await authorizeReadCode(request, request.params.id);
     const user = requireUser(request);
     const body = request.body;

@@ -21,10 +21,10 @@ import {
   CreateProjectDeployKeyBody,
   DeployKeyListQuery,
   ProjectKeyParams,
-  ProjectParams,
   UpdateProjectDeployKeyBody,
 } from '../keys/schemas.js';
 import { dateTimeParam } from '../personal_access_tokens/schemas.js';
+import { IdParams } from '../params.js';
 
 export default async function deployKeyRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -55,7 +55,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
 
   app.get(
     '/api/v4/projects/:id/deploy_keys',
-    { config: required, schema: { params: ProjectParams, querystring: DeployKeyListQuery } },
+    { config: required, schema: { params: IdParams, querystring: DeployKeyListQuery } },
     async (request, reply) => {
       const { project } = await authorizeProject(request, request.params.id, MAINTAINER);
       const page = pageParams(request);
@@ -74,7 +74,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
 
   app.post(
     '/api/v4/projects/:id/deploy_keys',
-    { config: required, schema: { params: ProjectParams, body: CreateProjectDeployKeyBody } },
+    { config: required, schema: { params: IdParams, body: CreateProjectDeployKeyBody } },
     async (request, reply) => {
       const { project, user } = await authorizeProject(request, request.params.id, MAINTAINER);
       const body = request.body;

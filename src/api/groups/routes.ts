@@ -1,9 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { sql } from 'kysely';
 import type { Namespace } from '../../db/schema/core.js';
-import { findGroup, listGroups, sharedWithGroups, type GroupFilters } from '../../finders/groups.js';
+import { findGroup, groupTreeIds, listGroups, sharedWithGroups, type GroupFilters } from '../../finders/groups.js';
 import { findProjectRow, listProjects } from '../../finders/projects.js';
 import { AccessLevel } from '../../policies/access.js';
 import { authorizeGroup } from '../../policies/groups.js';
@@ -19,6 +18,7 @@ import { projectFilters } from '../projects/filters.js';
 import { presentContext, renderProjects } from '../projects/present.js';
 import { ACCESS_LEVEL, ProjectListQuery, VISIBILITY } from '../projects/schemas.js';
 import { sendProjectList } from '../projects/routes.js';
+import { IdParams } from '../params.js';
 
 const enumOf = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 
@@ -36,7 +36,6 @@ const GroupListQuery = Type.Object({
   statistics: Type.Optional(Type.Boolean()),
   with_custom_attributes: Type.Optional(Type.Boolean()),
 });
-const GroupIdParams = Type.Object({ id: Type.String() });
 const GroupBody = Type.Object({
   name: Type.Optional(Type.String()),
   path: Type.Optional(Type.String()),
@@ -116,43 +115,39 @@ export default async function groupRoutes(fastify: FastifyInstance) {
 
   app.get(
     '/api/v4/groups/:id',
-    { schema: { params: GroupIdParams, querystring: Type.Object({ with_projects: Type.Optional(Type.Boolean()), with_custom_attributes: Type.Optional(Type.Boolean()) }) } },
+    { schema: { params: IdParams, querystring: Type.Object({ with_projects: Type.Optional(Type.Boolean()), with_custom_attributes: Type.Optional(Type.Boolean()) }) } },
     async (request) => {
       const { group, accessLevel } = await authorizeGroup(request, request.params.id);
       return renderGroupDetail(request, group, accessLevel, request.query.with_projects ?? true);
     },
   );
 
-  app.put('/api/v4/groups/:id', { config: { auth: 'required' }, schema: { params: GroupIdParams, body: GroupBody } }, async (request) => {
+  app.put('/api/v4/groups/:id', { config: { auth: 'required' }, schema: { params: IdParams, body: GroupBody } }, async (request) => {
     const user = requireUser(request);
     const { group, accessLevel } = await authorizeGroup(request, request.params.id, AccessLevel.OWNER);
     const updated = await updateGroup(app.cairn, user, group, allParams(request));
     return renderGroupDetail(request, updated, accessLevel, true);
   });
 
-  app.delete('/api/v4/groups/:id', { config: { auth: 'required' }, schema: { params: GroupIdParams } }, async (request, reply) => {
+  app.delete('/api/v4/groups/:id', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
     const { group } = await authorizeGroup(request, request.params.id, AccessLevel.OWNER);
     await deleteGroup(app.cairn, group);
     return reply.code(202).send({ message: '202 Accepted' });
   });
 
-  app.get('/api/v4/groups/:id/subgroups', { schema: { params: GroupIdParams, querystring: GroupListQuery } }, async (request, reply) => {
+  app.get('/api/v4/groups/:id/subgroups', { schema: { params: IdParams, querystring: GroupListQuery } }, async (request, reply) => {
     const { group } = await authorizeGroup(request, request.params.id);
     return sendGroupList(request, reply, { ...groupFilters(request), topLevelOnly: false, parentId: group.id });
   });
 
-  app.get('/api/v4/groups/:id/descendant_groups', { schema: { params: GroupIdParams, querystring: GroupListQuery } }, async (request, reply) => {
+  app.get('/api/v4/groups/:id/descendant_groups', { schema: { params: IdParams, querystring: GroupListQuery } }, async (request, reply) => {
     const { group } = await authorizeGroup(request, request.params.id);
     return sendGroupList(request, reply, { ...groupFilters(request), topLevelOnly: false, descendantsOf: group.id });
   });
 
-  app.get('/api/v4/groups/:id/projects', { schema: { params: GroupIdParams, querystring: ProjectListQuery } }, async (request, reply) => {
+  app.get('/api/v4/groups/:id/projects', { schema: { params: IdParams, querystring: ProjectListQuery } }, async (request, reply) => {
     const { group } = await authorizeGroup(request, request.params.id);
-    let namespaceIds = [group.id];
-    if (request.query.include_subgroups) {
-      const rows = await db.selectFrom('namespaces').select('id').where(sql<boolean>`traversal_ids @> array[${group.id}]::int[]`).execute();
-      namespaceIds = rows.map((r) => r.id);
-    }
+    const namespaceIds = request.query.include_subgroups ? await groupTreeIds(db, group.id) : [group.id];
     const filters = {
       ...projectFilters(request),
       groupScope: { namespaceIds, sharedWithGroupId: request.query.with_shared === false ? undefined : group.id },
@@ -160,12 +155,12 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return sendGroupProjects(request, reply, filters);
   });
 
-  app.get('/api/v4/groups/:id/projects/shared', { schema: { params: GroupIdParams, querystring: ProjectListQuery } }, async (request, reply) => {
+  app.get('/api/v4/groups/:id/projects/shared', { schema: { params: IdParams, querystring: ProjectListQuery } }, async (request, reply) => {
     const { group } = await authorizeGroup(request, request.params.id);
     return sendGroupProjects(request, reply, { ...projectFilters(request), sharedWithGroupId: group.id });
   });
 
-  app.post('/api/v4/groups/:id/transfer', { config: { auth: 'required' }, schema: { params: GroupIdParams } }, async (request, reply) => {
+  app.post('/api/v4/groups/:id/transfer', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
     const user = requireUser(request);
     const { group, accessLevel } = await authorizeGroup(request, request.params.id, AccessLevel.OWNER);
     const target = allParams(request).group_id;

@@ -21,13 +21,12 @@ import {
   CreateKeyBody,
   FingerprintQuery,
   KeyIdParams,
-  KeyLookupParams,
   ListQuery,
   UserIdKeyParams,
-  UserIdParams,
   UserKeyParams,
   UserParams,
 } from './schemas.js';
+import { RowIdParams, UserIdParams } from '../params.js';
 
 type CreateKey = { title: string; key: string; expires_at?: string | null; usage_type?: 'auth' | 'signing' | 'auth_and_signing' };
 
@@ -131,7 +130,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
   });
 
   // Key lookup for administrators (e.g. an SSH front end resolving a presented key).
-  app.get('/api/v4/keys/:id', { config: { admin: true }, schema: { params: KeyLookupParams } }, async (request) => {
+  app.get('/api/v4/keys/:id', { config: { admin: true }, schema: { params: RowIdParams } }, async (request) => {
     const key = await findKeyById(db(), request.params.id);
     if (!key) throw notFound();
     const owner = key.user_id ? ((await findUserById(db(), key.user_id)) ?? null) : null;

@@ -1,16 +1,13 @@
 import { Type } from 'typebox';
 import { PaginationQuery } from '../../plugins/pagination.js';
-
-const Id = Type.Integer({ minimum: 0, maximum: 2147483647 });
+import { RowId } from '../params.js';
 
 export const UsageType = Type.Union([Type.Literal('auth'), Type.Literal('signing'), Type.Literal('auth_and_signing')]);
 
-export const KeyIdParams = Type.Object({ key_id: Id });
-export const KeyLookupParams = Type.Object({ id: Id });
+export const KeyIdParams = Type.Object({ key_id: RowId });
 export const UserParams = Type.Object({ user_id: Type.String() });
-export const UserIdParams = Type.Object({ user_id: Id });
-export const UserKeyParams = Type.Object({ user_id: Type.String(), key_id: Id });
-export const UserIdKeyParams = Type.Object({ user_id: Id, key_id: Id });
+export const UserKeyParams = Type.Object({ user_id: Type.String(), key_id: RowId });
+export const UserIdKeyParams = Type.Object({ user_id: RowId, key_id: RowId });
 
 export const ListQuery = Type.Object({ ...PaginationQuery });
 export const FingerprintQuery = Type.Object({ fingerprint: Type.String() });
@@ -22,8 +19,7 @@ export const CreateKeyBody = Type.Object({
   usage_type: Type.Optional(UsageType),
 });
 
-export const ProjectParams = Type.Object({ id: Type.String() });
-export const ProjectKeyParams = Type.Object({ id: Type.String(), key_id: Id });
+export const ProjectKeyParams = Type.Object({ id: Type.String(), key_id: RowId });
 
 export const DeployKeyListQuery = Type.Object({ ...PaginationQuery, public: Type.Optional(Type.Boolean()) });
 

@@ -7,6 +7,7 @@ import { canAdminMembers, ACCEPTED_ACCESS_LEVELS, validateMembership } from '../
 import { presentAccessRequester, presentMember } from '../../presenters/members.js';
 import { approveAccessRequest, deleteMemberRow, requestAccess } from '../../services/members.js';
 import { accessLevelParam, loadSource, pathInt, presentContext, type SourceKind } from './params.js';
+import type { IdParams, MemberParams } from '../params.js';
 
 /** Access requests: a user asks to join; maintainers (projects) or owners (groups) decide. */
 export default async function accessRequestRoutes(app: FastifyInstance) {
@@ -16,7 +17,7 @@ export default async function accessRequestRoutes(app: FastifyInstance) {
   for (const kind of ['groups', 'projects'] as SourceKind[]) {
     const base = `/api/v4/${kind}/:id/access_requests`;
 
-    app.get<{ Params: { id: string } }>(base, auth, async (request, reply) => {
+    app.get<{ Params: IdParams }>(base, auth, async (request, reply) => {
       const { source, level } = await loadSource(request, kind, request.params.id);
       if (!canAdminMembers(source, level)) throw forbidden();
       const page = pageParams(request);
@@ -25,7 +26,7 @@ export default async function accessRequestRoutes(app: FastifyInstance) {
       return requests.map((r) => presentAccessRequester(presentContext(request), r));
     });
 
-    app.post<{ Params: { id: string } }>(base, auth, async (request, reply) => {
+    app.post<{ Params: IdParams }>(base, auth, async (request, reply) => {
       const { source, level, user } = await loadSource(request, kind, request.params.id);
       const settings = (source.type === 'Project' ? source.project.settings : source.group.settings) ?? {};
       const alreadyIn =
@@ -38,7 +39,7 @@ export default async function accessRequestRoutes(app: FastifyInstance) {
       return presentAccessRequester(presentContext(request), await memberViewOf(db(), row));
     });
 
-    app.put<{ Params: { id: string; user_id: string } }>(`${base}/:user_id/approve`, auth, async (request, reply) => {
+    app.put<{ Params: MemberParams }>(`${base}/:user_id/approve`, auth, async (request, reply) => {
       const userId = pathInt(request.params.user_id, 'user_id');
       const accessLevel = accessLevelParam(allParams(request), 'access_level', ACCEPTED_ACCESS_LEVELS, false) ?? 30;
       const { source, level, user } = await loadSource(request, kind, request.params.id);
@@ -52,7 +53,7 @@ export default async function accessRequestRoutes(app: FastifyInstance) {
       return presentMember(presentContext(request), await memberViewOf(db(), approved));
     });
 
-    app.delete<{ Params: { id: string; user_id: string } }>(`${base}/:user_id`, auth, async (request, reply) => {
+    app.delete<{ Params: MemberParams }>(`${base}/:user_id`, auth, async (request, reply) => {
       const userId = pathInt(request.params.user_id, 'user_id');
       const { source, level, user } = await loadSource(request, kind, request.params.id);
       const row = await findAccessRequestRow(db(), source, userId);

@@ -9,6 +9,7 @@ import { isLastOwner } from '../../policies/members.js';
 import { presentBillableMember, presentBillableMembership } from '../../presenters/members.js';
 import { destroyMembershipsInHierarchy } from '../../services/members.js';
 import { pathInt, presentContext, stringParam } from './params.js';
+import type { IdParams, MemberParams } from '../params.js';
 
 /** Billable members of a top-level group (seat usage). Owners and administrators only. */
 export default async function billableRoutes(app: FastifyInstance) {
@@ -16,7 +17,7 @@ export default async function billableRoutes(app: FastifyInstance) {
   const auth = { config: { auth: 'required' as const } };
   const plainBadRequest = () => apiError(400, '400 Bad request');
 
-  app.get<{ Params: { id: string } }>('/api/v4/groups/:id/billable_members', auth, async (request, reply) => {
+  app.get<{ Params: IdParams }>('/api/v4/groups/:id/billable_members', auth, async (request, reply) => {
     const params = allParams(request);
     const sort = stringParam(params, 'sort');
     if (sort !== undefined && !(BILLABLE_SORTS as readonly string[]).includes(sort)) throw invalidParam('sort', 'does not have a valid value');
@@ -33,7 +34,7 @@ export default async function billableRoutes(app: FastifyInstance) {
     return rows.map((r) => presentBillableMember(presentContext(request), { ...r, is_last_owner: lastOwner.get(r.user.id)! }, admin));
   });
 
-  app.get<{ Params: { id: string; user_id: string } }>('/api/v4/groups/:id/billable_members/:user_id/memberships', auth, async (request, reply) => {
+  app.get<{ Params: MemberParams }>('/api/v4/groups/:id/billable_members/:user_id/memberships', auth, async (request, reply) => {
     const userId = pathInt(request.params.user_id, 'user_id');
     const { group, accessLevel } = await authorizeGroup(request, request.params.id);
     if (accessLevel < AccessLevel.OWNER) throw plainBadRequest();
@@ -46,7 +47,7 @@ export default async function billableRoutes(app: FastifyInstance) {
     return memberships.map((m) => presentBillableMembership(presentContext(request), m));
   });
 
-  app.delete<{ Params: { id: string; user_id: string } }>('/api/v4/groups/:id/billable_members/:user_id', auth, async (request, reply) => {
+  app.delete<{ Params: MemberParams }>('/api/v4/groups/:id/billable_members/:user_id', auth, async (request, reply) => {
     const userId = pathInt(request.params.user_id, 'user_id');
     const { group, accessLevel } = await authorizeGroup(request, request.params.id);
     if (group.parent_id !== null) throw badRequest('Invalid group provided, must be top-level');

@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { billableUserIds } from '../../finders/billable_members.js';
-import { findUserById } from '../../finders/users.js';
-import { findDirectMemberRow, findMember, listMembers, memberViewOf, type MemberListFilters, type MemberSource, type MemberViewer } from '../../finders/members.js';
+import { projectInGroupTree } from '../../finders/projects.js';
+import { findUserById, listUsersByIds } from '../../finders/users.js';
+import { findDirectMemberRow, findMember, findMemberRowById, listMembers, memberViewOf, type MemberListFilters, type MemberSource, type MemberViewer } from '../../finders/members.js';
 import { apiError, conflict, forbidden, invalidParam, missingParam, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { allParams } from '../../plugins/params.js';
@@ -34,14 +35,12 @@ import {
   stringParam,
   type SourceKind,
 } from './params.js';
+import type { IdParams, MemberParams } from '../params.js';
 
 const KINDS: SourceKind[] = ['groups', 'projects'];
 const TASKS = ['ci', 'code', 'issues'];
 /** GitLab adds at most this many users in one call. */
 const USER_LIMIT = 100;
-
-type IdParams = { id: string };
-type MemberParams = { id: string; user_id: string };
 
 function viewerOf(request: FastifyRequest): MemberViewer {
   const user = request.actor?.user ?? null;
@@ -196,7 +195,7 @@ export default async function memberRoutes(app: FastifyInstance) {
     if (!ids.length) return { status: 'error', message: 'No users specified.' };
     if (ids.length > USER_LIMIT) return { status: 'error', message: `Too many users specified (limit is ${USER_LIMIT})` };
     const numeric = ids.map(rowId).filter((id): id is number => id !== undefined);
-    const users = numeric.length ? await db().selectFrom('users').selectAll().where('id', 'in', numeric).orderBy('id').execute() : [];
+    const users = await listUsersByIds(db(), numeric);
     const errors: string[] = [];
     for (const user of users) {
       const existing = await findDirectMemberRow(db(), source, user.id);
@@ -223,14 +222,7 @@ export default async function memberRoutes(app: FastifyInstance) {
       if (projectId !== source.project.id) throw validationFailed({ tasks_project_id: ['is not the member project'] });
       return;
     }
-    const inTree = await db()
-      .selectFrom('projects as p')
-      .innerJoin('namespaces as n', 'n.id', 'p.namespace_id')
-      .select('p.id')
-      .where('p.id', '=', projectId)
-      .where((eb) => eb(eb.ref('n.traversal_ids'), '@>', eb.val([source.group.id]) as any))
-      .executeTakeFirst();
-    if (!inTree) throw validationFailed({ tasks_project_id: ['is not in the member group'] });
+    if (!(await projectInGroupTree(db(), projectId, source.group.id))) throw validationFailed({ tasks_project_id: ['is not in the member group'] });
   }
 
   // Group-only operations: LDAP override flag and approval of awaiting members.
@@ -251,7 +243,7 @@ export default async function memberRoutes(app: FastifyInstance) {
   app.put<{ Params: { id: string; member_id: string } }>('/api/v4/groups/:id/members/:member_id/approve', auth, async (request, reply) => {
     const memberId = pathInt(request.params.member_id, 'member_id');
     const { group, accessLevel } = await authorizeGroup(request, request.params.id);
-    const member = await db().selectFrom('members').select(['id', 'user_id']).where('id', '=', memberId).executeTakeFirst();
+    const member = await findMemberRowById(db(), memberId);
     if (!member) throw notFound();
     if (group.parent_id !== null || accessLevel < 50) throw apiError(400, '400 Bad request');
     const activated = await activateAwaiting(db(), group, member.user_id);

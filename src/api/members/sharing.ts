@@ -1,21 +1,23 @@
 import type { FastifyInstance } from 'fastify';
-import { sql } from 'kysely';
+import { listGroupShares } from '../../finders/groups.js';
 import { forbidden, notFound } from '../../plugins/errors.js';
 import { allParams } from '../../plugins/params.js';
 import { AccessLevel } from '../../policies/access.js';
 import { authorizeGroup } from '../../policies/groups.js';
 import { authorizeProject } from '../../policies/projects.js';
-import { presentProjectGroupLink, presentSharedGroup, type GroupShareView } from '../../presenters/members.js';
+import { presentProjectGroupLink, presentSharedGroup } from '../../presenters/members.js';
 import { shareGroupWithGroup, shareProjectWithGroup, unshareGroup, unshareProject } from '../../services/members.js';
-import type { Namespace } from '../../db/schema/core.js';
 import { accessLevelParam, dateParam, intParam, pathInt, presentContext } from './params.js';
+import type { IdParams } from '../params.js';
+
+type ShareParams = IdParams & { group_id: string };
 
 /** Sharing a project or a group with a group (project_group_links, group_group_links). */
 export default async function sharingRoutes(app: FastifyInstance) {
   const db = () => app.cairn.db;
   const auth = { config: { auth: 'required' as const } };
 
-  app.post<{ Params: { id: string } }>('/api/v4/projects/:id/share', auth, async (request, reply) => {
+  app.post<{ Params: IdParams }>('/api/v4/projects/:id/share', auth, async (request, reply) => {
     const params = allParams(request);
     const groupId = intParam(params, 'group_id', true)!;
     const groupAccess = accessLevelParam(params, 'group_access', [10, 20, 30, 40], true)!;
@@ -27,14 +29,14 @@ export default async function sharingRoutes(app: FastifyInstance) {
     return presentProjectGroupLink(link);
   });
 
-  app.delete<{ Params: { id: string; group_id: string } }>('/api/v4/projects/:id/share/:group_id', auth, async (request, reply) => {
+  app.delete<{ Params: ShareParams }>('/api/v4/projects/:id/share/:group_id', auth, async (request, reply) => {
     const groupId = pathInt(request.params.group_id, 'group_id');
     const { project } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
     if (!(await unshareProject(db(), project.id, groupId))) throw notFound('Group Link');
     return reply.code(204).send();
   });
 
-  app.post<{ Params: { id: string } }>('/api/v4/groups/:id/share', auth, async (request, reply) => {
+  app.post<{ Params: IdParams }>('/api/v4/groups/:id/share', auth, async (request, reply) => {
     const params = allParams(request);
     const groupId = intParam(params, 'group_id', true)!;
     const groupAccess = accessLevelParam(params, 'group_access', [10, 20, 30, 40, 50], true)!;
@@ -44,21 +46,13 @@ export default async function sharingRoutes(app: FastifyInstance) {
     if (accessLevel < AccessLevel.OWNER) throw forbidden();
     await shareGroupWithGroup(db(), shared, sharedWith, groupAccess, expiresAt);
     reply.code(201);
-    return presentSharedGroup(presentContext(request), shared, await sharesOf(shared));
+    return presentSharedGroup(presentContext(request), shared, await listGroupShares(db(), shared.id));
   });
 
-  app.delete<{ Params: { id: string; group_id: string } }>('/api/v4/groups/:id/share/:group_id', auth, async (request, reply) => {
+  app.delete<{ Params: ShareParams }>('/api/v4/groups/:id/share/:group_id', auth, async (request, reply) => {
     const groupId = pathInt(request.params.group_id, 'group_id');
     const { group } = await authorizeGroup(request, request.params.id, AccessLevel.OWNER);
     if (!(await unshareGroup(db(), group.id, groupId))) throw notFound();
     return reply.code(204).send();
   });
-
-  async function sharesOf(group: Namespace): Promise<GroupShareView[]> {
-    const rows = await sql<{ id: number; name: string; path: string; full_name: string; full_path: string; group_access: number; expires_at: string | null }>`
-      select g.id, g.name, g.path, g.full_name, g.full_path, l.group_access, l.expires_at
-        from group_group_links l join namespaces g on g.id = l.shared_with_group_id
-       where l.shared_group_id = ${group.id} order by l.id`.execute(db());
-    return rows.rows.map((r) => ({ group: r, group_access: r.group_access, expires_at: r.expires_at }));
-  }
 }

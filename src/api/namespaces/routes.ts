@@ -1,14 +1,16 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { sql } from 'kysely';
-import { findNamespace, listNamespaces, namespaceCounts } from '../../finders/namespaces.js';
+import {
+  findGroupFullPath, findNamespace, listNamespaces, namespaceCounts, namespacePathTaken, ownedGroupIds, suggestNamespacePath,
+} from '../../finders/namespaces.js';
 import { AccessLevel, groupAccessLevel } from '../../policies/access.js';
 import { requireUser } from '../../plugins/auth.js';
 import { notFound } from '../../plugins/errors.js';
 import { PaginationQuery, pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentNamespace } from '../../presenters/namespaces.js';
 import { presentContext } from '../projects/present.js';
+import { IdParams } from '../params.js';
 
 const ListQuery = Type.Object({
   ...PaginationQuery,
@@ -16,18 +18,6 @@ const ListQuery = Type.Object({
   owned_only: Type.Optional(Type.Boolean()),
   top_level_only: Type.Optional(Type.Boolean()),
 });
-
-/** A path GitLab would suggest instead of a taken one: the path with the first free number appended. */
-async function suggestPath(db: FastifyInstance['cairn']['db'], parentPrefix: string, path: string): Promise<string> {
-  const base = path.toLowerCase().replace(/\d+$/, '');
-  const rows = await db
-    .selectFrom('namespaces')
-    .select(sql<string>`lower(full_path)`.as('p'))
-    .where(sql`lower(full_path)`, 'like', `${parentPrefix}${base}%`.toLowerCase())
-    .execute();
-  const taken = new Set(rows.map((r) => r.p));
-  for (let i = 1; ; i++) if (!taken.has(`${parentPrefix}${base}${i}`.toLowerCase())) return `${base}${i}`;
-}
 
 export default async function namespaceRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -42,20 +32,14 @@ export default async function namespaceRoutes(fastify: FastifyInstance) {
       topLevelOnly: request.query.top_level_only,
     }, { limit: page.perPage, offset: page.offset });
     const groupIds = rows.filter((r) => r.type === 'Group').map((r) => r.id);
-    const owned = new Set<number>(
-      user.admin
-        ? groupIds
-        : groupIds.length
-          ? (await sql<{ group_id: number }>`select group_id from group_authorizations(${user.id}) where access_level >= 50 and group_id = any(${groupIds}::int[])`.execute(db)).rows.map((r) => r.group_id)
-          : [],
-    );
+    const owned = new Set<number>(user.admin ? groupIds : await ownedGroupIds(db, user.id, groupIds));
     const counts = await namespaceCounts(db, rows, owned);
     setPaginationHeaders(request, reply, page, total);
     const ctx = presentContext(request);
     return rows.map((r) => presentNamespace(ctx, r, counts.get(r.id)!));
   });
 
-  app.get('/api/v4/namespaces/:id', { config: { auth: 'required' }, schema: { params: Type.Object({ id: Type.String() }) } }, async (request) => {
+  app.get('/api/v4/namespaces/:id', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request) => {
     const user = requireUser(request);
     const ns = await findNamespace(db, request.params.id);
     if (!ns) throw notFound('Namespace');
@@ -79,12 +63,12 @@ export default async function namespaceRoutes(fastify: FastifyInstance) {
       const path = request.params.namespace;
       let prefix = '';
       if (request.query.parent_id !== undefined) {
-        const parent = await db.selectFrom('namespaces').select('full_path').where('id', '=', request.query.parent_id).where('type', '=', 'Group').executeTakeFirst();
-        if (!parent) return { exists: false, suggests: [] };
-        prefix = `${parent.full_path}/`;
+        const parentPath = await findGroupFullPath(db, request.query.parent_id);
+        if (parentPath === undefined) return { exists: false, suggests: [] };
+        prefix = `${parentPath}/`;
       }
-      const found = await db.selectFrom('namespaces').select('id').where(sql`lower(full_path)`, '=', `${prefix}${path}`.toLowerCase()).executeTakeFirst();
-      return { exists: !!found, suggests: found ? [await suggestPath(db, prefix, path)] : [] };
+      const exists = await namespacePathTaken(db, `${prefix}${path}`);
+      return { exists, suggests: exists ? [await suggestNamespacePath(db, prefix, path)] : [] };
     },
   );
 }

@@ -30,10 +30,9 @@ import {
   ImpersonationTokenParams,
   RotateBody,
   scopeList,
-  TokenIdParams,
   TokenListQuery,
-  UserIdParams,
 } from './schemas.js';
+import { RowIdParams, UserIdParams } from '../params.js';
 
 /** Scopes a user may give a token they create for themselves through the API. */
 const SELF_SERVICE_SCOPES = ['k8s_proxy', 'self_rotate'];
@@ -132,7 +131,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     },
   );
 
-  app.get('/api/v4/personal_access_tokens/:id', { config: required, schema: { params: TokenIdParams } }, async (request) => {
+  app.get('/api/v4/personal_access_tokens/:id', { config: required, schema: { params: RowIdParams } }, async (request) => {
     const user = requireUser(request);
     const token = await findToken(db(), request.params.id);
     if (token && managesToken(user, token)) return presentPersonalAccessToken(token);
@@ -142,7 +141,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/personal_access_tokens/:id/rotate',
-    { config: required, schema: { params: TokenIdParams, body: RotateBody } },
+    { config: required, schema: { params: RowIdParams, body: RotateBody } },
     async (request) => {
       const user = requireUser(request);
       const token = await findToken(db(), request.params.id);
@@ -152,7 +151,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     },
   );
 
-  app.delete('/api/v4/personal_access_tokens/:id', { config: required, schema: { params: TokenIdParams } }, async (request, reply) => {
+  app.delete('/api/v4/personal_access_tokens/:id', { config: required, schema: { params: RowIdParams } }, async (request, reply) => {
     const user = requireUser(request);
     const token = await findToken(db(), request.params.id);
     if (!token) throw notFound();

@@ -1,20 +1,18 @@
 import { Type } from 'typebox';
 import { invalidParam } from '../../plugins/errors.js';
 import { PaginationQuery } from '../../plugins/pagination.js';
+import { RowId } from '../params.js';
 
-const Id = Type.Integer({ minimum: 0, maximum: 2147483647 });
 const Str = Type.String();
 const Bool = Type.Boolean();
 /** Arrays arrive as `scopes[]=a&scopes[]=b`, a JSON array, or GitLab's comma-separated string. */
 export const StringList = Type.Union([Type.Array(Type.String()), Type.String()]);
 
-export const TokenIdParams = Type.Object({ id: Id });
-export const UserIdParams = Type.Object({ user_id: Id });
-export const ImpersonationTokenParams = Type.Object({ user_id: Id, impersonation_token_id: Id });
+export const ImpersonationTokenParams = Type.Object({ user_id: RowId, impersonation_token_id: RowId });
 
 export const TokenListQuery = Type.Object({
   ...PaginationQuery,
-  user_id: Type.Optional(Type.Union([Id, Type.Literal('')])),
+  user_id: Type.Optional(Type.Union([RowId, Type.Literal('')])),
   revoked: Type.Optional(Bool),
   state: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('inactive')])),
   created_before: Type.Optional(Str),

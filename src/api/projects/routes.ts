@@ -17,7 +17,8 @@ import {
 } from '../../services/projects.js';
 import { projectFilters } from './filters.js';
 import { cachedProjectJson, listForm, presentContext, renderProject, renderProjects } from './present.js';
-import { ProjectCreateBody, ProjectHousekeepingBody, ProjectIdParams, ProjectListQuery, ProjectUpdateBody } from './schemas.js';
+import { ProjectCreateBody, ProjectHousekeepingBody, ProjectListQuery, ProjectUpdateBody } from './schemas.js';
+import { IdParams } from '../params.js';
 import { housekeepProject } from '../../services/housekeeping.js';
 
 const accepted = (reply: FastifyReply) => reply.code(202).send({ message: '202 Accepted' });
@@ -84,7 +85,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return sendProjectList(request, reply, { ...projectFilters(request), starredBy: target.id }, request.query.simple);
   });
 
-  app.get('/api/v4/projects/:id', { schema: { params: ProjectIdParams } }, async (request, reply) => {
+  app.get('/api/v4/projects/:id', { schema: { params: IdParams } }, async (request, reply) => {
     const { row, accessLevel } = await loadProject(request, request.params.id);
     // The hottest read: its JSON is cached whole, per caller (the form depends on who asks).
     const json = await cachedProjectJson(request, row, request.actor ? 'with_access' : 'full', accessLevel);
@@ -117,20 +118,20 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderProject(request, row, 'full'));
   });
 
-  app.put('/api/v4/projects/:id', { config: { auth: 'required' }, schema: { params: ProjectIdParams, body: ProjectUpdateBody } }, async (request) => {
+  app.put('/api/v4/projects/:id', { config: { auth: 'required' }, schema: { params: IdParams, body: ProjectUpdateBody } }, async (request) => {
     const user = requireUser(request);
     const { row, accessLevel } = await loadProject(request, request.params.id, AccessLevel.MAINTAINER);
     await updateProject(app.cairn, { user, project: row, accessLevel, params: allParams(request) });
     return renderProject(request, (await findProjectRow(db, row.id))!, 'full');
   });
 
-  app.delete('/api/v4/projects/:id', { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request, reply) => {
+  app.delete('/api/v4/projects/:id', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
     const { row } = await loadProject(request, request.params.id, AccessLevel.OWNER);
     await deleteProject(app.cairn, row);
     return accepted(reply);
   });
 
-  app.put('/api/v4/projects/:id/transfer', { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request) => {
+  app.put('/api/v4/projects/:id/transfer', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request) => {
     const user = requireUser(request);
     const { row } = await loadProject(request, request.params.id, AccessLevel.OWNER);
     const key = allParams(request).namespace;
@@ -142,7 +143,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
   });
 
   for (const [action, archived] of [['archive', true], ['unarchive', false]] as const) {
-    app.post(`/api/v4/projects/:id/${action}`, { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request, reply) => {
+    app.post(`/api/v4/projects/:id/${action}`, { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
       const { row } = await loadProject(request, request.params.id, AccessLevel.OWNER);
       await setProjectArchived(db, row.id, archived);
       return reply.code(201).send(await renderProject(request, (await findProjectRow(db, row.id))!, 'full'));
@@ -150,27 +151,27 @@ export default async function projectRoutes(fastify: FastifyInstance) {
   }
 
   // Runs now (a commit-graph write is quick); pushes also queue it in the background.
-  app.post('/api/v4/projects/:id/housekeeping', { config: { auth: 'required' }, schema: { params: ProjectIdParams, body: ProjectHousekeepingBody } }, async (request, reply) => {
+  app.post('/api/v4/projects/:id/housekeeping', { config: { auth: 'required' }, schema: { params: IdParams, body: ProjectHousekeepingBody } }, async (request, reply) => {
     const { row } = await loadProject(request, request.params.id, AccessLevel.MAINTAINER);
     await housekeepProject(app.cairn, row.id, request.body.task ?? 'incremental');
     return reply.code(201).send({});
   });
 
-  app.post('/api/v4/projects/:id/star', { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request, reply) => {
+  app.post('/api/v4/projects/:id/star', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
     const user = requireUser(request);
     const { row } = await loadProject(request, request.params.id);
     if (!(await starProject(db, user.id, row.id))) return reply.code(304).send();
     return reply.code(201).send(await renderProject(request, row, 'full'));
   });
 
-  app.post('/api/v4/projects/:id/unstar', { config: { auth: 'required' }, schema: { params: ProjectIdParams } }, async (request, reply) => {
+  app.post('/api/v4/projects/:id/unstar', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
     const user = requireUser(request);
     const { row } = await loadProject(request, request.params.id);
     if (!(await unstarProject(db, user.id, row.id))) return reply.code(304).send();
     return reply.code(201).send(await renderProject(request, row, 'full'));
   });
 
-  app.get('/api/v4/projects/:id/starrers', { schema: { params: ProjectIdParams } }, async (request, reply) => {
+  app.get('/api/v4/projects/:id/starrers', { schema: { params: IdParams } }, async (request, reply) => {
     const { row } = await loadProject(request, request.params.id);
     const q = request.query as Record<string, unknown>;
     const page = pageParams(request);
@@ -180,7 +181,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return rows.map((r) => ({ starred_since: iso(r.starredSince), user: presentUserBasic(ctx, r.user) }));
   });
 
-  app.get('/api/v4/projects/:id/users', { schema: { params: ProjectIdParams } }, async (request, reply) => {
+  app.get('/api/v4/projects/:id/users', { schema: { params: IdParams } }, async (request, reply) => {
     const { row } = await loadProject(request, request.params.id);
     const q = request.query as Record<string, any>;
     const page = pageParams(request);

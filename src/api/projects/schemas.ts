@@ -41,8 +41,6 @@ export const ProjectListQuery = Type.Object({
   pagination: Type.Optional(enumOf(['keyset', 'offset'])),
 });
 
-export const ProjectIdParams = Type.Object({ id: Type.String() });
-
 /** Body of POST /projects (settings beyond these are checked by the service). */
 export const ProjectCreateBody = Type.Object({
   name: Type.Optional(Type.String()),

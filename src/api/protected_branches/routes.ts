@@ -18,8 +18,8 @@ import {
   type ProtectParams,
   type RuleWithLevels,
 } from '../../services/protected_branches.js';
+import { IdParams } from '../params.js';
 
-const ProjectParams = Type.Object({ id: Type.String() });
 const NameParams = Type.Object({ id: Type.String(), name: Type.String() });
 
 function int(value: unknown, param: string): number | undefined {
@@ -77,7 +77,7 @@ export default async function protectedBranchRoutes(fastify: FastifyInstance) {
 
   app.get(
     '/api/v4/projects/:id/protected_branches',
-    { schema: { params: ProjectParams, querystring: Type.Object({ search: Type.Optional(Type.String()), ...PaginationQuery }) } },
+    { schema: { params: IdParams, querystring: Type.Object({ search: Type.Optional(Type.String()), ...PaginationQuery }) } },
     async (request, reply) => {
       const { project } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
       const page = paginateArray(request, reply, await listProtectedBranches(cairn, project.id, request.query.search));
@@ -90,7 +90,7 @@ export default async function protectedBranchRoutes(fastify: FastifyInstance) {
     return (await present([await findProtectedBranch(cairn, project.id, request.params.name)]))[0];
   });
 
-  app.post('/api/v4/projects/:id/protected_branches', { config: { auth: 'required' }, schema: { params: ProjectParams } }, async (request, reply) => {
+  app.post('/api/v4/projects/:id/protected_branches', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
     const params = protectParams(allParams(request));
     const { project } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
     const created = await protectBranch(cairn, project.id, params);

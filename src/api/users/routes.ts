@@ -18,13 +18,14 @@ import {
   activateUser, approveUser, banUser, blockUser, deactivateUser, rejectUser, unbanUser, unblockUser,
 } from '../../services/user-moderation.js';
 import {
-  deleteCustomAttribute, followUser, setCustomAttribute, setUserStatus, unfollowUser,
+  deleteCustomAttribute, followUser, keepStatusExpiry, setCustomAttribute, setUserStatus, unfollowUser,
 } from '../../services/user-profile.js';
 import { createUserByAdmin, deleteIdentity, updateUserByAdmin, type CreateUserInput } from '../../services/users.js';
 import {
-  CreateUserBody, CustomAttributeParams, DeleteUserQuery, IdParams, ListUsersQuery, SetCustomAttributeBody, SetStatusBody,
+  CreateUserBody, CustomAttributeParams, DeleteUserQuery, ListUsersQuery, SetCustomAttributeBody, SetStatusBody,
   UpdateUserBody, WithCustomAttributesQuery,
 } from './schemas.js';
+import { IdParams } from '../params.js';
 
 const ctxOf = (req: FastifyRequest): PresentContext => ({ baseUrl: req.server.cairn.config.externalUrl, viewer: req.actor?.user ?? null });
 
@@ -261,8 +262,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
       ...given,
     });
     if (status && !('clear_status_after' in given) && live.clear_status_at) {
-      const kept = await db.updateTable('user_statuses').set({ clear_status_at: live.clear_status_at }).where('user_id', '=', user.id).returningAll().executeTakeFirstOrThrow();
-      return presentUserStatus(kept);
+      return presentUserStatus(await keepStatusExpiry(db, user, live.clear_status_at));
     }
     return presentUserStatus(status);
   });

@@ -8,8 +8,6 @@ const Str = Type.Optional(Type.String());
 const Int = Type.Optional(Type.Integer());
 const NullableInt = Type.Optional(Type.Union([Type.Integer(), Type.Null()]));
 
-export const IdParams = Type.Object({ id: Type.String() });
-
 export const ListUsersQuery = Type.Object({
   ...PaginationQuery,
   username: Str,
