@@ -76,3 +76,41 @@ export function setKeysetNext(request: FastifyRequest, reply: FastifyReply, perP
   reply.header('x-per-page', String(perPage));
   if (cursor) reply.header('link', `<${pageUrl(request, { ...cursor, per_page: perPage })}>; rel="next"`);
 }
+
+/** One keyset page of a list, and the token of the page after it (null on the last page). */
+export interface KeysetSlice<T> {
+  page: T[];
+  next: string | null;
+}
+
+/**
+ * Paginates an in-memory list that also offers GitLab's keyset pagination: with
+ * `pagination=keyset`, `slice` cuts the page that follows `page_token` and a `Link` rel="next"
+ * header carries the next token; otherwise the list is paged by number as paginateArray does.
+ */
+export function paginateArrayWithKeyset<T>(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  items: T[],
+  slice: (items: T[], perPage: number, pageToken: string | undefined) => KeysetSlice<T>,
+): T[] {
+  const q = (request.query ?? {}) as Record<string, unknown>;
+  if (q.pagination !== 'keyset') return paginateArray(request, reply, items);
+  const { perPage } = pageParams(request);
+  const { page, next } = slice(items, perPage, typeof q.page_token === 'string' ? q.page_token : undefined);
+  setKeysetNext(request, reply, perPage, next ? { pagination: 'keyset', page_token: next } : null);
+  return page;
+}
+
+/**
+ * Keyset slicing by a string key that GitLab uses as the token (a branch name): the page starts
+ * at the first item whose key sorts after the token, and its last key is the next token.
+ */
+export function sliceAfterKey<T>(keyOf: (item: T) => string) {
+  return (items: T[], perPage: number, pageToken: string | undefined): KeysetSlice<T> => {
+    const start = pageToken ? items.findIndex((item) => keyOf(item) > pageToken) : 0;
+    if (start < 0) return { page: [], next: null };
+    const page = items.slice(start, start + perPage);
+    return { page, next: start + perPage < items.length ? keyOf(page[page.length - 1]) : null };
+  };
+}

@@ -3,14 +3,14 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ApiError, missingParam } from '../../plugins/errors.js';
 import { allParams } from '../../plugins/params.js';
-import { paginateArray, pageParams, setKeysetNext, PaginationQuery } from '../../plugins/pagination.js';
+import { paginateArrayWithKeyset, sliceAfterKey, PaginationQuery } from '../../plugins/pagination.js';
 import { AccessLevel } from '../../policies/access.js';
 import { authorizePushCode, authorizeReadCode } from '../../policies/repository.js';
 import { presentBranch } from '../../presenters/branches.js';
 import { createBranch, deleteBranch, deleteMergedBranches, findBranch, listBranches } from '../../services/branches.js';
 import { linkContext } from '../../services/repository.js';
+import { IdParams } from '../params.js';
 
-const ProjectParams = Type.Object({ id: Type.String() });
 const BranchParams = Type.Object({ id: Type.String(), branch: Type.String() });
 
 export default async function branchRoutes(fastify: FastifyInstance) {
@@ -21,7 +21,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
     '/api/v4/projects/:id/repository/branches',
     {
       schema: {
-        params: ProjectParams,
+        params: IdParams,
         querystring: Type.Object({
           search: Type.Optional(Type.String()),
           sort: Type.Optional(Type.Union([Type.Literal('name_asc'), Type.Literal('updated_asc'), Type.Literal('updated_desc')])),
@@ -36,15 +36,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
       const q = request.query;
       const list = await listBranches(cairn, project, { user, accessLevel }, { search: q.search, sort: q.sort });
       const ctx = linkContext(cairn, project);
-      if (q.pagination === 'keyset') {
-        const { perPage } = pageParams(request);
-        const start = q.page_token ? list.findIndex((b) => b.name > q.page_token!) : 0;
-        const page = start < 0 ? [] : list.slice(start, start + perPage);
-        const more = start >= 0 && start + perPage < list.length;
-        setKeysetNext(request, reply, perPage, more ? { pagination: 'keyset', page_token: page[page.length - 1].name } : null);
-        return page.map((b) => presentBranch(b, ctx));
-      }
-      return paginateArray(request, reply, list).map((b) => presentBranch(b, ctx));
+      return paginateArrayWithKeyset(request, reply, list, sliceAfterKey((b) => b.name)).map((b) => presentBranch(b, ctx));
     },
   );
 
@@ -57,7 +49,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
     '/api/v4/projects/:id/repository/branches',
     {
       config: { auth: 'required' },
-      schema: { params: ProjectParams },
+      schema: { params: IdParams },
     },
     async (request, reply) => {
       const body = allParams(request) as { branch?: string; ref?: string };
@@ -75,7 +67,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  app.delete('/api/v4/projects/:id/repository/merged_branches', { config: { auth: 'required' }, schema: { params: ProjectParams } }, async (request, reply) => {
+  app.delete('/api/v4/projects/:id/repository/merged_branches', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
     const { project, user, accessLevel } = await authorizePushCode(request, request.params.id);
     if (accessLevel < AccessLevel.DEVELOPER) throw new ApiError(403, { message: '403 Forbidden' });
     await deleteMergedBranches(cairn, project, { user, accessLevel });

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ARCHIVE_FORMATS } from '../../git/archive.js';
 import { ApiError, apiError, forbidden, invalidParam, missingParam } from '../../plugins/errors.js';
-import { paginateArray, pageParams, setKeysetNext, PaginationQuery } from '../../plugins/pagination.js';
+import { paginateArray, paginateArrayWithKeyset, PaginationQuery } from '../../plugins/pagination.js';
 import { checkRateLimit } from '../../plugins/rate_limit.js';
 import { authorizeReadCode } from '../../policies/repository.js';
 import { presentCommit } from '../../presenters/commits.js';
@@ -20,8 +20,8 @@ import {
   sortContributors,
   treeEntries,
 } from '../../services/repository.js';
+import { IdParams } from '../params.js';
 
-const ProjectParams = Type.Object({ id: Type.String() });
 const ShaParams = Type.Object({ id: Type.String(), sha: Type.String() });
 
 const ARCHIVE_RATE_LIMITED = { message: { error: 'This archive has been requested too many times. Try again later.' } };
@@ -34,7 +34,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
     '/api/v4/projects/:id/repository/tree',
     {
       schema: {
-        params: ProjectParams,
+        params: IdParams,
         querystring: Type.Object({
           ref: Type.Optional(Type.String()),
           path: Type.Optional(Type.String()),
@@ -51,13 +51,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
       if (q.pagination === 'none' && !q.recursive) throw invalidParam('pagination', 'cannot be "none" unless "recursive" is true');
       const entries = await treeEntries(cairn, project, { ref: q.ref, path: q.path, recursive: !!q.recursive });
       if (q.pagination === 'none') return entries.map(presentTreeEntry);
-      if (q.pagination === 'keyset') {
-        const { perPage } = pageParams(request);
-        const { page, next } = keysetTreePage(entries, perPage, q.page_token);
-        setKeysetNext(request, reply, perPage, next ? { pagination: 'keyset', page_token: next } : null);
-        return page.map(presentTreeEntry);
-      }
-      return paginateArray(request, reply, entries).map(presentTreeEntry);
+      return paginateArrayWithKeyset(request, reply, entries, keysetTreePage).map(presentTreeEntry);
     },
   );
 
@@ -97,7 +91,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
       })
       .send(stream);
   };
-  app.get('/api/v4/projects/:id/repository/archive', { schema: { params: ProjectParams, querystring: archiveQuery } }, (request, reply) =>
+  app.get('/api/v4/projects/:id/repository/archive', { schema: { params: IdParams, querystring: archiveQuery } }, (request, reply) =>
     archive(request, reply, undefined),
   );
   app.get(
@@ -110,7 +104,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
     '/api/v4/projects/:id/repository/compare',
     {
       schema: {
-        params: ProjectParams,
+        params: IdParams,
         querystring: Type.Object({
           from: Type.Optional(Type.String()),
           to: Type.Optional(Type.String()),
@@ -142,7 +136,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
     '/api/v4/projects/:id/repository/contributors',
     {
       schema: {
-        params: ProjectParams,
+        params: IdParams,
         querystring: Type.Object({
           ref: Type.Optional(Type.String()),
           order_by: Type.Optional(Type.Union([Type.Literal('name'), Type.Literal('email'), Type.Literal('commits')])),
@@ -160,7 +154,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
 
   app.get(
     '/api/v4/projects/:id/repository/merge_base',
-    { schema: { params: ProjectParams, querystring: Type.Object({ refs: Type.Optional(Type.Union([Type.Array(Type.String()), Type.String()])) }) } },
+    { schema: { params: IdParams, querystring: Type.Object({ refs: Type.Optional(Type.Union([Type.Array(Type.String()), Type.String()])) }) } },
     async (request) => {
       const raw = request.query.refs;
       if (raw === undefined) throw missingParam('refs');

@@ -8,8 +8,8 @@ import { authorizePushCode, authorizeReadCode } from '../../policies/repository.
 import { presentTag } from '../../presenters/tags.js';
 import { linkContext } from '../../services/repository.js';
 import { createTag, deleteTag, findTag, listTags } from '../../services/tags.js';
+import { IdParams } from '../params.js';
 
-const ProjectParams = Type.Object({ id: Type.String() });
 const TagParams = Type.Object({ id: Type.String(), tag_name: Type.String() });
 
 export default async function tagRoutes(fastify: FastifyInstance) {
@@ -20,7 +20,7 @@ export default async function tagRoutes(fastify: FastifyInstance) {
     '/api/v4/projects/:id/repository/tags',
     {
       schema: {
-        params: ProjectParams,
+        params: IdParams,
         querystring: Type.Object({
           search: Type.Optional(Type.String()),
           order_by: Type.Optional(Type.Union([Type.Literal('name'), Type.Literal('updated'), Type.Literal('version')])),
@@ -47,7 +47,7 @@ export default async function tagRoutes(fastify: FastifyInstance) {
     '/api/v4/projects/:id/repository/tags',
     {
       config: { auth: 'required' },
-      schema: { params: ProjectParams },
+      schema: { params: IdParams },
     },
     async (request, reply) => {
       const body = allParams(request) as { tag_name?: string; ref?: string; message?: string };
