@@ -20,9 +20,8 @@ import {
   sortContributors,
   treeEntries,
 } from '../../services/repository.js';
-import { IdParams } from '../params.js';
+import { IdParams, ShaParams } from '../params.js';
 
-const ShaParams = Type.Object({ id: Type.String(), sha: Type.String() });
 
 const ARCHIVE_RATE_LIMITED = { message: { error: 'This archive has been requested too many times. Try again later.' } };
 
