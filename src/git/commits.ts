@@ -1,5 +1,6 @@
 import { assertSafeArg, git, GitError, gitText } from './command.js';
 import { parseCommit, type CatFilePool, type ParsedCommit } from './catfile.js';
+import { HistoryMemo } from './history_memo.js';
 
 /**
  * Read-side commit plumbing: resolving revisions, walking history with rev-list, per-commit
@@ -100,7 +101,7 @@ function unknownRevision(e: unknown): boolean {
 }
 
 /** One page of commit ids, newest first (or topological). Unknown revisions give an empty list. */
-export async function listCommitOids(gitDir: string, opts: LogOptions, page: { offset: number; limit: number }): Promise<string[]> {
+async function listCommitOids(gitDir: string, opts: LogOptions, page: { offset: number; limit: number }): Promise<string[]> {
   const args = logArgs(opts);
   if (!args) return [];
   try {
@@ -112,7 +113,7 @@ export async function listCommitOids(gitDir: string, opts: LogOptions, page: { o
   }
 }
 
-export async function countCommits(gitDir: string, opts: LogOptions): Promise<number> {
+async function countCommits(gitDir: string, opts: LogOptions): Promise<number> {
   const args = logArgs(opts);
   if (!args) return 0;
   try {
@@ -121,6 +122,58 @@ export async function countCommits(gitDir: string, opts: LogOptions): Promise<nu
     if (unknownRevision(e)) return 0;
     throw e;
   }
+}
+
+const historyMemo = new HistoryMemo();
+
+/**
+ * `ref` with each revision replaced by the commit id it names, or null when one does not name a
+ * single commit the way rev-list would read it (`^x`, `x^!`, `x^@`, `x^-`, unknown names: those
+ * walk from the names themselves). An empty side of a range is HEAD, as for git.
+ */
+async function pinRevisions(pool: CatFilePool, gitDir: string, ref: string): Promise<string | null> {
+  const range = /^(.*?)(\.\.\.?)(.*)$/.exec(ref);
+  const sides = range ? [range[1] || 'HEAD', range[3] || 'HEAD'] : [ref];
+  const oids: string[] = [];
+  for (const rev of sides) {
+    if (!isSafeRevision(rev) || rev.startsWith('^') || /\^[!@-]/.test(rev)) return null;
+    // A missing or broken repository pins nothing; the walk then reports it as it always has.
+    const info = await pool.info(gitDir, `${rev}^{commit}`).catch((e) => {
+      if (e instanceof GitError) return null;
+      throw e;
+    });
+    if (!info || info.type !== 'commit') return null;
+    oids.push(info.oid);
+  }
+  return range ? `${oids[0]}${range[2]}${oids[1]}` : oids[0];
+}
+
+/**
+ * One page of history and the number of commits in all of it: two rev-list walks. When the
+ * revisions pin to commit ids, both results are kept under those ids (see HistoryMemo), so a
+ * page asked for again runs no git, and another page of the same history only its own walk.
+ * `all` (every ref) cannot be pinned this cheaply and is walked each time.
+ */
+export async function listHistory(
+  pool: CatFilePool,
+  gitDir: string,
+  opts: LogOptions,
+  page: { offset: number; limit: number },
+): Promise<{ oids: string[]; total: number }> {
+  if (!logArgs(opts)) return { oids: [], total: 0 };
+  const state = opts.all ? null : await historyMemo.replaceRefsState(gitDir);
+  const ref = state && opts.ref ? await pinRevisions(pool, gitDir, opts.ref) : null;
+  if (!state || !ref) {
+    const [oids, total] = await Promise.all([listCommitOids(gitDir, opts, page), countCommits(gitDir, opts)]);
+    return { oids, total };
+  }
+  const pinned = { ...opts, ref };
+  const walk = logArgs(pinned)!.join('\0');
+  const [oids, total] = await Promise.all([
+    historyMemo.remember(gitDir, state, `page\0${page.offset}\0${page.limit}\0${walk}`, () => listCommitOids(gitDir, pinned, page)),
+    historyMemo.remember(gitDir, state, `count\0${walk}`, () => countCommits(gitDir, pinned)),
+  ]);
+  return { oids, total };
 }
 
 export interface CommitStats {

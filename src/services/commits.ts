@@ -8,7 +8,6 @@ import type { ParsedCommit } from '../git/catfile.js';
 import {
   branchExists,
   commitStats,
-  countCommits,
   deleteRef,
   EMPTY_TREE,
   diffLines,
@@ -17,7 +16,7 @@ import {
   hasNoBranches,
   isOid,
   lastCommitForPath,
-  listCommitOids,
+  listHistory,
   readCommits,
   readRef,
   refsContaining,
@@ -54,10 +53,10 @@ export async function statsFor(cairn: Cairn, project: ProjectWithNamespace, comm
   return commitStats(repoDir(cairn, project), commits);
 }
 
-/** One page of history and the total count (rev-list --count), read in parallel. */
+/** One page of history and the number of commits in all of it. */
 export async function listCommits(cairn: Cairn, project: ProjectWithNamespace, opts: LogOptions, page: { offset: number; limit: number }) {
   const gitDir = repoDir(cairn, project);
-  const [oids, total] = await Promise.all([listCommitOids(gitDir, opts, page), countCommits(gitDir, opts)]);
+  const { oids, total } = await listHistory(cairn.catfile, gitDir, opts, page);
   const commits = await readCommits(cairn.catfile, gitDir, oids);
   return { commits, total };
 }

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Project } from '../../src/db/schema/core.js';
 import { projectRepoPath } from '../../src/services/projects.js';
@@ -282,6 +284,48 @@ describe('commits API', () => {
     assert.equal((await t.get(`${url}/repository/commits`, { query: { first_parent: true } })).status, 200);
     assert.deepEqual((await t.get(`${url}/repository/commits`, { query: { ref_name: 'no-such-branch' } })).body, []);
     assert.deepEqual((await t.get(`${url}/repository/commits`, { query: { ref_name: '--all' } })).body, []);
+  });
+
+  it('a list asked for again follows a moved branch and replace refs (loose or packed) at once', async () => {
+    const list = async (query: Record<string, unknown> = {}) => {
+      const res = await t.get(`${url}/repository/commits`, { query: { per_page: 100, ...query } });
+      assert.equal(res.status, 200, res.text);
+      return { ids: res.body.map((c: any) => c.id), total: res.headers['x-total'] };
+    };
+    const initial = await list();
+    assert.deepEqual(await list(), initial);
+
+    const moved = await commit({ branch: 'main', commit_message: 'moved', actions: [{ action: 'create', file_path: 'listed-again.txt', content: 'm' }] });
+    assert.equal(moved.status, 201, moved.text);
+    const current = await list();
+    assert.deepEqual(current.ids, [moved.body.id, ...initial.ids]);
+    assert.equal(current.total, String(initial.ids.length + 1));
+
+    // Replacing the parent of the tip with a root commit cuts history after it, without any branch moving.
+    const repo = projectRepoPath(t.app.cairn, project);
+    const parent = current.ids[1];
+    const root = gitIn(project, '-c', 'user.name=T', '-c', 'user.email=t@example.com', 'commit-tree', `${parent}^{tree}`, '-m', 'replacement').trim();
+    const cut = { ids: [moved.body.id, parent], total: '2' };
+    const dropReplaceRef = () => {
+      gitIn(project, 'update-ref', '-d', `refs/replace/${parent}`);
+      fs.rmSync(path.join(repo, 'refs', 'replace'), { recursive: true, force: true });
+    };
+    try {
+      gitIn(project, 'replace', parent, root);
+      assert.deepEqual(await list(), cut);
+      assert.deepEqual((await list({ per_page: 1, page: 2 })).ids, [parent]);
+      dropReplaceRef();
+      assert.deepEqual(await list(), current);
+
+      // Packed, as a clone or pack-refs leaves it, with no refs/replace directory.
+      gitIn(project, 'update-ref', `refs/replace/${parent}`, root);
+      gitIn(project, 'pack-refs', '--all');
+      fs.rmSync(path.join(repo, 'refs', 'replace'), { recursive: true, force: true });
+      assert.deepEqual(await list(), cut);
+    } finally {
+      dropReplaceRef();
+    }
+    assert.deepEqual(await list(), current);
   });
 
   it('read permissions: private needs reporter; guests 403; outsiders and anonymous 404; public is open', async () => {
