@@ -55,6 +55,19 @@ export interface OpenedDatabase {
   close(): Promise<void>;
 }
 
+/** pg lets a URL's `options` replace the pool's: keep both, the URL's last (it may override ours). */
+export function withSessionOptions(databaseUrl: string, ours: string): { connectionString: string; options: string } {
+  try {
+    const url = new URL(databaseUrl);
+    const theirs = url.searchParams.get('options');
+    if (theirs === null) return { connectionString: databaseUrl, options: ours };
+    url.searchParams.delete('options');
+    return { connectionString: url.toString(), options: `${ours} ${theirs}` };
+  } catch {
+    return { connectionString: databaseUrl, options: ours };
+  }
+}
+
 export interface OpenOptions {
   databaseUrl: string | null;
   dataDir: string;
@@ -65,13 +78,9 @@ export interface OpenOptions {
 export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
   if (opts.databaseUrl) {
     // Generic plans: statements are prepared once per connection and planned once, not per call.
-    const pool = new pg.Pool({
-      connectionString: opts.databaseUrl,
-      max: Number(process.env.CAIRN_DB_POOL || 10),
-      Client: PreparingClient,
-      // Dates compare in UTC (current_date), as the code and the cache's expiry do.
-      options: '-c plan_cache_mode=force_generic_plan -c TimeZone=UTC',
-    });
+    // Dates compare in UTC (current_date), as the code and the cache's expiry do.
+    const { connectionString, options } = withSessionOptions(opts.databaseUrl, '-c plan_cache_mode=force_generic_plan -c TimeZone=UTC');
+    const pool = new pg.Pool({ connectionString, options, max: Number(process.env.CAIRN_DB_POOL || 10), Client: PreparingClient });
     // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped from the
     // pool and replaced on the next query; unhandled, pg's 'error' event would end the process.
     pool.on('error', () => {});
