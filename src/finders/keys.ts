@@ -1,25 +1,6 @@
-import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
-import type { User } from '../db/schema/core.js';
 import type { DeployKeysProject, Key } from '../db/schema/keys.js';
 import type { Page } from '../plugins/pagination.js';
-import { rowId } from '../lib/ids.js';
-
-export async function findUserById(db: Database, id: number): Promise<User | undefined> {
-  const valid = rowId(id);
-  if (valid === undefined) return undefined;
-  return db.selectFrom('users').selectAll().where('id', '=', valid).executeTakeFirst();
-}
-
-/** `:id_or_username` as the users API takes it. */
-export async function findUserByIdOrUsername(db: Database, idOrUsername: string): Promise<User | undefined> {
-  const q = db.selectFrom('users').selectAll();
-  if (/^\d+$/.test(idOrUsername)) {
-    const id = rowId(idOrUsername);
-    return id === undefined ? undefined : q.where('id', '=', id).executeTakeFirst();
-  }
-  return q.where(sql`lower(username)`, '=', idOrUsername.toLowerCase()).executeTakeFirst();
-}
 
 /** A page of a user's own SSH keys (not deploy keys they created), oldest first. */
 export async function findUserKeys(db: Database, userId: number, page: Page): Promise<{ rows: Key[]; total: number }> {
@@ -95,8 +76,3 @@ export async function findAllDeployKeys(db: Database, onlyPublic: boolean, page:
   };
 }
 
-export async function findUsersByIds(db: Database, ids: number[]): Promise<Map<number, User>> {
-  if (ids.length === 0) return new Map();
-  const users = await db.selectFrom('users').selectAll().where('id', 'in', [...new Set(ids)]).execute();
-  return new Map(users.map((u) => [u.id, u]));
-}

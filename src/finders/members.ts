@@ -3,6 +3,7 @@ import type { Database } from '../db/index.js';
 import type { Namespace, User } from '../db/schema/core.js';
 import type { MemberView } from '../presenters/members.js';
 import type { ProjectWithNamespace } from './projects.js';
+import { findUsersByIds } from './users.js';
 
 /** What members belong to: a project or a group. */
 export type MemberSource = { type: 'Project'; project: ProjectWithNamespace } | { type: 'Namespace'; group: Namespace };
@@ -160,15 +161,8 @@ function rankedQuery(source: MemberSource, deep: boolean, viewer: MemberViewer, 
     select r.* from ranked r join users u on u.id = r.user_id where ${filterConditions(f)}`;
 }
 
-async function preloadUsers(db: Database, ids: number[]): Promise<Map<number, User>> {
-  const unique = [...new Set(ids)];
-  if (!unique.length) return new Map();
-  const users = await db.selectFrom('users').selectAll().where('id', 'in', unique).execute();
-  return new Map(users.map((u) => [u.id, u]));
-}
-
 async function toViews(db: Database, rows: RankedRow[]): Promise<MemberView[]> {
-  const users = await preloadUsers(db, rows.flatMap((r) => (r.created_by_id ? [r.user_id, r.created_by_id] : [r.user_id])));
+  const users = await findUsersByIds(db, rows.flatMap((r) => (r.created_by_id ? [r.user_id, r.created_by_id] : [r.user_id])));
   return rows.map((r) => ({
     id: r.id,
     user: users.get(r.user_id)!,
@@ -235,13 +229,13 @@ export async function listAccessRequests(db: Database, source: MemberSource, lim
     base.selectAll().orderBy('id').limit(limit).offset(offset).execute(),
     base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirst(),
   ]);
-  const users = await preloadUsers(db, rows.map((r) => r.user_id));
+  const users = await findUsersByIds(db, rows.map((r) => r.user_id));
   const views: MemberView[] = rows.map((r) => ({ ...r, user: users.get(r.user_id)!, created_by: null }));
   return { requests: views, total: Number(count?.n ?? 0) };
 }
 
 /** Turns a stored row into a presentable membership. */
 export async function memberViewOf(db: Database, row: { user_id: number; created_by_id: number | null } & Omit<MemberView, 'user' | 'created_by'>): Promise<MemberView> {
-  const users = await preloadUsers(db, row.created_by_id ? [row.user_id, row.created_by_id] : [row.user_id]);
+  const users = await findUsersByIds(db, row.created_by_id ? [row.user_id, row.created_by_id] : [row.user_id]);
   return { ...row, user: users.get(row.user_id)!, created_by: row.created_by_id ? users.get(row.created_by_id) ?? null : null };
 }

@@ -200,10 +200,17 @@ export async function findUserById(db: Database, id: number | string): Promise<U
   return db.selectFrom('users').selectAll().where('id', '=', n).executeTakeFirst();
 }
 
+/** The users with these ids, by id; ids that name no user are left out. */
+export async function findUsersByIds(db: Database, ids: number[]): Promise<Map<number, User>> {
+  const unique = [...new Set(ids)];
+  if (!unique.length) return new Map();
+  const users = await db.selectFrom('users').selectAll().where('id', 'in', unique).execute();
+  return new Map(users.map((u) => [u.id, u]));
+}
+
 /** The users with these ids, in id order; ids that name no user are left out. */
 export async function listUsersByIds(db: Database, ids: number[]): Promise<User[]> {
-  if (!ids.length) return [];
-  return db.selectFrom('users').selectAll().where('id', 'in', ids).orderBy('id').execute();
+  return [...(await findUsersByIds(db, ids)).values()].sort((a, b) => a.id - b.id);
 }
 
 /** `:id_or_username` as GitLab's find_user takes it. */

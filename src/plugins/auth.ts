@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import type { Actor, Cairn, Credential, TokenChannel } from '../context.js';
 import type { User } from '../db/schema/core.js';
-import { rowId } from '../lib/ids.js';
+import { findUserByIdOrUsername } from '../finders/users.js';
 import { tokenDigest } from '../lib/secrets.js';
 import { revokeTokenFamily } from '../services/tokens.js';
 import { ApiError, forbidden, notFound, unauthorized } from './errors.js';
@@ -101,15 +101,6 @@ export function checkScopes(request: FastifyRequest, scopes: string[]) {
   throw INSUFFICIENT_SCOPE(reading ? ['api', 'read_api'] : ['api']);
 }
 
-async function findSudoUser(cairn: Cairn, idOrUsername: string): Promise<User | undefined> {
-  const q = cairn.db.selectFrom('users').selectAll();
-  if (/^\d+$/.test(idOrUsername)) {
-    const id = rowId(idOrUsername);
-    return id === undefined ? undefined : q.where('id', '=', id).executeTakeFirst();
-  }
-  return q.where(sql`lower(username)`, '=', idOrUsername.toLowerCase()).executeTakeFirst();
-}
-
 export async function authenticate(request: FastifyRequest): Promise<Actor | null> {
   const cairn = request.server.cairn;
   const found = extractToken(request);
@@ -124,7 +115,7 @@ export async function authenticate(request: FastifyRequest): Promise<Actor | nul
   if (sudoValue === undefined || sudoValue === '') return { ...cred, authUser: cred.user, sudo: false };
   if (!cred.user.admin) throw forbidden('Must be admin to use sudo');
   if (!cred.scopes.includes('sudo')) throw forbidden('Private token must be specified in order to use sudo');
-  const target = await findSudoUser(cairn, sudoValue);
+  const target = await findUserByIdOrUsername(cairn.db, sudoValue);
   if (!target) throw notFound(`User with ID or username '${sudoValue}'`);
   checkUserState(target);
   return { ...cred, user: target, authUser: cred.user, sudo: true };

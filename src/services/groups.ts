@@ -9,6 +9,7 @@ import { ApiError, apiError, forbidden } from '../plugins/errors.js';
 import { toBoolean } from '../plugins/params.js';
 import { GROUP_SETTING_DEFAULTS, PROJECT_CREATION_LEVELS, SUBGROUP_CREATION_LEVELS } from '../presenters/groups.js';
 import { deleteProjects, rubyErrors } from './projects.js';
+import { groupTreeIds } from '../finders/groups.js';
 
 export interface NewGroup {
   name: string;
@@ -327,8 +328,7 @@ function validationProblems(problems: Record<string, string[]>) {
  */
 export async function deleteGroup(cairn: Cairn, group: Namespace): Promise<void> {
   const { db } = cairn;
-  const groups = await db.selectFrom('namespaces').select('id').where(sql<boolean>`traversal_ids @> array[${group.id}]::int[]`).execute();
-  const groupIds = groups.map((g) => g.id);
+  const groupIds = await groupTreeIds(db, group.id);
   const projects = await db.selectFrom('projects').select(['id', 'repository_storage', 'disk_path']).where('namespace_id', 'in', groupIds).execute();
   await deleteProjects(cairn, projects);
   await db.transaction().execute(async (trx) => {

@@ -57,6 +57,15 @@ describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATA
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
+  /** Cache listener connections of the Cairn processes on this database. */
+  const listeners = async () =>
+    Number((await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where application_name = 'cairn cache listener' and datname = current_database()`.execute(testDb.database.db)).rows[0].n);
+
+  const waitForListeners = async (n: number) => {
+    for (let i = 0; i < 100 && (await listeners()) !== n; i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(await listeners(), n);
+  };
+
   const call = (base: string, method: string, p: string, body?: unknown) =>
     fetch(`${base}/api/v4${p}`, {
       method,
@@ -114,12 +123,6 @@ describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATA
 
   it('a process whose cache listener is cut off serves fresh reads, then listens again', async () => {
     const db = testDb.database.db;
-    const listeners = async () =>
-      Number((await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where application_name = 'cairn cache listener' and datname = current_database()`.execute(db)).rows[0].n);
-    const waitForListeners = async (n: number) => {
-      for (let i = 0; i < 100 && (await listeners()) !== n; i++) await new Promise((r) => setTimeout(r, 50));
-      assert.equal(await listeners(), n);
-    };
     const project = (await (await call(a.url, 'POST', '/projects', { name: 'cached-listener', visibility: 'private' })).json()) as { id: number };
     await call(b.url, 'GET', `/projects/${project.id}`);
     await sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'cairn cache listener' and datname = current_database()`.execute(db);
@@ -138,14 +141,10 @@ describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATA
 
   it('writes do not wait for a process that crashed', async () => {
     const c = await startServe(testDb.databaseUrl!, dataDir);
-    const db = testDb.database.db;
-    const listeners = async () =>
-      Number((await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where application_name = 'cairn cache listener' and datname = current_database()`.execute(db)).rows[0].n);
-    for (let i = 0; i < 100 && (await listeners()) !== 3; i++) await new Promise((r) => setTimeout(r, 50));
-    assert.equal(await listeners(), 3);
+    await waitForListeners(3);
     c.child.kill('SIGKILL');
     await new Promise((r) => c.child.once('exit', r));
-    for (let i = 0; i < 100 && (await listeners()) !== 2; i++) await new Promise((r) => setTimeout(r, 50));
+    await waitForListeners(2);
     const project = (await (await call(a.url, 'POST', '/projects', { name: 'after-crash' })).json()) as { id: number };
     const started = Date.now();
     assert.equal((await call(a.url, 'PUT', `/projects/${project.id}`, { description: 'quick' })).status, 200);

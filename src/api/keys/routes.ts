@@ -5,12 +5,10 @@ import {
   findDeployKeyLinks,
   findKeyByFingerprint,
   findKeyById,
-  findUserById,
-  findUserByIdOrUsername,
   findUserKey,
   findUserKeys,
-  findUsersByIds,
 } from '../../finders/keys.js';
+import { findUserById, findUserByIdOrUsername, findUsersByIds } from '../../finders/users.js';
 import { requireUser } from '../../plugins/auth.js';
 import { apiError, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';

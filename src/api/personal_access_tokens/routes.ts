@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { findToken, findTokens, type TokenFilters } from '../../finders/tokens.js';
-import { findUserById } from '../../finders/keys.js';
+import { findUserById } from '../../finders/users.js';
 import { requireUser } from '../../plugins/auth.js';
 import { ApiError, apiError, badRequest, methodNotAllowed, notFound, unauthorized, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
