@@ -40,6 +40,8 @@ export interface PostReceiveEvent {
   userId: number | null;
   /** One entry per updated ref: old and new object ids (zeros for create/delete). */
   changes: { ref: string; oldSha: string; newSha: string }[];
+  /** `git push -o` values (`ci.skip`, `ci.variable=...`); empty for writes through the API. */
+  pushOptions: string[];
 }
 
 /** Everything a request handler may reach; one per Cairn process, holding no state other processes could disagree with. */

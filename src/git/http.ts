@@ -68,11 +68,14 @@ export interface ServiceOptions {
 export function startService(opts: ServiceOptions): Promise<GitProcess> {
   const config: string[] = [];
   if (opts.service === 'git-upload-pack') {
+    // Partial clones (--filter) and the lazy fetches of missing objects they make later.
     config.push('-c', 'uploadpack.allowFilter=true', '-c', 'uploadpack.allowAnySHA1InWant=true');
   } else {
     // Hooks only ever come from a Cairn-owned directory, never from the repository.
     config.push('-c', `core.hooksPath=${opts.hooksPath ?? '/dev/null'}`);
     for (const ref of RECEIVE_HIDDEN_REFS) config.push('-c', `receive.hideRefs=${ref}`);
+    // `git push -o ...` (ci.skip and friends); atomic pushes are advertised by default.
+    config.push('-c', 'receive.advertisePushOptions=true');
   }
   const args = [...config, opts.service.slice(4), '--stateless-rpc'];
   if (opts.advertiseRefs) args.push('--advertise-refs');
@@ -110,6 +113,8 @@ export interface ReceivePackHead {
   updates: RefUpdate[];
   /** Capabilities the client asked for on the first command (report-status, side-band-64k, ...). */
   capabilities: string[];
+  /** `git push -o` values, sent after the commands when the client asked for push-options. */
+  pushOptions: string[];
   /** Every byte read so far (commands, flush, maybe the start of the pack), to replay into receive-pack. */
   consumed: Buffer;
   /** The request body ended while being read (a push of deletions only has no pack). */
@@ -122,24 +127,40 @@ export const isZeroSha = (sha: string) => /^0+$/.test(sha);
 
 const COMMAND_RE = /^([0-9a-f]{40}|[0-9a-f]{64}) ([0-9a-f]{40}|[0-9a-f]{64}) (refs\/\S+)$/;
 
-/** Parses commands up to the first flush-pkt; null when more bytes are needed. */
-export function parseReceivePackCommands(buf: Buffer): { updates: RefUpdate[]; capabilities: string[] } | null {
+/** Push options receive-pack accepts at most (its own limit is the same order). */
+const MAX_PUSH_OPTIONS = 100;
+
+type ParsedHead = Pick<ReceivePackHead, 'updates' | 'capabilities' | 'pushOptions'>;
+
+/** Reads one pkt-line at `pos`: its payload, 'flush', or null when more bytes are needed. */
+function readPkt(buf: Buffer, pos: number): { payload: string | 'flush'; next: number } | null {
+  if (pos + 4 > buf.length) return null;
+  const lenHex = buf.subarray(pos, pos + 4).toString('latin1');
+  if (!/^[0-9a-f]{4}$/.test(lenHex)) throw new InvalidPushError('malformed pkt-line in push request');
+  const len = parseInt(lenHex, 16);
+  if (len === 0) return { payload: 'flush', next: pos + 4 };
+  if (len < 4) throw new InvalidPushError('unexpected special pkt-line in push request');
+  if (pos + len > buf.length) return null;
+  let line = buf.subarray(pos + 4, pos + len).toString('utf8');
+  if (line.endsWith('\n')) line = line.slice(0, -1);
+  return { payload: line, next: pos + len };
+}
+
+/**
+ * Parses the commands up to the first flush-pkt, and the push options after them when the
+ * client asked for `push-options`; null when more bytes are needed. A request that is only a
+ * flush-pkt (git's probe before a large push, or a push with nothing to do) has no updates.
+ */
+export function parseReceivePackCommands(buf: Buffer): ParsedHead | null {
   const updates: RefUpdate[] = [];
   let capabilities: string[] = [];
   let pos = 0;
-  while (pos + 4 <= buf.length) {
-    const lenHex = buf.subarray(pos, pos + 4).toString('latin1');
-    if (!/^[0-9a-f]{4}$/.test(lenHex)) throw new InvalidPushError('malformed pkt-line in push request');
-    const len = parseInt(lenHex, 16);
-    if (len === 0) {
-      if (!updates.length) throw new InvalidPushError('push request without ref updates');
-      return { updates, capabilities };
-    }
-    if (len < 4) throw new InvalidPushError('unexpected special pkt-line in push request');
-    if (pos + len > buf.length) return null;
-    let line = buf.subarray(pos + 4, pos + len).toString('utf8');
-    pos += len;
-    if (line.endsWith('\n')) line = line.slice(0, -1);
+  for (;;) {
+    const pkt = readPkt(buf, pos);
+    if (!pkt) return null;
+    pos = pkt.next;
+    if (pkt.payload === 'flush') break;
+    let line = pkt.payload;
     const nul = line.indexOf('\0');
     if (nul >= 0) {
       if (!updates.length) capabilities = line.slice(nul + 1).split(' ').filter(Boolean);
@@ -150,12 +171,24 @@ export function parseReceivePackCommands(buf: Buffer): { updates: RefUpdate[]; c
     if (!m) throw new InvalidPushError('malformed ref update in push request');
     updates.push({ oldSha: m[1], newSha: m[2], ref: m[3] });
   }
-  return null;
+  const pushOptions: string[] = [];
+  if (updates.length && capabilities.includes('push-options')) {
+    for (;;) {
+      const pkt = readPkt(buf, pos);
+      if (!pkt) return null;
+      pos = pkt.next;
+      if (pkt.payload === 'flush') break;
+      if (pushOptions.length >= MAX_PUSH_OPTIONS) throw new InvalidPushError('too many push options');
+      pushOptions.push(pkt.payload);
+    }
+  }
+  return { updates, capabilities, pushOptions };
 }
 
 /**
- * Reads the push commands from the start of a request body without consuming the pack:
- * at most `limit` bytes are buffered, and the stream is left paused for the caller to pipe on.
+ * Reads the push commands (and push options) from the start of a request body without
+ * consuming the pack: at most `limit` bytes are buffered, and the stream is left paused for
+ * the caller to pipe on.
  */
 export function readReceivePackHead(body: Readable, limit = 32 * 1024 * 1024): Promise<ReceivePackHead> {
   return new Promise((resolve, reject) => {
@@ -168,7 +201,7 @@ export function readReceivePackHead(body: Readable, limit = 32 * 1024 * 1024): P
       body.off('error', onError);
       if (err) return reject(err);
       const consumed = Buffer.concat(chunks);
-      let parsed: ReturnType<typeof parseReceivePackCommands>;
+      let parsed: ParsedHead | null;
       try {
         parsed = parseReceivePackCommands(consumed);
       } catch (e) {
@@ -180,7 +213,7 @@ export function readReceivePackHead(body: Readable, limit = 32 * 1024 * 1024): P
     const onData = (chunk: Buffer) => {
       chunks.push(chunk);
       size += chunk.length;
-      let parsed: ReturnType<typeof parseReceivePackCommands>;
+      let parsed: ParsedHead | null;
       try {
         parsed = parseReceivePackCommands(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
       } catch (e) {

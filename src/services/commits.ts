@@ -166,7 +166,7 @@ const defaultStale = (path: string) => `The file has changed since you started e
 
 async function notifyPush(cairn: Cairn, project: ProjectWithNamespace, user: User, ref: string, oldSha: string | null, newSha: string) {
   await recordRefActivity(cairn.db, project, { branchWritten: true });
-  const event = { projectId: project.id, userId: user.id, changes: [{ ref, oldSha: oldSha ?? '0'.repeat(40), newSha }] };
+  const event = { projectId: project.id, userId: user.id, changes: [{ ref, oldSha: oldSha ?? '0'.repeat(40), newSha }], pushOptions: [] };
   await Promise.allSettled(cairn.postReceiveHooks.map((hook) => hook(event)));
 }
 

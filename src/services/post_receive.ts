@@ -27,6 +27,7 @@ export async function recordPush(
   userId: number | null,
   updates: RefUpdate[],
   log: { error: (obj: unknown, msg: string) => void } = console,
+  pushOptions: string[] = [],
 ): Promise<PostReceiveEvent | null> {
   const gitDir = projectRepoPath(cairn, project);
   const { values, branches } = await refSnapshot(gitDir, updates.map((u) => u.ref));
@@ -50,7 +51,7 @@ export async function recordPush(
     .where('id', '=', project.id)
     .execute();
 
-  const event: PostReceiveEvent = { projectId: project.id, userId, changes };
+  const event: PostReceiveEvent = { projectId: project.id, userId, changes, pushOptions };
   for (const hook of cairn.postReceiveHooks) {
     try {
       await hook(event);

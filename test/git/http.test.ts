@@ -11,6 +11,7 @@ import type { Namespace, Project } from '../../src/db/schema/core.js';
 import { issueAccessToken } from '../../src/oauth/tokens.js';
 import { insertPersonalAccessToken } from '../../src/services/tokens.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
+import { generateHistory } from '../helpers/repo.js';
 
 const ZERO = '0'.repeat(40);
 
@@ -128,13 +129,13 @@ describe('git over HTTP', () => {
     assert.equal(row.default_branch, 'main');
     assert.ok(new Date(row.last_activity_at).getTime() >= new Date(project.last_activity_at).getTime());
     const event = events.find((e) => e.projectId === project.id);
-    assert.deepEqual(event, { projectId: project.id, userId: dev.user.id, changes: [{ ref: 'refs/heads/main', oldSha: ZERO, newSha: sha }] });
+    assert.deepEqual(event, { projectId: project.id, userId: dev.user.id, changes: [{ ref: 'refs/heads/main', oldSha: ZERO, newSha: sha }], pushOptions: [] });
 
     // A further push from the first clone reaches the second through fetch.
     const before = events.length;
     const next = await commitFile(first, 'src/a.txt', 'a\n');
     await ok(['push', '-q', 'origin', 'main'], { cwd: first });
-    assert.deepEqual(events.slice(before), [{ projectId: project.id, userId: dev.user.id, changes: [{ ref: 'refs/heads/main', oldSha: sha, newSha: next }] }]);
+    assert.deepEqual(events.slice(before), [{ projectId: project.id, userId: dev.user.id, changes: [{ ref: 'refs/heads/main', oldSha: sha, newSha: next }], pushOptions: [] }]);
     await ok(['fetch', '-q', 'origin'], { cwd: second });
     assert.equal(await ok(['rev-parse', 'origin/main'], { cwd: second }), next);
     await ok(['pull', '-q', '--ff-only'], { cwd: second });
@@ -448,6 +449,100 @@ describe('git over HTTP', () => {
     assert.match(archived.stderr, /archived project/);
     // Reading still works.
     await ok(['ls-remote', url(fp, { password: dev.token })]);
+  });
+
+  it('takes a first push of 10,000 commits with default git settings (probe, then a chunked body)', async () => {
+    const p = await t.createProject({ group });
+    const fp = await fullPathOf(p);
+    const source = path.join(work, `generated-${++dirSeq}.git`);
+    const tip = generateHistory(source, { commits: 10_000 });
+    const packBytes = fs.readdirSync(path.join(source, 'objects/pack')).reduce((n, f) => n + fs.statSync(path.join(source, 'objects/pack', f)).size, 0);
+    assert.ok(packBytes > 4 * 1024 * 1024, `the generated pack is ${packBytes} bytes`);
+    const before = events.length;
+    // The pack is larger than http.postBuffer (1 MiB by default): git probes with a bare flush-pkt first.
+    const push = await git(['push', url(fp, { password: dev.token }), 'main'], { cwd: source, env: { GIT_TRACE_CURL: '1', GIT_TRACE_CURL_NO_DATA: '1' } });
+    assert.equal(push.code, 0, push.stderr.slice(-2000));
+    assert.match(push.stderr, /Transfer-Encoding: chunked/i, 'the pack went as a chunked body after the probe');
+    assert.equal(events.length, before + 1);
+    assert.deepEqual(events.at(-1)!.changes, [{ ref: 'refs/heads/main', oldSha: ZERO, newSha: tip }]);
+    const row = await projectRow(p.id);
+    assert.equal(row.empty_repo, false);
+    assert.equal(row.default_branch, 'main');
+    // Everything arrived: a full clone has the same history, and fsck finds nothing wrong.
+    const clone = dir('generated-clone');
+    await ok(['clone', '-q', '--bare', url(fp, { password: dev.token }), clone]);
+    assert.equal(await ok(['rev-list', '--count', 'main'], { cwd: clone }), '10000');
+    await ok(['fsck', '--no-progress'], { cwd: clone });
+
+    // Shallow and partial clones of the same repository.
+    const shallow = dir('shallow');
+    await ok(['clone', '-q', '--depth', '3', url(fp, { password: dev.token }), shallow]);
+    assert.equal(await ok(['rev-list', '--count', 'HEAD'], { cwd: shallow }), '3');
+    await ok(['fetch', '-q', '--deepen', '10'], { cwd: shallow });
+    assert.equal(await ok(['rev-list', '--count', 'HEAD'], { cwd: shallow }), '13');
+    const partial = dir('partial');
+    await ok(['clone', '-q', '--filter=blob:none', '--no-checkout', url(fp, { password: dev.token }), partial]);
+    const missing = await ok(['rev-list', '--objects', '--missing=print', 'HEAD'], { cwd: partial });
+    assert.ok(missing.split('\n').filter((l) => l.startsWith('?')).length > 5000, 'blobs were left out of the partial clone');
+    // An old revision's file is fetched lazily, by object id.
+    const old = await ok(['show', 'HEAD~9000:src/dir0/file0.ts'], { cwd: partial });
+    assert.match(old, /export const value0 = /);
+  });
+
+  it('answers git\'s push probe and 100-continue bodies like git http-backend', async () => {
+    const headers = { authorization: basic('oauth2', dev.token), 'content-type': 'application/x-git-receive-pack-request' };
+    const probe = await fetch(`http://${base}/${projectPath}.git/git-receive-pack`, { method: 'POST', headers, body: '0000' });
+    assert.equal(probe.status, 200);
+    assert.equal(probe.headers.get('content-type'), 'application/x-git-receive-pack-result');
+    assert.equal((await probe.arrayBuffer()).byteLength, 0);
+    // A client that waits for 100 Continue before sending its (chunked) body.
+    const net = await import('node:net');
+    const [host, port] = base.split(':');
+    const answer = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      const socket = net.connect(Number(port), host, () => {
+        socket.write(
+          `POST /${projectPath}.git/git-receive-pack HTTP/1.1\r\nHost: ${base}\r\nAuthorization: ${headers.authorization}\r\n` +
+            `Content-Type: ${headers['content-type']}\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+        );
+      });
+      socket.on('data', (b) => {
+        const before = text;
+        text += b.toString('latin1');
+        if (!before.includes('100 Continue') && text.includes('100 Continue')) socket.write('4\r\n0000\r\n0\r\n\r\n');
+      });
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+    });
+    assert.match(answer, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK/);
+  });
+
+  it('atomic pushes move every ref or none; push options reach the post-receive hooks', async () => {
+    const p = await t.createProject({ group });
+    const fp = await fullPathOf(p);
+    const repo = dir('atomic');
+    await ok(['clone', '-q', url(fp, { password: dev.token }), repo]);
+    const first = await commitFile(repo, 'a.txt', '1\n');
+    await ok(['push', '-q', 'origin', 'main', 'main:release'], { cwd: repo });
+    const row = await t.db.insertInto('protected_branches').values({ project_id: p.id, name: 'release' }).returningAll().executeTakeFirstOrThrow();
+    await t.db.insertInto('protected_branch_access_levels').values({ protected_branch_id: row.id, kind: 'push', access_level: 40 }).execute();
+    const second = await commitFile(repo, 'a.txt', '2\n');
+    const before = events.length;
+    const refused = await git(['push', '--atomic', 'origin', 'main', 'main:release', 'main:refs/heads/other'], { cwd: repo });
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /not allowed to push code to protected branches/);
+    assert.equal(events.length, before);
+    const remote = await ok(['ls-remote', url(fp, { password: dev.token })]);
+    assert.match(remote, new RegExp(`${first}\trefs/heads/main`));
+    assert.doesNotMatch(remote, /refs\/heads\/other/);
+
+    await ok(['push', '-q', '--atomic', '-o', 'ci.skip', '-o', 'ci.variable=FOO=bar', 'origin', 'main', 'main:refs/heads/other'], { cwd: repo });
+    const event = events.at(-1)!;
+    assert.deepEqual(event.pushOptions, ['ci.skip', 'ci.variable=FOO=bar']);
+    assert.deepEqual(event.changes.map((c) => [c.ref, c.newSha]).sort(), [
+      ['refs/heads/main', second],
+      ['refs/heads/other', second],
+    ]);
   });
 
   it('rejects malformed push requests with 400', async () => {

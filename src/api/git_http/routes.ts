@@ -218,9 +218,16 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   try {
     head = await readReceivePackHead(input);
   } catch (err) {
-    input.destroy();
+    // Never destroy the request: that resets the connection before the answer is sent.
+    input.resume();
     if (err instanceof InvalidPushError) throw new GitHttpError(400, err.message);
     throw new GitHttpError(400, 'The push request could not be read.');
+  }
+  if (!head.updates.length) {
+    // git's probe before a push larger than http.postBuffer, or a push with nothing to do:
+    // receive-pack reads the flush-pkt and answers nothing, so Cairn answers nothing too.
+    input.resume();
+    return reply.code(200).header('content-type', 'application/x-git-receive-pack-result').headers(NO_CACHE).send(Buffer.alloc(0));
   }
   const user = ctx.cred!.user;
   const decision = await checkRefUpdates(cairn, ctx.project, user, head.updates, ctx.accessLevel);
@@ -253,7 +260,7 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   // receive-pack was killed; recordPush keeps only the updates that took effect.
   const out = responseBody(proc, exit, [], async () => {
     try {
-      await recordPush(cairn, ctx.project, user.id, head.updates, request.log);
+      await recordPush(cairn, ctx.project, user.id, head.updates, request.log, head.pushOptions);
     } catch (err) {
       request.log.error({ err, project: ctx.project.id }, 'recording a push failed');
     }
