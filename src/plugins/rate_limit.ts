@@ -72,3 +72,17 @@ export async function banSecondsLeft(db: Database, key: string, seconds: number)
   const left = row.rows[0]?.left;
   return left && left > 0 ? left : 0;
 }
+
+/**
+ * Reads a ban (as banSecondsLeft) and whether a counter has any rows, in one statement: the
+ * check a request makes before it authenticates, and what it needs to know to clear the
+ * counter afterwards without a write when there is nothing to clear.
+ */
+export async function banAndCounter(db: Database, banKey: string, banSeconds: number, counterKey: string): Promise<{ banLeft: number; counted: boolean }> {
+  const row = await sql<{ left: number | null; counted: boolean }>`
+    select ceil(extract(epoch from max(window_start) filter (where key = ${banKey})) + ${banSeconds} - extract(epoch from now()))::int as left,
+           bool_or(key = ${counterKey}) as counted
+    from rate_limit_counters where key in (${banKey}, ${counterKey})`.execute(db);
+  const left = row.rows[0]?.left;
+  return { banLeft: left && left > 0 ? left : 0, counted: !!row.rows[0]?.counted };
+}

@@ -1,8 +1,7 @@
-import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { GitService } from '../git/http.js';
-import { AccessLevel, canSeeVisibility, projectAccessLevel, Visibility } from './access.js';
+import { AccessLevel, canSeeVisibility, Visibility } from './access.js';
 
 /** Who is talking git over HTTP, and what their credential lets them do. */
 export interface GitCredential {
@@ -43,16 +42,17 @@ export function canDownloadCode(user: User | null, project: Pick<ProjectWithName
  * callers get 401 wherever a credential could help, so git asks for one; a signed-in user gets
  * 404 for a project they cannot see, 403 with GitLab's message otherwise.
  */
-export async function checkGitAccess(
-  db: Database,
+export function checkGitAccess(
   project: ProjectWithNamespace | undefined,
   cred: GitCredential | null,
   service: GitService,
-): Promise<GitAccessDecision> {
+  /** The user's own level on the project (membership, inherited or shared), 0 for none. */
+  memberLevel: number,
+): GitAccessDecision {
   const user = cred?.user ?? null;
   const deny = (status: 401 | 403 | 404, message: string): GitAccessDecision => ({ allowed: false, status, message });
   if (!project) return user ? deny(404, GIT_MESSAGES.projectNotFound) : deny(401, GIT_MESSAGES.projectNotFound);
-  let accessLevel = user ? await projectAccessLevel(db, user.id, project) : 0;
+  let accessLevel = user ? memberLevel : 0;
   if (user?.admin) accessLevel = Math.max(accessLevel, AccessLevel.OWNER);
   if (!canSeeVisibility(user, project.visibility_level, accessLevel)) {
     return user ? deny(404, GIT_MESSAGES.projectNotFound) : deny(401, GIT_MESSAGES.projectNotFound);

@@ -1,5 +1,5 @@
 import type { Cairn } from '../context.js';
-import { banSecondsLeft, clearCounter, countInWindow, startBan } from '../plugins/rate_limit.js';
+import { banAndCounter, banSecondsLeft, clearCounter, countInWindow, startBan } from '../plugins/rate_limit.js';
 
 /**
  * Password guessing defences, with every counter in rate_limit_counters so all processes agree.
@@ -38,6 +38,16 @@ export async function recordIpFailure(cairn: Cairn, channel: AuthChannel, ip: st
     await startBan(cairn.db, ipBan(channel, ip));
     await clearCounter(cairn.db, ipFailures(channel, ip));
   }
+}
+
+/**
+ * The address's standing on this channel in one read: seconds of ban left, and whether it has
+ * failures counted (which a successful authentication then clears with clearIpFailures).
+ */
+export async function ipAuthState(cairn: Cairn, channel: AuthChannel, ip: string): Promise<{ bannedFor: number; hasFailures: boolean }> {
+  if (cairn.config.failedAuthMaxRetry <= 0) return { bannedFor: 0, hasFailures: false };
+  const { banLeft, counted } = await banAndCounter(cairn.db, ipBan(channel, ip), cairn.config.failedAuthBanTime, ipFailures(channel, ip));
+  return { bannedFor: banLeft, hasFailures: counted };
 }
 
 /** A successful authentication from this address resets its failure count (not a running ban). */

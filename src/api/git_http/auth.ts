@@ -4,7 +4,7 @@ import { verifyPassword } from '../../lib/secrets.js';
 import { findUserByLogin } from '../../services/users.js';
 import { ApiError } from '../../plugins/errors.js';
 import { resolveCredential } from '../../plugins/auth.js';
-import { accountLockedFor, clearAccountFailures, clearIpFailures, ipBannedFor, recordAccountFailure, recordIpFailure } from '../../services/auth_failures.js';
+import { accountLockedFor, clearAccountFailures, clearIpFailures, ipAuthState, recordAccountFailure, recordIpFailure } from '../../services/auth_failures.js';
 import type { GitCredential } from '../../policies/git_access.js';
 
 /** A git client's request failed authentication or access: a plain-text answer for `remote:`. */
@@ -76,7 +76,8 @@ function fromCredential(cred: Credential): GitCredential {
  */
 export async function authenticateGitClient(cairn: Cairn, authorization: string | undefined, ip: string): Promise<GitCredential | null> {
   if (!authorization) return null;
-  if (await ipBannedFor(cairn, 'git_http', ip)) throw new GitHttpError(403, IP_BANNED);
+  const standing = await ipAuthState(cairn, 'git_http', ip);
+  if (standing.bannedFor) throw new GitHttpError(403, IP_BANNED);
   let cred: GitCredential | null;
   try {
     cred = await identifyGitClient(cairn, authorization);
@@ -84,7 +85,8 @@ export async function authenticateGitClient(cairn: Cairn, authorization: string 
     if (err instanceof GitHttpError && err.status === 401) await recordIpFailure(cairn, 'git_http', ip);
     throw err;
   }
-  if (cred) await clearIpFailures(cairn, 'git_http', ip);
+  // Most clients never fail, so most requests have nothing to clear and write nothing.
+  if (cred && standing.hasFailures) await clearIpFailures(cairn, 'git_http', ip);
   return cred;
 }
 
@@ -107,9 +109,10 @@ async function identifyGitClient(cairn: Cairn, authorization: string | undefined
     const job = await tryResolve(cairn, 'job', password);
     if (job) return fromCredential(job);
   }
-  const cred = (await tryResolve(cairn, 'bearer', password)) ?? (await tryResolve(cairn, 'private', password));
-  if (cred && (cred.kind !== 'oauth' || username === 'oauth2')) return fromCredential(cred);
-  if (cred) throw new GitHttpError(401, ACCESS_DENIED);
+  // A personal access token goes with any user name; an OAuth token only with oauth2 (as
+  // GitLab's order has it). Personal access tokens first: their lookup is cached.
+  const cred = (await tryResolve(cairn, 'private', password)) ?? (username === 'oauth2' ? await tryResolve(cairn, 'bearer', password) : null);
+  if (cred) return fromCredential(cred);
 
   if (!cairn.config.gitPasswordAuthentication || !username) throw new GitHttpError(401, ACCESS_DENIED);
   const user = await findUserByLogin(cairn.db, username);

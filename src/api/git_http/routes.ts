@@ -66,8 +66,13 @@ async function authorizeGit(request: FastifyRequest, service: GitService): Promi
   const cairn = request.server.cairn;
   const cred = await authenticateGitClient(cairn, header(request, 'authorization'), request.ip);
   const fullPath = projectPathOf(request);
-  const project = fullPath.includes('/') && !fullPath.split('/').includes('') ? await findProject(cairn.db, fullPath) : undefined;
-  const decision = await checkGitAccess(cairn.db, project, cred, service);
+  const userId = cred?.user.id;
+  // The project with the caller's level in one statement, through the cache the API uses.
+  const project =
+    fullPath.includes('/') && !fullPath.split('/').includes('')
+      ? await cairn.cache.load(`project:${userId ?? 0}:${fullPath}`, () => findProject(cairn.db, fullPath, userId))
+      : undefined;
+  const decision = checkGitAccess(project, cred, service, project?.callerAccessLevel ?? 0);
   if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
   return {
     project: project!,
