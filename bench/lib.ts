@@ -11,6 +11,8 @@ export const BENCH_TOKEN = 'bench-root-token-0123456789';
 
 export interface BenchServer {
   url: string;
+  /** The `cairn serve` process. */
+  pid: number;
   dataDir: string;
   env: NodeJS.ProcessEnv;
   stop(): Promise<void>;
@@ -79,6 +81,7 @@ export async function startServer(extraEnv: Record<string, string> = {}): Promis
   }
   return {
     url,
+    pid: child.pid!,
     dataDir,
     env,
     stop: async () => {
