@@ -8,9 +8,10 @@
 // - List endpoints: absolute target, 2,000 req/s on PostgreSQL (no peer).
 //
 // The repository (bench/peer-repository.ts) is generated once into the storage of a Cairn project;
-// lighttpd serves that very directory. Cairn runs in its own process (bench/lib.ts) on a fresh
-// database: PostgreSQL when DATABASE_URL is set, else the embedded PGlite. Load: autocannon with 8
-// connections (wrk -c8 in the original measurement), BENCH_SECONDS (default 5) per side and row,
+// lighttpd serves that very directory. The project is public, so clones are anonymous on both
+// sides as http-backend's are; API reads send the root token, as API clients do. Cairn runs in
+// its own process (bench/lib.ts) on a fresh database: PostgreSQL when DATABASE_URL is set, else
+// the embedded PGlite. Load: autocannon with 8 connections (wrk -c8 in the original measurement), BENCH_SECONDS (default 5) per side and row,
 // after a warm-up of BENCH_WARMUP seconds (default 1). BENCH_CLONE_RUNS (default 5) clones each.
 // BENCH_ONLY=raw,blame (row keys, or the groups reads, clone, lists) runs some rows only;
 // BENCH_STRICT=1 exits 1 when a target is missed.
@@ -87,6 +88,8 @@ const num = (n: number) => n.toLocaleString('en-US', { maximumFractionDigits: 0 
 /** Requests per second over the whole run (autocannon's per-second average rounds slow rows to 0). */
 const rate = (r: LoadResult) => (r.seconds ? r.requests / r.seconds : 0);
 const rps = (n: number) => (n >= 100 ? num(n) : n.toFixed(1));
+/** A load's req/s for the table; `< x` when not one request finished within the run. */
+const loadRps = (r: LoadResult) => (r.requests ? rps(rate(r)) : `< ${rps(1 / (r.seconds || SECONDS))}`);
 /**
  * One more request after a load, answered in full: requests still running when autocannon stopped
  * (a slow list on PGlite, which serves one statement at a time) finish before the next row starts.
@@ -365,7 +368,7 @@ export async function runPeersBench(): Promise<PeersBenchResult> {
           met: value >= READ_TARGET && cairn.errors === 0 && peer.errors === 0,
         };
         rows.push(row);
-        console.log(`  ${spec.key}: Cairn ${rps(rate(cairn))} req/s, cgit ${rps(rate(peer))} req/s, ratio ${value.toFixed(2)}${cairn.errors || peer.errors ? ` (errors: Cairn ${cairn.errors}, cgit ${peer.errors})` : ''}`);
+        console.log(`  ${spec.key}: Cairn ${loadRps(cairn)} req/s, cgit ${loadRps(peer)} req/s, ratio ${value.toFixed(2)}${cairn.errors || peer.errors ? ` (errors: Cairn ${cairn.errors}, cgit ${peer.errors})` : ''}`);
       }
 
       if (keys.has('clone')) {
@@ -401,7 +404,7 @@ export async function runPeersBench(): Promise<PeersBenchResult> {
         const cairn = await load(name, url, { headers, seconds: SECONDS, connections: CONNECTIONS });
         await settle(url, headers);
         rows.push({ key, group: 'lists', name, cairn, cairnBytes: body.length, value: rate(cairn), target: LIST_TARGET, met: rate(cairn) >= LIST_TARGET && cairn.errors === 0 });
-        console.log(`  ${name}: ${rps(rate(cairn))} req/s${cairn.errors ? ` (errors: ${cairn.errors})` : ''}`);
+        console.log(`  ${name}: ${loadRps(cairn)} req/s${cairn.errors ? ` (errors: ${cairn.errors})` : ''}`);
       }
     }
     return result;
@@ -423,11 +426,11 @@ export function printPeersResult(r: PeersBenchResult) {
   const bytes = (row: PeerRow) => (row.peerBytes === undefined ? kb(row.cairnBytes ?? 0) : `${kb(row.cairnBytes ?? 0)} / ${kb(row.peerBytes)}`);
   for (const row of r.rows) {
     if (row.group === 'reads') {
-      console.log(`| ${row.key} | ${row.name} | ${rps(rate(row.cairn!))} req/s | ${row.peerName} | ${rps(rate(row.peer!))} req/s | ${Number.isNaN(row.value) ? '—' : row.value.toFixed(2)} | ≥ ${READ_TARGET.toFixed(1)} | ${mark(row)} | ${bytes(row)} |`);
+      console.log(`| ${row.key} | ${row.name} | ${loadRps(row.cairn!)} req/s | ${row.peerName} | ${loadRps(row.peer!)} req/s | ${Number.isNaN(row.value) ? '—' : row.value.toFixed(2)} | ≥ ${READ_TARGET.toFixed(1)} | ${mark(row)} | ${bytes(row)} |`);
     } else if (row.group === 'clone') {
       console.log(`| ${row.key} | ${row.name} | ${median(row.cairnMs!).toFixed(0)} ms | ${row.peerName} | ${median(row.peerMs!).toFixed(0)} ms | ${row.value.toFixed(2)} | ≥ ${CLONE_TARGET} | ${mark(row)} | ${bytes(row)} packs |`);
     } else {
-      console.log(`| ${row.key} | ${row.name} | ${rps(rate(row.cairn!))} req/s | | | | ≥ ${num(LIST_TARGET)} req/s${r.database === 'PostgreSQL' ? '' : ' (on PostgreSQL)'} | ${mark(row)} | ${bytes(row)} |`);
+      console.log(`| ${row.key} | ${row.name} | ${loadRps(row.cairn!)} req/s | | | | ≥ ${num(LIST_TARGET)} req/s${r.database === 'PostgreSQL' ? '' : ' (on PostgreSQL)'} | ${mark(row)} | ${bytes(row)} |`);
     }
   }
   const clone = r.rows.find((row) => row.group === 'clone');
