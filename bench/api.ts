@@ -6,25 +6,31 @@ import os from 'node:os';
 import path from 'node:path';
 import { api, BENCH_TOKEN, load, printTable, ROOT, startServer, type LoadResult } from './lib.js';
 
-export async function runApiBench(): Promise<(LoadResult & { ratio?: number })[]> {
+/** `users: false` leaves out the users list (bench/peers.ts measures the list endpoints). */
+export async function runApiBench(opts: { users?: boolean } = {}): Promise<(LoadResult & { ratio?: number })[]> {
+  const withUsers = opts.users ?? true;
   const server = await startServer();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-floor-'));
   const floorPort = 20000 + Math.floor(Math.random() * 20000);
   let floor: ReturnType<typeof fork> | null = null;
   try {
     const project = await api(server, 'POST', '/projects', { name: 'bench-project', visibility: 'private', initialize_with_readme: true });
-    for (let i = 0; i < 40; i++) {
+    for (let i = 0; i < (withUsers ? 40 : 0); i++) {
       await api(server, 'POST', '/users', { username: `bench${i}`, name: `Bench User ${i}`, email: `bench${i}@example.com`, password: 'bench-password-1' });
     }
     const headers = { 'private-token': BENCH_TOKEN };
     const projectPath = `/api/v4/projects/${project.id}`;
     const usersPath = '/api/v4/users?per_page=20';
     const projectBytes = await (await fetch(server.url + projectPath, { headers })).arrayBuffer();
-    const usersBytes = await (await fetch(server.url + usersPath, { headers })).arrayBuffer();
     fs.writeFileSync(path.join(tmp, 'project.json'), Buffer.from(projectBytes));
-    fs.writeFileSync(path.join(tmp, 'users.json'), Buffer.from(usersBytes));
+    const routes = [`/project=${tmp}/project.json`];
+    if (withUsers) {
+      const usersBytes = await (await fetch(server.url + usersPath, { headers })).arrayBuffer();
+      fs.writeFileSync(path.join(tmp, 'users.json'), Buffer.from(usersBytes));
+      routes.push(`/users=${tmp}/users.json`);
+    }
 
-    floor = fork(path.join(ROOT, 'bench/floor-server.ts'), [String(floorPort), `/project=${tmp}/project.json`, `/users=${tmp}/users.json`], {
+    floor = fork(path.join(ROOT, 'bench/floor-server.ts'), [String(floorPort), ...routes], {
       execArgv: ['--import', 'tsx'],
       stdio: 'inherit',
     });
@@ -32,11 +38,12 @@ export async function runApiBench(): Promise<(LoadResult & { ratio?: number })[]
     const floorUrl = `http://127.0.0.1:${floorPort}`;
 
     // Warm up (JIT, pooled connections, prepared statements) before measuring.
-    for (const url of [server.url + projectPath, server.url + usersPath, `${floorUrl}/project`, `${floorUrl}/users`]) {
-      await load('warm-up', url, { headers, seconds: 2 });
-    }
+    const warmUrls = [server.url + projectPath, `${floorUrl}/project`];
+    if (withUsers) warmUrls.push(server.url + usersPath, `${floorUrl}/users`);
+    for (const url of warmUrls) await load('warm-up', url, { headers, seconds: 2 });
     const floorProject = await load('floor: same bytes as GET /projects/:id', `${floorUrl}/project`);
     const projectRead = await load('GET /api/v4/projects/:id', server.url + projectPath, { headers });
+    if (!withUsers) return [floorProject, { ...projectRead, ratio: projectRead.rps / floorProject.rps }];
     const floorUsers = await load('floor: same bytes as GET /users?per_page=20', `${floorUrl}/users`);
     const usersList = await load('GET /api/v4/users?per_page=20', server.url + usersPath, { headers });
     return [

@@ -18,7 +18,7 @@ export interface BenchServer {
   stop(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.listen(0, '127.0.0.1', () => {
@@ -108,7 +108,15 @@ export interface LoadResult {
   name: string;
   rps: number;
   p99: number;
+  /** Socket errors, timeouts and non-2xx answers together. */
   errors: number;
+  /** Answers with a status outside 2xx (part of errors). */
+  non2xx: number;
+  /** Requests completed in the whole run, and its length in seconds (for figures below 1 req/s). */
+  requests: number;
+  seconds: number;
+  /** Mean response size, bytes (body and headers). */
+  bytesPerRequest: number;
 }
 
 export async function load(name: string, url: string, opts: { headers?: Record<string, string>; seconds?: number; connections?: number } = {}): Promise<LoadResult> {
@@ -119,7 +127,17 @@ export async function load(name: string, url: string, opts: { headers?: Record<s
     duration: opts.seconds ?? Number(process.env.BENCH_SECONDS || 8),
   });
   const errors = result.errors + result.non2xx + result.timeouts;
-  return { name, rps: Math.round(result.requests.average), p99: result.latency.p99, errors };
+  const requests = result.requests.total;
+  return {
+    name,
+    rps: Math.round(result.requests.average),
+    p99: result.latency.p99,
+    errors,
+    non2xx: result.non2xx,
+    requests,
+    seconds: result.duration,
+    bytesPerRequest: requests ? Math.round(result.throughput.total / requests) : 0,
+  };
 }
 
 export function printTable(rows: (LoadResult & { ratio?: number })[]) {

@@ -36,13 +36,25 @@ function fastImportStream(commits: number): Buffer {
   return Buffer.from(parts.join(''));
 }
 
-/** A project whose repository holds COMMITS commits, written straight into its storage. */
-export async function createBigRepository(server: BenchServer, name: string) {
-  const project = await api(server, 'POST', '/projects', { name, visibility: 'private' });
+export interface BigRepositoryOptions {
+  /** A git fast-import stream; the default is this file's COMMITS-commit history. */
+  stream?: Buffer;
+  visibility?: 'private' | 'internal' | 'public';
+  /**
+   * Recompute deltas (`git repack -a -d -f`) before housekeeping, as a push from a client
+   * would have delivered them: fast-import's own deltas are poor and its pack several times larger.
+   */
+  recomputeDeltas?: boolean;
+}
+
+/** A project whose repository holds the given history (COMMITS commits by default), written straight into its storage. */
+export async function createBigRepository(server: BenchServer, name: string, opts: BigRepositoryOptions = {}) {
+  const project = await api(server, 'POST', '/projects', { name, visibility: opts.visibility ?? 'private' });
   const gitDir = path.join(server.dataDir, 'repositories', hashedDiskPath('project', project.id));
   const started = Date.now();
   const env = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' };
-  execFileSync('git', ['--git-dir', gitDir, 'fast-import', '--quiet'], { input: fastImportStream(COMMITS), env, maxBuffer: 1 << 30 });
+  execFileSync('git', ['--git-dir', gitDir, 'fast-import', '--quiet'], { input: opts.stream ?? fastImportStream(COMMITS), env, maxBuffer: 1 << 30 });
+  if (opts.recomputeDeltas) execFileSync('git', ['--git-dir', gitDir, 'repack', '-a', '-d', '-f', '-q'], { env });
   // What a deployment does after pushes: repack and write the commit-graph.
   await api(server, 'POST', `/projects/${project.id}/housekeeping`, { task: 'eager' });
   const readme = execFileSync('git', ['--git-dir', gitDir, 'rev-parse', 'main:README.md'], { env }).toString().trim();
