@@ -15,64 +15,116 @@ export const DORMANT_DAYS = 90;
 
 const isInternal = (u: User) => INTERNAL_USER_TYPES.includes(u.user_type);
 
-async function setState(db: Database, user: User, state: string) {
-  await db.updateTable('users').set({ state, updated_at: new Date() }).where('id', '=', user.id).execute();
+/**
+ * The state changes administrators make, as data: the states each one leaves and the state it
+ * enters (GitLab's user state machine, narrowed to what its API allows). A change is one guarded
+ * UPDATE, so two requests racing on the same user can never both make it.
+ */
+export const USER_STATE_CHANGES = {
+  block: { from: ['active', 'deactivated', 'blocked_pending_approval', 'banned'], to: 'blocked' },
+  unblock: { from: ['blocked', 'blocked_pending_approval', 'banned'], to: 'active' },
+  activate: { from: ['deactivated', 'blocked_pending_approval', 'banned'], to: 'active' },
+  deactivate: { from: ['active'], to: 'deactivated' },
+  ban: { from: ['active'], to: 'banned' },
+  unban: { from: ['banned'], to: 'active' },
+  approve: { from: ['blocked_pending_approval'], to: 'active' },
+} as const satisfies Record<string, { from: readonly string[]; to: string }>;
+
+export type UserStateChange = keyof typeof USER_STATE_CHANGES;
+
+/** Makes `change` if the user is still in one of its `from` states; false when another request got there first. */
+async function applyStateChange(db: Database, userId: number, change: UserStateChange): Promise<boolean> {
+  const { from, to } = USER_STATE_CHANGES[change];
+  const res = await db
+    .updateTable('users')
+    .set({ state: to, updated_at: new Date() })
+    .where('id', '=', userId)
+    .where('state', 'in', [...from])
+    .executeTakeFirst();
+  return Number(res.numUpdatedRows) > 0;
+}
+
+/**
+ * Runs `decide` on the user (it throws GitLab's refusal, returns a result without a change, or
+ * names the change to make) and makes the change with a guarded update. When the user's state
+ * moved in between, the decision is taken again on the fresh row, so the answer always matches
+ * the state the change was made from.
+ */
+async function changeState<R>(db: Database, user: User, decide: (u: User) => { change: UserStateChange; result: R } | { result: R }): Promise<R> {
+  let current = user;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const decision = decide(current);
+    if (!('change' in decision)) return decision.result;
+    if (await applyStateChange(db, current.id, decision.change)) return decision.result;
+    const fresh = await db.selectFrom('users').selectAll().where('id', '=', current.id).executeTakeFirst();
+    if (!fresh) throw apiError(404, '404 User Not Found');
+    current = fresh;
+  }
+  throw apiError(409, "The user's state is changing; try again");
 }
 
 export async function blockUser(db: Database, actor: User, user: User): Promise<true | null> {
-  if (user.state === 'ldap_blocked') throw forbidden('LDAP blocked users cannot be modified by the API');
-  if (actor.id === user.id) throw forbidden('The API initiating user cannot be blocked by the API');
-  if (user.state === 'blocked') return null;
-  if (isInternal(user)) throw apiError(403, 'An internal user cannot be blocked');
-  await setState(db, user, 'blocked');
-  return true;
+  return changeState(db, user, (u) => {
+    if (u.state === 'ldap_blocked') throw forbidden('LDAP blocked users cannot be modified by the API');
+    if (actor.id === u.id) throw forbidden('The API initiating user cannot be blocked by the API');
+    if (u.state === 'blocked') return { result: null };
+    if (isInternal(u)) throw apiError(403, 'An internal user cannot be blocked');
+    return { change: 'block', result: true as const };
+  });
 }
 
 /** Unblocking is GitLab's `activate` transition: false when the user is not in a state it leaves. */
 export async function unblockUser(db: Database, user: User): Promise<boolean> {
-  if (user.state === 'ldap_blocked') throw forbidden('LDAP blocked users cannot be unblocked by the API');
-  if (user.state === 'deactivated') throw forbidden('Deactivated users cannot be unblocked by the API');
-  if (!['blocked', 'blocked_pending_approval', 'banned'].includes(user.state)) return false;
-  await setState(db, user, 'active');
-  return true;
+  return changeState(db, user, (u) => {
+    if (u.state === 'ldap_blocked') throw forbidden('LDAP blocked users cannot be unblocked by the API');
+    if (u.state === 'deactivated') throw forbidden('Deactivated users cannot be unblocked by the API');
+    if (!(USER_STATE_CHANGES.unblock.from as readonly string[]).includes(u.state)) return { result: false };
+    return { change: 'unblock', result: true };
+  });
 }
 
 export async function deactivateUser(db: Database, user: User): Promise<true | null> {
-  if (user.state === 'deactivated') return null;
-  if (BLOCKED_STATES.includes(user.state)) throw apiError(403, 'Error occurred. A blocked user cannot be deactivated');
-  if (isInternal(user)) throw apiError(403, 'Internal users cannot be deactivated');
-  const lastActive = user.last_activity_on ? new Date(user.last_activity_on).getTime() : user.current_sign_in_at ? new Date(user.current_sign_in_at).getTime() : 0;
-  const dormant = lastActive <= Date.now() - DORMANT_DAYS * 86_400_000;
-  if (user.state !== 'active' || !dormant) {
-    throw apiError(403, `The user you are trying to deactivate has been active in the past ${DORMANT_DAYS} days and cannot be deactivated`);
-  }
-  await setState(db, user, 'deactivated');
-  return true;
+  return changeState(db, user, (u) => {
+    if (u.state === 'deactivated') return { result: null };
+    if (BLOCKED_STATES.includes(u.state)) throw apiError(403, 'Error occurred. A blocked user cannot be deactivated');
+    if (isInternal(u)) throw apiError(403, 'Internal users cannot be deactivated');
+    const lastActive = u.last_activity_on ? new Date(u.last_activity_on).getTime() : u.current_sign_in_at ? new Date(u.current_sign_in_at).getTime() : 0;
+    const dormant = lastActive <= Date.now() - DORMANT_DAYS * 86_400_000;
+    if (u.state !== 'active' || !dormant) {
+      throw apiError(403, `The user you are trying to deactivate has been active in the past ${DORMANT_DAYS} days and cannot be deactivated`);
+    }
+    return { change: 'deactivate', result: true as const };
+  });
 }
 
 export async function activateUser(db: Database, user: User): Promise<true> {
-  if (BLOCKED_STATES.includes(user.state)) throw apiError(403, 'Error occurred. A blocked user must be unblocked to be activated');
-  if (user.state !== 'active') await setState(db, user, 'active');
-  return true;
+  return changeState(db, user, (u) => {
+    if (BLOCKED_STATES.includes(u.state)) throw apiError(403, 'Error occurred. A blocked user must be unblocked to be activated');
+    if (u.state === 'active') return { result: true as const };
+    return { change: 'activate', result: true as const };
+  });
 }
 
 export async function banUser(db: Database, user: User): Promise<true> {
-  if (user.state !== 'active') throw apiError(403, `You cannot ban ${user.state} users.`);
-  await setState(db, user, 'banned');
-  return true;
+  return changeState(db, user, (u) => {
+    if (u.state !== 'active') throw apiError(403, `You cannot ban ${u.state} users.`);
+    return { change: 'ban', result: true as const };
+  });
 }
 
 export async function unbanUser(db: Database, user: User): Promise<true> {
-  if (user.state !== 'banned') throw apiError(403, `You cannot unban ${user.state} users.`);
-  await setState(db, user, 'active');
-  return true;
+  return changeState(db, user, (u) => {
+    if (u.state !== 'banned') throw apiError(403, `You cannot unban ${u.state} users.`);
+    return { change: 'unban', result: true as const };
+  });
 }
 
 export async function approveUser(db: Database, actor: User, user: User) {
   if (!actor.admin) throw apiError(403, 'You are not allowed to approve a user');
-  if (user.state !== 'blocked_pending_approval') throw apiError(409, 'The user you are trying to approve is not pending approval');
-  await setState(db, user, 'active');
-  return { message: 'Success' };
+  return changeState(db, user, (u) => {
+    if (u.state !== 'blocked_pending_approval') throw apiError(409, 'The user you are trying to approve is not pending approval');
+    return { change: 'approve', result: { message: 'Success' } };
+  });
 }
 
 /** Rejecting a sign-up deletes the account outright. */

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { banUser, unblockUser } from '../../src/services/user-moderation.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 
 describe('users: current user, moderation, status, following', () => {
@@ -144,6 +145,23 @@ describe('users: current user, moderation, status, following', () => {
       assert.equal((await t.post(`/api/v4/users/${u.user.id}/unban`)).body, true);
       assert.equal(await state(u.user.id), 'active');
       assert.deepEqual((await t.post(`/api/v4/users/${u.user.id}/unban`)).body, { message: 'You cannot unban active users.' });
+    });
+
+    it('state changes are guarded: a decision taken on a stale row is taken again on the fresh one', async () => {
+      // What two racing requests see: both loaded the user before either changed it.
+      const target = await t.createUser();
+      const stale = await t.db.selectFrom('users').selectAll().where('id', '=', target.user.id).executeTakeFirstOrThrow();
+      assert.equal((await t.post(`/api/v4/users/${target.user.id}/ban`, {})).status, 201);
+      await assert.rejects(banUser(t.db, stale), (err: any) => err.status === 403 && /You cannot ban banned users/.test(JSON.stringify(err.body)));
+      assert.equal(await state(target.user.id), 'banned');
+      // Unblocking a user someone else already unblocked changes nothing and says so.
+      assert.equal((await t.post(`/api/v4/users/${target.user.id}/block`, {})).status, 201);
+      const blocked = await t.db.selectFrom('users').selectAll().where('id', '=', target.user.id).executeTakeFirstOrThrow();
+      assert.equal((await t.post(`/api/v4/users/${target.user.id}/unblock`, {})).status, 201);
+      const updatedAt = (await t.db.selectFrom('users').select('updated_at').where('id', '=', target.user.id).executeTakeFirstOrThrow()).updated_at;
+      assert.equal(await unblockUser(t.db, blocked), false);
+      assert.equal(await state(target.user.id), 'active');
+      assert.deepEqual((await t.db.selectFrom('users').select('updated_at').where('id', '=', target.user.id).executeTakeFirstOrThrow()).updated_at, updatedAt);
     });
 
     it('approve / reject pending users', async () => {
