@@ -8,7 +8,7 @@ import { AccessLevel, groupAccessLevel, VISIBILITY_LEVELS, VISIBILITY_NAMES } fr
 import { ApiError, apiError, forbidden } from '../plugins/errors.js';
 import { toBoolean } from '../plugins/params.js';
 import { GROUP_SETTING_DEFAULTS, PROJECT_CREATION_LEVELS, SUBGROUP_CREATION_LEVELS } from '../presenters/groups.js';
-import { deleteProjects, rubyErrors } from './projects.js';
+import { deleteProjectRows, rubyErrors } from './projects.js';
 import { groupTreeIds } from '../finders/groups.js';
 
 export interface NewGroup {
@@ -323,15 +323,15 @@ function validationProblems(problems: Record<string, string[]>) {
 }
 
 /**
- * DELETE /groups/:id: the group, its subgroups, their projects (rows and repositories) and
- * memberships. Runs synchronously; the API answers 202 as GitLab does for its queued deletion.
+ * DELETE /groups/:id: the group, its subgroups, their projects and memberships, in one
+ * transaction; the repositories leave the disk in the queue (the API answers 202).
  */
 export async function deleteGroup(cairn: Cairn, group: Namespace): Promise<void> {
   const { db } = cairn;
   const groupIds = await groupTreeIds(db, group.id);
   const projects = await db.selectFrom('projects').select(['id', 'repository_storage', 'disk_path']).where('namespace_id', 'in', groupIds).execute();
-  await deleteProjects(cairn, projects);
   await db.transaction().execute(async (trx) => {
+    await deleteProjectRows(trx, projects);
     await trx.deleteFrom('members').where('source_type', '=', 'Namespace').where('source_id', 'in', groupIds).execute();
     // Subgroups go with it (namespaces.parent_id cascades).
     await trx.deleteFrom('namespaces').where('id', '=', group.id).execute();

@@ -7,7 +7,7 @@ import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Namespace, Project, User } from '../db/schema/core.js';
 import { createRootCommit, branchExists, hasRefs, isValidBranchName, rootReadme, setHeadBranch } from '../git/plumbing.js';
-import { removeRepository } from '../git/repository.js';
+import { scheduleRepositoryRemoval } from './repository_removal.js';
 import { pathError, pathFromName } from '../lib/paths.js';
 import { AccessLevel, groupAccessLevel, VISIBILITY_LEVELS, VISIBILITY_NAMES } from '../policies/access.js';
 import { ApiError, apiError, validationFailed } from '../plugins/errors.js';
@@ -294,16 +294,19 @@ export async function deleteProject(cairn: Cairn, project: Project): Promise<voi
 
 export async function deleteProjects(cairn: Cairn, projects: Pick<Project, 'id' | 'repository_storage' | 'disk_path'>[]): Promise<void> {
   if (projects.length === 0) return;
+  await cairn.db.transaction().execute((trx) => deleteProjectRows(trx, projects));
+}
+
+/**
+ * Deletes the projects' rows and memberships and queues their repositories' removal, inside the
+ * caller's transaction (DELETE answers 202 before the repositories leave the disk, as GitLab's does).
+ */
+export async function deleteProjectRows(trx: Database, projects: Pick<Project, 'id' | 'repository_storage' | 'disk_path'>[]): Promise<void> {
+  if (projects.length === 0) return;
   const ids = projects.map((p) => p.id);
-  await cairn.db.transaction().execute(async (trx) => {
-    await trx.deleteFrom('members').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
-    await trx.deleteFrom('projects').where('id', 'in', ids).execute();
-  });
-  for (const p of projects) {
-    const repo = projectRepoPath(cairn, p);
-    await removeRepository(repo);
-    await removeRepository(repo.replace(/\.git$/, '.wiki.git'));
-  }
+  await trx.deleteFrom('members').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
+  await trx.deleteFrom('projects').where('id', 'in', ids).execute();
+  await scheduleRepositoryRemoval(trx, projects);
 }
 
 /**

@@ -3,9 +3,8 @@ import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
 import type { DB } from '../db/types.js';
 import type { Namespace, User } from '../db/schema/core.js';
-import { removeRepository } from '../git/repository.js';
+import { scheduleRepositoryRemoval } from './repository_removal.js';
 import { conflict } from '../plugins/errors.js';
-import { projectRepoPath } from './projects.js';
 import { insertUser } from './users.js';
 
 /**
@@ -78,7 +77,7 @@ export async function soloOwnedGroups(db: Database, userId: number): Promise<Nam
  * DELETE /users/:id. Without hard_delete a sole owner of a group is refused (409) and the
  * user's contributions move to the ghost user; with it, those groups and the contributions
  * go too. The personal namespace and its projects always go. Repositories leave the disk
- * after the rows are gone.
+ * in the queue, after the rows are gone.
  */
 export async function deleteUser(cairn: Cairn, user: User, opts: { hardDelete: boolean }): Promise<void> {
   const { db } = cairn;
@@ -86,7 +85,7 @@ export async function deleteUser(cairn: Cairn, user: User, opts: { hardDelete: b
   if (solo.length && !opts.hardDelete) throw conflict(SOLE_OWNER_MESSAGE);
   const ghost = opts.hardDelete ? null : await ghostUser(db);
 
-  const removedProjects = await db.transaction().execute(async (trx) => {
+  await db.transaction().execute(async (trx) => {
     const groupIds = opts.hardDelete ? solo.map((g) => g.id) : [];
     const doomed = await trx
       .selectFrom('projects as p')
@@ -107,10 +106,6 @@ export async function deleteUser(cairn: Cairn, user: User, opts: { hardDelete: b
     }
     if (groupIds.length) await trx.deleteFrom('namespaces').where('id', 'in', groupIds).execute();
     await trx.deleteFrom('users').where('id', '=', user.id).execute();
-    return doomed;
+    await scheduleRepositoryRemoval(trx, doomed);
   });
-
-  for (const p of removedProjects) {
-    await removeRepository(projectRepoPath(cairn, p)).catch(() => undefined);
-  }
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
+import { drainJobs } from '../../src/jobs/queue.js';
 import { projectRepoPath } from '../../src/services/projects.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
 
@@ -159,6 +160,7 @@ describe('Groups API', () => {
     assert.equal(await t.db.selectFrom('namespaces').select('id').where('id', 'in', [top.id, sub.id]).executeTakeFirst(), undefined);
     assert.equal(await t.db.selectFrom('projects').select('id').where('id', '=', project.id).executeTakeFirst(), undefined);
     assert.equal(await t.db.selectFrom('members').select('id').where('source_type', '=', 'Namespace').where('source_id', '=', top.id).executeTakeFirst(), undefined);
+    await drainJobs(t.app.cairn);
     assert.ok(!fs.existsSync(repo));
   });
 

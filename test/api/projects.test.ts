@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
+import { drainJobs } from '../../src/jobs/queue.js';
 import { projectRepoPath } from '../../src/services/projects.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
 
@@ -166,7 +167,7 @@ describe('Projects API', () => {
     assert.equal(noBranch.body.default_branch, 'dev');
   });
 
-  it('delete: developer 403, owner 202 and the repository is gone', async () => {
+  it('delete: developer 403, owner 202; the repository leaves the disk in the queue', async () => {
     const owner = await t.createUser();
     const dev = await t.createUser();
     const project = await t.createProject({ owner: owner.user });
@@ -177,8 +178,11 @@ describe('Projects API', () => {
     const res = await t.delete(`/api/v4/projects/${project.id}`, { token: owner.token });
     assert.equal(res.status, 202);
     assert.deepEqual(res.body, { message: '202 Accepted' });
-    assert.ok(!fs.existsSync(repo));
     assert.equal((await t.get(`/api/v4/projects/${project.id}`, { token: owner.token })).status, 404);
+    // The answer came before the disk work: the removal waits in the durable queue.
+    assert.ok(fs.existsSync(repo));
+    await drainJobs(t.app.cairn);
+    assert.ok(!fs.existsSync(repo));
   });
 
   it('filters, ordering and keyset pagination', async () => {
