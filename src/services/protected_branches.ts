@@ -73,20 +73,23 @@ function checkLevel(value: number | undefined, param: string) {
   if (value !== undefined && !PROTECTED_LEVELS.includes(value)) throw invalidParam(param, 'does not have a valid value');
 }
 
+/** Validates the grants of one parameter; the users and groups they name are looked up in one query each. */
 async function checkGrants(cairn: Cairn, grants: AccessGrant[] | undefined, param: string) {
-  for (const g of grants ?? []) {
-    if (g._destroy) continue;
+  const live = (grants ?? []).filter((g) => !g._destroy);
+  for (const g of live) {
     const given = [g.access_level, g.user_id, g.group_id].filter((x) => x !== undefined && x !== null).length;
     if (g.id === undefined && given !== 1) throw invalidParam(param, 'is invalid');
     checkLevel(g.access_level, `${param}[access_level]`);
-    if (g.user_id !== undefined) {
-      const user = await cairn.db.selectFrom('users').select('id').where('id', '=', g.user_id).executeTakeFirst();
-      if (!user) throw apiError(422, { [`${param}`]: ['user does not exist'] });
-    }
-    if (g.group_id !== undefined) {
-      const group = await cairn.db.selectFrom('namespaces').select('id').where('id', '=', g.group_id).where('type', '=', 'Group').executeTakeFirst();
-      if (!group) throw apiError(422, { [`${param}`]: ['group does not exist'] });
-    }
+  }
+  const userIds = [...new Set(live.flatMap((g) => (g.user_id !== undefined ? [g.user_id] : [])))];
+  const groupIds = [...new Set(live.flatMap((g) => (g.group_id !== undefined ? [g.group_id] : [])))];
+  if (userIds.length) {
+    const found = await cairn.db.selectFrom('users').select('id').where('id', 'in', userIds).execute();
+    if (found.length < userIds.length) throw apiError(422, { [`${param}`]: ['user does not exist'] });
+  }
+  if (groupIds.length) {
+    const found = await cairn.db.selectFrom('namespaces').select('id').where('id', 'in', groupIds).where('type', '=', 'Group').execute();
+    if (found.length < groupIds.length) throw apiError(422, { [`${param}`]: ['group does not exist'] });
   }
 }
 
