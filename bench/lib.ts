@@ -112,7 +112,7 @@ export async function load(name: string, url: string, opts: { headers?: Record<s
   const result = await autocannon({
     url,
     headers: opts.headers,
-    connections: opts.connections ?? 20,
+    connections: opts.connections ?? Number(process.env.BENCH_CONNECTIONS || 20),
     duration: opts.seconds ?? Number(process.env.BENCH_SECONDS || 8),
   });
   const errors = result.errors + result.non2xx + result.timeouts;

@@ -1,9 +1,10 @@
 import { git, GitError } from './command.js';
 import { parseCommit, parseTree, type CatFilePool, type ParsedCommit, type TreeEntry } from './catfile.js';
+import { readRefs } from './ref_files.js';
 
 /**
  * Reading and updating refs and trees of one bare repository. Reads go through the
- * long-lived cat-file pool; listings and updates spawn git.
+ * long-lived cat-file pool, ref listings read the ref files (ref_files.ts); updates spawn git.
  */
 export const ZERO_OID = '0000000000000000000000000000000000000000';
 export const EMPTY_TREE_OID = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
@@ -125,23 +126,27 @@ export interface RefEntry {
   name: string;
   /** What the ref points at (a tag object for annotated tags). */
   oid: string;
-  objectType: string;
 }
 
-/** Branches (`refs/heads/`) or tags (`refs/tags/`) with their targets, sorted by name. */
+/**
+ * Branches (`refs/heads/`) or tags (`refs/tags/`) with their targets, sorted by name, read from
+ * the ref files in-process (see ref_files.ts). With `mergedInto`, only the refs whose target that
+ * commit reaches, as `git for-each-ref --merged` lists them.
+ */
 export async function listRefs(gitDir: string, prefix: 'refs/heads/' | 'refs/tags/', opts: { mergedInto?: string } = {}): Promise<RefEntry[]> {
-  const args = ['for-each-ref', '--format=%(objectname) %(objecttype) %(refname)'];
-  if (opts.mergedInto) args.push(`--merged=${opts.mergedInto}`);
-  args.push(prefix);
-  const out = await safely(async () => (await git(args, { gitDir })).stdout.toString('utf8'), '');
-  const refs: RefEntry[] = [];
-  for (const line of out.split('\n')) {
-    if (!line) continue;
-    const a = line.indexOf(' ');
-    const b = line.indexOf(' ', a + 1);
-    refs.push({ oid: line.slice(0, a), objectType: line.slice(a + 1, b), name: line.slice(b + 1 + prefix.length) });
+  if (opts.mergedInto) {
+    const args = ['for-each-ref', '--format=%(objectname) %(refname)', `--merged=${opts.mergedInto}`, prefix];
+    const out = await safely(async () => (await git(args, { gitDir })).stdout.toString('utf8'), '');
+    const refs: RefEntry[] = [];
+    for (const line of out.split('\n')) {
+      const sp = line.indexOf(' ');
+      if (sp > 0) refs.push({ oid: line.slice(0, sp), name: line.slice(sp + 1 + prefix.length) });
+    }
+    return refs;
   }
-  return refs;
+  // Unreadable refs read as none, as a failing for-each-ref did.
+  const values = (await readRefs(gitDir, prefix)) ?? [];
+  return values.map((v) => ({ name: v.ref.slice(prefix.length), oid: v.oid }));
 }
 
 /** The full ref's current value, or null. */
