@@ -66,7 +66,9 @@ export async function startServer(extraEnv: Record<string, string> = {}): Promis
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
     ...extraEnv,
   };
-  const child: ChildProcess = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+  // BENCH_NODE_ARGS: options for the server's node (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, path.join(ROOT, 'bin/cairn.mjs'), 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error('cairn serve exited during start');

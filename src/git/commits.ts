@@ -1,6 +1,7 @@
 import { assertSafeArg, git, GitError, gitText } from './command.js';
 import { parseCommit, parseTree, type CatFilePool, type ParsedCommit } from './catfile.js';
 import { HistoryMemo, replaceRefsState } from './history_memo.js';
+import { treeAtPath } from './refs.js';
 
 /**
  * Read-side commit plumbing: resolving revisions, walking history with rev-list, per-commit
@@ -21,6 +22,9 @@ export function isOid(value: string): boolean {
 /** A revision the caller named (branch, tag, hash, `main~2`), peeled to its commit; null when unknown. */
 export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<ParsedCommit | null> {
   if (!isSafeRevision(rev)) return null;
+  // A commit id is read by id (the pool may hold it); anything else is peeled by git.
+  const direct = isOid(rev) ? await pool.read(gitDir, rev) : null;
+  if (direct?.type === 'commit') return parseCommit(direct.oid, direct.data);
   const obj = await pool.read(gitDir, `${rev}^{commit}`);
   if (!obj || obj.type !== 'commit') return null;
   return parseCommit(obj.oid, obj.data);
@@ -418,12 +422,8 @@ export async function pathEntry(pool: CatFilePool, gitDir: string, commitOid: st
   const parts = path.split('/');
   if (!isOid(commitOid) || parts.some((p) => p === '' || p === '.' || p === '..')) return null;
   const name = parts.pop()!;
-  const dir = await pool.read(gitDir, parts.length ? `${commitOid}:${parts.join('/')}` : `${commitOid}^{tree}`).catch((e) => {
-    if (e instanceof GitError) return null;
-    throw e;
-  });
-  if (!dir || dir.type !== 'tree') return null;
-  const entry = parseTree(dir.data).find((e) => e.name === name);
+  const dir = await treeAtPath(pool, gitDir, commitOid, parts);
+  const entry = dir ? parseTree(dir.data).find((e) => e.name === name) : undefined;
   return entry ? { mode: entry.mode, type: entry.type, oid: entry.oid } : null;
 }
 

@@ -1,4 +1,4 @@
-import fs from 'node:fs/promises';
+import fs from 'node:fs';
 import path from 'node:path';
 import { readPackedRefs } from './ref_files.js';
 
@@ -25,8 +25,17 @@ export interface MemoOptions {
  * so its presence alone counts); packed ones in packed-refs, read again whenever it is rewritten.
  */
 export async function replaceRefsState(gitDir: string): Promise<string | null> {
-  const [looseDir, packed] = await Promise.all([fs.stat(path.join(gitDir, 'refs', 'replace')).catch(() => null), readPackedRefs(gitDir)]);
-  if (looseDir || !packed || packed.hasReplaceRefs) return null;
+  // A synchronous stat that does not throw: this runs on every memoized read, and building the
+  // error of an asynchronous stat of a missing directory costs more than the stat itself.
+  let looseDir: fs.Stats | undefined;
+  try {
+    looseDir = fs.statSync(path.join(gitDir, 'refs', 'replace'), { throwIfNoEntry: false });
+  } catch {
+    return null;
+  }
+  if (looseDir) return null;
+  const packed = await readPackedRefs(gitDir);
+  if (!packed || packed.hasReplaceRefs) return null;
   return packed.identity;
 }
 

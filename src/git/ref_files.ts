@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync, statSync, type Dirent, type Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 
@@ -50,8 +51,14 @@ function parsePackedRefs(identity: string, text: string): PackedRefs {
 /** The repository's packed refs; null when the file exists but cannot be read. */
 export async function readPackedRefs(gitDir: string): Promise<PackedRefs | null> {
   const file = path.join(gitDir, 'packed-refs');
-  const stat = await fs.stat(file).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? undefined : null));
-  if (stat === null) return null;
+  // Synchronous and not throwing when missing: this runs on every memoized read, where an
+  // asynchronous stat's error for a missing file costs more than the stat.
+  let stat: Stats | undefined;
+  try {
+    stat = statSync(file, { throwIfNoEntry: false });
+  } catch {
+    return null;
+  }
   if (stat === undefined) {
     packedCache.delete(gitDir);
     return NO_PACKED_REFS;
@@ -84,23 +91,40 @@ function validRefName(name: string): boolean {
   return name.split('/').every(validComponent) && !name.endsWith('.') && name !== '@';
 }
 
-/** Loose refs below `prefix` (e.g. "refs/heads/"): full name -> file content, trimmed. */
-async function readLooseRefs(gitDir: string, prefix: string): Promise<Map<string, string>> {
+function readSmallFile(file: string): string | null {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Loose refs below `prefix` (e.g. "refs/heads/"): full name -> file content, trimmed. Read
+ * synchronously: a ref file is a few bytes on local disk, and the asynchronous reads cost several
+ * times more (four round trips through the thread pool per file).
+ */
+function readLooseRefs(gitDir: string, prefix: string): Map<string, string> {
   const out = new Map<string, string>();
-  const walk = async (dir: string): Promise<void> => {
-    const entries = await fs.readdir(path.join(gitDir, dir), { withFileTypes: true }).catch(() => []);
-    await Promise.all(
-      entries.map(async (e) => {
-        if (!validComponent(e.name)) return;
-        const name = `${dir}/${e.name}`;
-        if (e.isDirectory()) return walk(name);
-        const content = await fs.readFile(path.join(gitDir, name), 'utf8').catch(() => null);
+  const walk = (dir: string) => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(path.join(gitDir, dir), { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if (!validComponent(e.name)) continue;
+      const name = `${dir}/${e.name}`;
+      if (e.isDirectory()) walk(name);
+      else {
+        const content = readSmallFile(path.join(gitDir, name));
         // Gone since the listing (deleted, or packed: packed-refs is read after this).
         if (content !== null) out.set(name, content.trim());
-      }),
-    );
+      }
+    }
   };
-  await walk(prefix.replace(/\/+$/, ''));
+  walk(prefix.replace(/\/+$/, ''));
   return out;
 }
 
@@ -111,9 +135,9 @@ function looseValue(content: string): { oid: string } | { target: string } | nul
   return m ? { oid: m[1] } : null;
 }
 
-async function resolveSymbolic(gitDir: string, target: string, packed: PackedRefs, depth: number): Promise<string | null> {
+function resolveSymbolic(gitDir: string, target: string, packed: PackedRefs, depth: number): string | null {
   if (depth > 5 || !target.startsWith('refs/') || !validRefName(target)) return null;
-  const content = await fs.readFile(path.join(gitDir, target), 'utf8').catch(() => null);
+  const content = readSmallFile(path.join(gitDir, target));
   if (content === null) return packed.refs.get(target) ?? null;
   const value = looseValue(content.trim());
   if (!value) return null;
@@ -146,14 +170,14 @@ export interface RefValue {
  * cannot be read.
  */
 export async function readRefs(gitDir: string, prefix: string): Promise<RefValue[] | null> {
-  const loose = await readLooseRefs(gitDir, prefix);
+  const loose = readLooseRefs(gitDir, prefix);
   const packed = await readPackedRefs(gitDir);
   if (!packed) return null;
   const values = new Map<string, string>();
   for (const [ref, oid] of packed.refs) if (ref.startsWith(prefix) && validRefName(ref)) values.set(ref, oid);
   for (const [ref, content] of loose) {
     const value = looseValue(content);
-    const oid = !value ? null : 'oid' in value ? value.oid : await resolveSymbolic(gitDir, value.target, packed, 1);
+    const oid = !value ? null : 'oid' in value ? value.oid : resolveSymbolic(gitDir, value.target, packed, 1);
     if (oid) values.set(ref, oid);
     else values.delete(ref);
   }

@@ -51,6 +51,8 @@ async function safely<T>(work: () => Promise<T>, fallback: T): Promise<T> {
 /** The commit a revision names (peeling tags), or null. */
 export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<string | null> {
   if (!isSafeRevision(rev)) return null;
+  // A commit id is looked up by id (the pool may hold it); anything else is peeled by git.
+  if (/^[0-9a-f]{40}$/.test(rev) && (await safely(() => pool.info(gitDir, rev), null))?.type === 'commit') return rev;
   const info = await safely(() => pool.info(gitDir, `${rev}^{commit}`), null);
   return info && info.type === 'commit' ? info.oid : null;
 }
@@ -97,13 +99,32 @@ export async function objectAtPath(pool: CatFilePool, gitDir: string, commitOid:
 }
 
 /**
+ * The tree at `path` (components without empty, `.` or `..` ones; [] for the root) of a commit
+ * id, or null when there is none. Walked from the commit by object ids, so every step may come
+ * from the pool's memory.
+ */
+export async function treeAtPath(pool: CatFilePool, gitDir: string, commitOid: string, parts: string[]) {
+  const commit = await safely(() => pool.read(gitDir, commitOid), null);
+  if (!commit || commit.type !== 'commit') return null;
+  let tree = await safely(() => pool.read(gitDir, parseCommit(commit.oid, commit.data).tree), null);
+  for (const part of parts) {
+    if (!tree || tree.type !== 'tree') return null;
+    const entry = parseTree(tree.data).find((e) => e.name === part);
+    if (!entry || entry.type !== 'tree') return null;
+    tree = await safely(() => pool.read(gitDir, entry.oid), null);
+  }
+  return tree && tree.type === 'tree' ? tree : null;
+}
+
+/**
  * The entries of the tree at `path` in a commit, in git's tree order; with `recursive`,
  * depth first as `ls-tree -r -t` prints them. Null when there is no tree at that path.
  */
 export async function listTree(pool: CatFilePool, gitDir: string, commitOid: string, path: string, recursive: boolean): Promise<PathEntry[] | null> {
-  const name = path === '' ? `${commitOid}^{tree}` : `${commitOid}:${path}`;
-  const root = await safely(() => pool.read(gitDir, name), null);
-  if (!root || root.type !== 'tree') return null;
+  const parts = path === '' ? [] : path.split('/');
+  if (parts.some((p) => p === '' || p === '.' || p === '..')) return null;
+  const root = await treeAtPath(pool, gitDir, commitOid, parts);
+  if (!root) return null;
   const walk = async (data: Buffer, prefix: string): Promise<PathEntry[]> => {
     const entries = parseTree(data).map((e) => ({ ...e, path: prefix ? `${prefix}/${e.name}` : e.name }));
     if (!recursive) return entries;
