@@ -22,7 +22,7 @@ export function isOid(value: string): boolean {
 /** A revision the caller named (branch, tag, hash, `main~2`), peeled to its commit; null when unknown. */
 export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<ParsedCommit | null> {
   if (!isSafeRevision(rev)) return null;
-  // A commit id is read by id (the pool may hold it); anything else is peeled by git.
+  // A commit id is read by id (the pool may hold it); anything else is resolved and peeled by git.
   const direct = isOid(rev) ? await pool.read(gitDir, rev) : null;
   if (direct?.type === 'commit') return parseCommit(direct.oid, direct.data);
   const obj = await pool.read(gitDir, `${rev}^{commit}`);

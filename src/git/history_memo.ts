@@ -23,10 +23,24 @@ export interface MemoOptions {
  * The state of `gitDir`'s replace refs as a token, or null when it may have some (nothing is
  * kept for it then). Loose replace refs live under refs/replace/ (the directory outlives them,
  * so its presence alone counts); packed ones in packed-refs, read again whenever it is rewritten.
+ * Calls made in one synchronous run share one look (a page of twenty commits asks twenty times at
+ * once); nothing can happen in between that the caller could have waited for.
  */
-export async function replaceRefsState(gitDir: string): Promise<string | null> {
-  // A synchronous stat that does not throw: this runs on every memoized read, and building the
-  // error of an asynchronous stat of a missing directory costs more than the stat itself.
+export function replaceRefsState(gitDir: string): Promise<string | null> {
+  let state = sameRun.get(gitDir);
+  if (!state) {
+    state = lookAtReplaceRefs(gitDir);
+    sameRun.set(gitDir, state);
+    if (sameRun.size === 1) queueMicrotask(() => sameRun.clear());
+  }
+  return state;
+}
+
+const sameRun = new Map<string, Promise<string | null>>();
+
+async function lookAtReplaceRefs(gitDir: string): Promise<string | null> {
+  // A synchronous stat that does not throw: building the error of an asynchronous stat of a
+  // missing directory costs more than the stat itself.
   let looseDir: fs.Stats | undefined;
   try {
     looseDir = fs.statSync(path.join(gitDir, 'refs', 'replace'), { throwIfNoEntry: false });

@@ -51,8 +51,9 @@ async function safely<T>(work: () => Promise<T>, fallback: T): Promise<T> {
 /** The commit a revision names (peeling tags), or null. */
 export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<string | null> {
   if (!isSafeRevision(rev)) return null;
-  // A commit id is looked up by id (the pool may hold it); anything else is peeled by git.
-  if (/^[0-9a-f]{40}$/.test(rev) && (await safely(() => pool.info(gitDir, rev), null))?.type === 'commit') return rev;
+  // A commit id is looked up by id (the pool may hold it); anything else is resolved and peeled by git.
+  const direct = /^[0-9a-f]{40}$/.test(rev) ? await safely(() => pool.info(gitDir, rev), null) : null;
+  if (direct?.type === 'commit') return direct.oid;
   const info = await safely(() => pool.info(gitDir, `${rev}^{commit}`), null);
   return info && info.type === 'commit' ? info.oid : null;
 }
