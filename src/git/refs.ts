@@ -1,5 +1,6 @@
 import { git, GitError } from './command.js';
 import { parseCommit, parseTree, type CatFilePool, type ParsedCommit, type TreeEntry } from './catfile.js';
+import { HistoryMemo, replaceRefsState } from './history_memo.js';
 import { readRefs } from './ref_files.js';
 
 /**
@@ -117,17 +118,23 @@ export async function treeAtPath(pool: CatFilePool, gitDir: string, commitOid: s
   return tree && tree.type === 'tree' ? tree : null;
 }
 
+/** Listings of a tree id under a path, weighed by their entries (bytes, roughly). */
+const listingMemo = new HistoryMemo({ maxEntries: 2000, maxWeight: 64 * 1024 * 1024 });
+
 /**
  * The entries of the tree at `path` in a commit, in git's tree order; with `recursive`,
- * depth first as `ls-tree -r -t` prints them. Null when there is no tree at that path.
+ * depth first as `ls-tree -r -t` prints them. Null when there is no tree at that path. A listing
+ * depends on the tree's id alone and is kept under it (see HistoryMemo); callers share it and
+ * must not change it.
  */
 export async function listTree(pool: CatFilePool, gitDir: string, commitOid: string, path: string, recursive: boolean): Promise<PathEntry[] | null> {
   const parts = path === '' ? [] : path.split('/');
   if (parts.some((p) => p === '' || p === '.' || p === '..')) return null;
+  const state = await replaceRefsState(gitDir);
   const root = await treeAtPath(pool, gitDir, commitOid, parts);
   if (!root) return null;
   const walk = async (data: Buffer, prefix: string): Promise<PathEntry[]> => {
-    const entries = parseTree(data).map((e) => ({ ...e, path: prefix ? `${prefix}/${e.name}` : e.name }));
+    const entries: PathEntry[] = parseTree(data).map((e) => ({ mode: e.mode, type: e.type, name: e.name, oid: e.oid, path: prefix ? `${prefix}/${e.name}` : e.name }));
     if (!recursive) return entries;
     const subtrees = await Promise.all(
       entries.map((e) => (e.type === 'tree' ? pool.read(gitDir, e.oid).then((o) => (o && o.type === 'tree' ? walk(o.data, e.path) : [])) : null)),
@@ -136,11 +143,12 @@ export async function listTree(pool: CatFilePool, gitDir: string, commitOid: str
     entries.forEach((e, i) => {
       out.push(e);
       const sub = subtrees[i];
-      if (sub) out.push(...sub);
+      if (sub) for (const s of sub) out.push(s);
     });
     return out;
   };
-  return walk(root.data, path);
+  if (!state) return walk(root.data, path);
+  return listingMemo.remember(gitDir, state, `${root.oid}\0${recursive ? 'r' : ''}\0${path}`, () => walk(root.data, path), (entries) => entries.length * 300);
 }
 
 export interface RefEntry {
