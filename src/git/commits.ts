@@ -468,7 +468,7 @@ async function runBlame(gitDir: string, commit: string, path: string, range?: { 
 }
 
 /** Blames of a path at a commit id, weighed by their text (bytes, roughly). */
-const blameMemo = new HistoryMemo({ maxEntries: 2000, maxWeight: 64 * 1024 * 1024 });
+const blameMemo = new HistoryMemo({ maxEntries: 2000, maxWeight: 32 * 1024 * 1024 });
 
 /**
  * `git blame --porcelain`, grouped into runs of consecutive lines from the same commit. Kept per

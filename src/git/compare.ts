@@ -160,7 +160,7 @@ export interface CommitComparison {
 }
 
 /** Comparisons between commit ids, weighed by their size in memory (bytes, roughly). */
-const comparisonMemo = new HistoryMemo({ maxEntries: 500, maxWeight: 128 * 1024 * 1024 });
+const comparisonMemo = new HistoryMemo({ maxEntries: 500, maxWeight: 32 * 1024 * 1024 });
 
 function comparisonWeight(c: CommitComparison): number {
   let bytes = 256;

@@ -119,7 +119,7 @@ export async function treeAtPath(pool: CatFilePool, gitDir: string, commitOid: s
 }
 
 /** Listings of a tree id under a path, weighed by their entries (bytes, roughly). */
-const listingMemo = new HistoryMemo({ maxEntries: 2000, maxWeight: 64 * 1024 * 1024 });
+const listingMemo = new HistoryMemo({ maxEntries: 2000, maxWeight: 32 * 1024 * 1024 });
 
 /**
  * The entries of the tree at `path` in a commit, in git's tree order; with `recursive`,
