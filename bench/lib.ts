@@ -68,7 +68,9 @@ export async function startServer(extraEnv: Record<string, string> = {}): Promis
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
     ...extraEnv,
   };
-  const child: ChildProcess = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+  // BENCH_NODE_ARGS: options for the server's node (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, path.join(ROOT, 'bin/cairn.mjs'), 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error('cairn serve exited during start');
@@ -123,7 +125,7 @@ export async function load(name: string, url: string, opts: { headers?: Record<s
   const result = await autocannon({
     url,
     headers: opts.headers,
-    connections: opts.connections ?? 20,
+    connections: opts.connections ?? Number(process.env.BENCH_CONNECTIONS || 20),
     duration: opts.seconds ?? Number(process.env.BENCH_SECONDS || 8),
   });
   const errors = result.errors + result.non2xx + result.timeouts;

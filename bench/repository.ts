@@ -1,7 +1,8 @@
 // Repository read benchmark: a 10,000-commit repository (git fast-import), then autocannon
-// against GET .../repository/tree, GET .../repository/blobs/:sha/raw and
-// GET .../repository/commits?per_page=20. The server runs in its own process (bench/lib.ts),
-// on a fresh database. Target: tree and raw blob >= 2,000 req/s.
+// against every repository read: trees, blobs, the files API (raw, metadata, blame), commits,
+// a single commit, branches, tags, compare and archives. The server runs in its own process
+// (bench/lib.ts), on a fresh database. Target: each >= 2,000 req/s.
+// BENCH_ONLY=<substring> measures only the rows whose name contains it.
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { hashedDiskPath } from '../src/git/repository.js';
@@ -9,7 +10,7 @@ import { api, BENCH_TOKEN, load, printTable, startServer, type BenchServer, type
 
 const COMMITS = Number(process.env.BENCH_COMMITS || 10_000);
 
-function fastImportStream(commits: number): Buffer {
+export function fastImportStream(commits: number): Buffer {
   const parts: string[] = [];
   let mark = 0;
   const blob = (content: string) => {
@@ -58,24 +59,42 @@ export async function createBigRepository(server: BenchServer, name: string, opt
   // What a deployment does after pushes: repack and write the commit-graph.
   await api(server, 'POST', `/projects/${project.id}/housekeeping`, { task: 'eager' });
   const readme = execFileSync('git', ['--git-dir', gitDir, 'rev-parse', 'main:README.md'], { env }).toString().trim();
-  return { project, gitDir, readme, importMs: Date.now() - started };
+  const head = execFileSync('git', ['--git-dir', gitDir, 'rev-parse', 'main'], { env }).toString().trim();
+  return { project, gitDir, readme, head, importMs: Date.now() - started };
 }
 
 export async function runRepositoryBench(): Promise<LoadResult[]> {
   const server = await startServer();
   try {
-    const { project, readme, importMs } = await createBigRepository(server, 'bench-repository');
+    const { project, gitDir, readme, head, importMs } = await createBigRepository(server, 'bench-repository');
     console.log(`repository: ${COMMITS} commits imported in ${importMs} ms`);
+    const env = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' };
+    for (let i = 1; i <= 5; i++) execFileSync('git', ['--git-dir', gitDir, 'tag', `v1.${i}`, `main~${i * 100}`], { env });
     const base = `${server.url}/api/v4/projects/${project.id}/repository`;
     const headers = { 'private-token': BENCH_TOKEN };
-    // Warm up (JIT, database pool, cat-file processes) before measuring.
-    for (const p of ['/tree', `/blobs/${readme}/raw`, '/commits?per_page=20']) await load('warm-up', base + p, { headers, seconds: 2 });
-    return [
-      await load('GET /repository/tree', `${base}/tree`, { headers }),
-      await load('GET /repository/tree?recursive=true&per_page=100', `${base}/tree?recursive=true&per_page=100`, { headers }),
-      await load('GET /repository/blobs/:sha/raw', `${base}/blobs/${readme}/raw`, { headers }),
-      await load('GET /repository/commits?per_page=20', `${base}/commits?per_page=20`, { headers }),
+    const file = encodeURIComponent('src/dir3/file4.ts');
+    const rows: [string, string][] = [
+      ['GET /repository/tree', '/tree'],
+      ['GET /repository/tree?path=src/dir3', '/tree?path=src/dir3'],
+      ['GET /repository/tree?recursive=true&per_page=100', '/tree?recursive=true&per_page=100'],
+      ['GET /repository/blobs/:sha/raw', `/blobs/${readme}/raw`],
+      ['GET /repository/files/:path/raw?ref=main', `/files/${file}/raw?ref=main`],
+      ['GET /repository/files/:path?ref=main', `/files/${file}?ref=main`],
+      ['GET /repository/files/:path/blame?ref=main', `/files/${file}/blame?ref=main`],
+      ['GET /repository/commits?per_page=20', '/commits?per_page=20'],
+      ['GET /repository/commits/:sha', `/commits/${head}`],
+      ['GET /repository/branches', '/branches'],
+      ['GET /repository/tags', '/tags'],
+      ['GET /repository/compare?from=main~5&to=main', '/compare?from=main~5&to=main'],
+      ['GET /repository/archive.tar.gz?sha=main', '/archive.tar.gz?sha=main'],
     ];
+    const only = process.env.BENCH_ONLY;
+    const chosen = rows.filter(([name]) => !only || name.includes(only));
+    // Warm up (JIT, database pool, cat-file processes) before measuring.
+    for (const [, p] of chosen) await load('warm-up', base + p, { headers, seconds: 2 });
+    const results: LoadResult[] = [];
+    for (const [name, p] of chosen) results.push(await load(name, base + p, { headers }));
+    return results;
   } finally {
     await server.stop();
   }

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from './config.js';
@@ -9,6 +10,7 @@ import { registerErrorHandling } from './plugins/errors.js';
 import { registerParams, parseNestedParams } from './plugins/params.js';
 import { registerAuth, personalAccessTokenResolver } from './plugins/auth.js';
 import { bootstrap } from './services/bootstrap.js';
+import { ArchiveCache } from './git/archive.js';
 import { CatFilePool } from './git/catfile.js';
 import { registerHousekeeping } from './services/housekeeping.js';
 import { redactUrl } from './lib/redact.js';
@@ -60,6 +62,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     dbKind: database.kind,
     tokenResolvers: [personalAccessTokenResolver],
     catfile: new CatFilePool(),
+    archives: new ArchiveCache(path.join(config.dataDir, 'cache', 'archives'), config.archiveCacheBytes),
     cache: new SharedCache({ off: !config.cache }),
     postReceiveHooks: [],
     closers: [],

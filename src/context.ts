@@ -1,6 +1,7 @@
 import type { Config } from './config.js';
 import type { Database } from './db/index.js';
 import type { User } from './db/schema/core.js';
+import type { ArchiveCache } from './git/archive.js';
 import type { CatFilePool } from './git/catfile.js';
 import type { SharedCache } from './cache/shared_cache.js';
 
@@ -52,6 +53,8 @@ export interface Cairn {
   tokenResolvers: TokenResolver[];
   /** Long-lived git object readers, shared by every request of this process. */
   catfile: CatFilePool;
+  /** Generated repository archives kept on disk (shared with every process using the same data directory). */
+  archives: ArchiveCache;
   /** Hot reads kept in memory and dropped on every write to the tables behind them (src/cache/). */
   cache: SharedCache;
   /** Called after a push has updated refs (CI subscribes here). */

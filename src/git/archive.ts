@@ -1,5 +1,10 @@
-import type { Readable } from 'node:stream';
-import { assertSafeArg, GitError, spawnGit } from './command.js';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import { assertSafeArg, GitError, startGit, type GitProcess } from './command.js';
+import { replaceRefsState } from './history_memo.js';
 
 export type ArchiveFormat = 'tar.gz' | 'tar.bz2' | 'tar' | 'zip';
 
@@ -19,56 +24,221 @@ export const ARCHIVE_FORMATS: Record<string, ArchiveFormat> = {
 
 const ARCHIVE_TIMEOUT_MS = 10 * 60_000;
 
+export interface ArchiveRequest {
+  /** A commit id. */
+  commit: string;
+  format: ArchiveFormat;
+  /** The directory inside the archive (without the trailing slash). */
+  prefix: string;
+  /** Only this path of the commit. */
+  path?: string;
+}
+
+interface RunningArchive {
+  stdout: Readable;
+  /** Resolves once git has exited and all of its output was read; true when it succeeded. */
+  succeeded: Promise<boolean>;
+  kill(): void;
+}
+
 /**
- * Streams `git archive` of a commit (optionally one path of it). Resolves once git has
- * produced its first bytes, so a failure before that is a rejected promise (the caller can
- * still answer with an error status); later failures end the stream with an error.
- * bzip2 runs as git's own tar filter (a fixed command, no user input).
+ * Starts `git archive` (through the spawner, see command.ts) and resolves once it has produced its
+ * first bytes, so a failure before that is a rejected promise (the caller can still answer with an
+ * error status); later failures end the stream with an error. bzip2 runs as git's own tar filter
+ * (a fixed command, no user input).
  */
-export function streamArchive(gitDir: string, opts: { commit: string; format: ArchiveFormat; prefix: string; path?: string }): Promise<Readable> {
+async function runArchive(gitDir: string, opts: ArchiveRequest): Promise<RunningArchive> {
   assertSafeArg(opts.commit, 'commit');
   const args = ['-c', 'tar.tar.bz2.command=bzip2 -c', 'archive', `--format=${opts.format}`, `--prefix=${opts.prefix}/`, opts.commit];
   if (opts.path) args.push('--', opts.path);
-  const child = spawnGit(args, { gitDir });
-  const stdout = child.stdout!;
-  const timer = setTimeout(() => child.kill('SIGKILL'), ARCHIVE_TIMEOUT_MS);
+  const proc: GitProcess = await startGit(args, { gitDir });
+  proc.stdin.on('error', () => {});
+  proc.stdin.end();
+  const timer = setTimeout(() => proc.kill(), ARCHIVE_TIMEOUT_MS);
   let stderr = '';
-  child.stderr!.on('data', (b: Buffer) => (stderr = (stderr + b.toString('utf8')).slice(-4000)));
-  child.stdin!.end();
-  // A client that goes away stops git.
-  stdout.on('close', () => {
-    if (child.exitCode === null) child.kill('SIGKILL');
+  proc.stderr.on('data', (b: Buffer) => (stderr = (stderr + b.toString('utf8')).slice(-4000)));
+  const out = new PassThrough();
+  // Failures before the first bytes are the rejection below; later ones reach the reader's handler.
+  out.on('error', () => {});
+  proc.stdout.on('error', (e) => out.destroy(e));
+  proc.stdout.pipe(out, { end: false });
+  // A reader that goes away stops git.
+  out.on('close', () => proc.kill());
+  const succeeded = proc.exited.then(({ code, signal }) => {
+    clearTimeout(timer);
+    if (code === 0 && !signal) {
+      out.end();
+      return true;
+    }
+    out.destroy(new GitError(args, code, stderr));
+    return false;
   });
-  return new Promise((resolve, reject) => {
-    let started = false;
+  await new Promise<void>((resolve, reject) => {
     const onReadable = () => {
-      if (started || stdout.readableLength === 0) return;
-      started = true;
-      stdout.off('readable', onReadable);
-      resolve(stdout);
+      if (out.readableLength === 0) return;
+      out.off('readable', onReadable);
+      resolve();
     };
-    stdout.on('readable', onReadable);
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      if (!started) reject(new GitError(args, null, String(e)));
-      else stdout.destroy(e);
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0 && !signal) {
-        if (!started) {
-          started = true;
-          stdout.off('readable', onReadable);
-          resolve(stdout);
-        }
-        return;
-      }
-      const err = new GitError(args, code, stderr);
-      if (!started) {
-        started = true;
-        stdout.off('readable', onReadable);
-        reject(err);
-      } else stdout.destroy(err);
+    out.on('readable', onReadable);
+    succeeded.then((ok) => {
+      out.off('readable', onReadable);
+      if (ok) resolve();
+      else reject(new GitError(args, null, stderr || 'git archive failed'));
     });
   });
+  return { stdout: out, succeeded, kill: () => proc.kill() };
+}
+
+/** Streams `git archive` of a commit (optionally one path of it); see runArchive. */
+export async function streamArchive(gitDir: string, opts: ArchiveRequest): Promise<Readable> {
+  return (await runArchive(gitDir, opts)).stdout;
+}
+
+/**
+ * Generated archives kept on disk, keyed by what determines their bytes: the repository, the
+ * commit id, the format, the prefix and the path. A commit's archive never changes (objects are
+ * immutable; nothing is kept for a repository that may hold replace refs), so the files are shared
+ * by every process using the directory without invalidation. A missing archive is streamed to the
+ * caller as git produces it and written to a temporary file beside, which is renamed into place
+ * once git has succeeded (unless it is over a quarter of `maxBytes`). The least recently used
+ * files go once the directory holds more than `maxBytes`. Callers authorize first: this knows
+ * nothing of permissions.
+ */
+export class ArchiveCache {
+  /** Keys being generated by this process (a second caller streams its own git meanwhile). */
+  private readonly writing = new Set<string>();
+  private knownBytes: number | null = null;
+  private lastScan = 0;
+  private evicting: Promise<void> | null = null;
+
+  constructor(
+    readonly dir: string,
+    readonly maxBytes: number,
+  ) {}
+
+  private fileFor(gitDir: string, opts: ArchiveRequest): { key: string; file: string } {
+    const key = crypto
+      .createHash('sha256')
+      .update(JSON.stringify(['v1', path.resolve(gitDir), opts.commit, opts.format, opts.prefix, opts.path ?? '']))
+      .digest('hex');
+    return { key, file: path.join(this.dir, key.slice(0, 2), `${key}.${opts.format}`) };
+  }
+
+  /** The archive as a stream: from disk when kept, else from git (and kept for next time). */
+  async open(gitDir: string, opts: ArchiveRequest): Promise<Readable> {
+    if (this.maxBytes <= 0) return streamArchive(gitDir, opts);
+    const { key, file } = this.fileFor(gitDir, opts);
+    const kept = await this.openKept(file);
+    if (kept) return kept;
+    if (this.writing.has(key) || !(await replaceRefsState(gitDir))) return streamArchive(gitDir, opts);
+    return this.generate(gitDir, opts, key, file);
+  }
+
+  private async openKept(file: string): Promise<Readable | null> {
+    // Opened before anything else: an open file stays readable if another process evicts it.
+    const handle = await fsp.open(file, 'r').catch(() => null);
+    if (!handle) return null;
+    const stat = await handle.stat().catch(() => null);
+    if (!stat) {
+      await handle.close().catch(() => {});
+      return null;
+    }
+    // Eviction goes by modification time: a used file is touched (at most every ten minutes).
+    if (Date.now() - stat.mtimeMs > 10 * 60_000) {
+      const now = new Date();
+      fsp.utimes(file, now, now).catch(() => {});
+    }
+    return handle.createReadStream({ autoClose: true });
+  }
+
+  private async generate(gitDir: string, opts: ArchiveRequest, key: string, file: string): Promise<Readable> {
+    const running = await runArchive(gitDir, opts);
+    const tmp = `${file}.tmp-${process.pid}-${crypto.randomBytes(6).toString('hex')}`;
+    let opened = false;
+    try {
+      await fsp.mkdir(path.dirname(file), { recursive: true });
+      opened = true;
+    } catch {}
+    if (!opened) return running.stdout;
+    this.writing.add(key);
+    const sink = fs.createWriteStream(tmp, { flags: 'wx' });
+    const client = new PassThrough();
+    let failed = false;
+    const fail = () => {
+      if (failed) return;
+      failed = true;
+      sink.destroy();
+      fsp.unlink(tmp).catch(() => {});
+    };
+    sink.on('error', fail);
+    running.stdout.on('error', (e) => {
+      fail();
+      client.destroy(e);
+    });
+    // The caller going away before the end stops git (see runArchive) and drops the temporary file.
+    client.on('close', () => {
+      if (!client.writableFinished) {
+        fail();
+        running.stdout.destroy();
+      }
+    });
+    running.stdout.pipe(client);
+    running.stdout.pipe(sink);
+    const sinkClosed = new Promise<void>((resolve) => sink.on('close', resolve));
+    running.succeeded
+      .then(async (ok) => {
+        await sinkClosed;
+        if (!ok || failed) return fail();
+        const size = (await fsp.stat(tmp)).size;
+        // One archive may not crowd out most of the others.
+        if (size > this.maxBytes / 4) return fail();
+        await fsp.rename(tmp, file);
+        this.added(size);
+      })
+      .catch(fail)
+      .finally(() => this.writing.delete(key));
+    return client;
+  }
+
+  private added(bytes: number) {
+    if (this.knownBytes !== null) this.knownBytes += bytes;
+    // Other processes add files too: look at the directory itself now and then.
+    const stale = Date.now() - this.lastScan > 60_000;
+    if ((this.knownBytes === null || this.knownBytes > this.maxBytes || stale) && !this.evicting) {
+      this.evicting = this.evict()
+        .catch(() => {})
+        .finally(() => (this.evicting = null));
+    }
+  }
+
+  /** Deletes the least recently used files until the directory holds at most 90% of maxBytes. */
+  async evict(): Promise<void> {
+    this.lastScan = Date.now();
+    const files: { file: string; size: number; mtimeMs: number }[] = [];
+    for (const sub of await fsp.readdir(this.dir).catch(() => [] as string[])) {
+      const subdir = path.join(this.dir, sub);
+      for (const name of await fsp.readdir(subdir).catch(() => [] as string[])) {
+        const file = path.join(subdir, name);
+        const stat = await fsp.stat(file).catch(() => null);
+        // Temporary files of a generation in progress count, and go once abandoned for a day.
+        if (!stat?.isFile()) continue;
+        if (name.includes('.tmp-') && Date.now() - stat.mtimeMs > 86_400_000) {
+          await fsp.unlink(file).catch(() => {});
+          continue;
+        }
+        files.push({ file, size: stat.size, mtimeMs: stat.mtimeMs });
+      }
+    }
+    let total = files.reduce((n, f) => n + f.size, 0);
+    if (total > this.maxBytes) {
+      files.sort((a, b) => a.mtimeMs - b.mtimeMs);
+      for (const f of files) {
+        if (total <= this.maxBytes * 0.9) break;
+        if (f.file.includes('.tmp-')) continue;
+        await fsp.unlink(f.file).catch(() => {});
+        total -= f.size;
+      }
+    }
+    this.knownBytes = total;
+  }
 }

@@ -1,10 +1,17 @@
 import type { ChildProcess } from 'node:child_process';
 import { assertSafeArg, GitError, spawnGit } from './command.js';
+import { replaceRefsState } from './history_memo.js';
 
 /**
  * Long-lived `git cat-file --batch-command` processes, one per repository in a bounded pool,
  * so object reads cost a pipe round trip (~30 µs) instead of a process spawn (~2 ms).
  * A process that errors or exits is dropped and the next read starts a new one.
+ *
+ * Objects read by their full id are also kept in memory (small ones, least recently used go
+ * first): an object id names the same bytes forever, except where replace refs make git read
+ * another object in its place, so nothing is kept for a repository that may hold them (see
+ * history_memo.ts). Names that are not object ids (`main`, `main:path`) always go to git, so
+ * refs are read as they are now.
  */
 export type ObjectType = 'blob' | 'tree' | 'commit' | 'tag';
 
@@ -33,6 +40,8 @@ class CatFileProcess {
   private header: ObjectInfo | null = null;
   dead = false;
   lastUsed = Date.now();
+  /** Requests written in one tick leave in one write (a request costs a system call otherwise). */
+  private corked = false;
 
   constructor(readonly gitDir: string, private readonly onDeath: (p: CatFileProcess) => void) {
     this.child = spawnGit(['cat-file', '--batch-command'], { gitDir });
@@ -52,7 +61,16 @@ class CatFileProcess {
     this.lastUsed = Date.now();
     return new Promise((resolve, reject) => {
       this.pending.push({ command, resolve, reject });
-      this.child.stdin!.write(`${command} ${name}\n`);
+      const stdin = this.child.stdin!;
+      if (!this.corked) {
+        this.corked = true;
+        stdin.cork();
+        process.nextTick(() => {
+          this.corked = false;
+          stdin.uncork();
+        });
+      }
+      stdin.write(`${command} ${name}\n`);
     });
   }
 
@@ -120,14 +138,66 @@ export interface CatFilePoolOptions {
   /** Processes per repository (reads on one process are sequential). */
   perRepository?: number;
   idleMs?: number;
+  /** Bytes of objects kept in memory across repositories (0: none). */
+  cacheBytes?: number;
+  /** Largest object kept in memory. */
+  cacheObjectBytes?: number;
+}
+
+const FULL_OID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+
+/** Objects by repository and id, least recently used first, bounded by their summed size. */
+class ObjectCache {
+  private readonly entries = new Map<string, GitObject>();
+  private bytes = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  get(key: string): GitObject | undefined {
+    const hit = this.entries.get(key);
+    if (hit) {
+      this.entries.delete(key);
+      this.entries.set(key, hit);
+    }
+    return hit;
+  }
+
+  set(key: string, obj: GitObject) {
+    const old = this.entries.get(key);
+    if (old) {
+      this.entries.delete(key);
+      this.bytes -= old.size + 100;
+    }
+    this.entries.set(key, obj);
+    this.bytes += obj.size + 100;
+    while (this.bytes > this.maxBytes && this.entries.size) {
+      const [oldestKey, oldest] = this.entries.entries().next().value!;
+      this.entries.delete(oldestKey);
+      this.bytes -= oldest.size + 100;
+    }
+  }
+
+  forgetRepository(gitDir: string) {
+    const prefix = `${gitDir}\0`;
+    for (const [key, obj] of this.entries) {
+      if (key.startsWith(prefix)) {
+        this.entries.delete(key);
+        this.bytes -= obj.size + 100;
+      }
+    }
+  }
 }
 
 export class CatFilePool {
   private readonly byRepo = new Map<string, CatFileProcess[]>();
   private count = 0;
   private readonly timer: NodeJS.Timeout;
+  private readonly objects: ObjectCache;
+  private readonly cacheObjectBytes: number;
 
   constructor(private readonly opts: CatFilePoolOptions = {}) {
+    this.objects = new ObjectCache(opts.cacheBytes ?? 64 * 1024 * 1024);
+    this.cacheObjectBytes = opts.cacheObjectBytes ?? 256 * 1024;
     this.timer = setInterval(() => this.reapIdle(), 10_000);
     this.timer.unref();
   }
@@ -171,17 +241,36 @@ export class CatFilePool {
 
   /** Type and size of an object or revision (`main`, `HEAD:README.md`, an oid), or null. */
   async info(gitDir: string, name: string): Promise<ObjectInfo | null> {
-    return (await this.acquire(gitDir).request('info', checkName(name))) as ObjectInfo | null;
+    checkName(name);
+    if (FULL_OID.test(name)) {
+      const kept = this.objects.get(`${gitDir}\0${name}`);
+      if (kept && (await replaceRefsState(gitDir))) return { oid: kept.oid, type: kept.type, size: kept.size };
+    }
+    return (await this.acquire(gitDir).request('info', name)) as ObjectInfo | null;
   }
 
-  /** An object's contents, or null when it does not exist. */
+  /**
+   * An object's contents, or null when it does not exist. The object may be shared with other
+   * callers: its data must not be changed.
+   */
   async read(gitDir: string, name: string): Promise<GitObject | null> {
-    return (await this.acquire(gitDir).request('contents', checkName(name))) as GitObject | null;
+    checkName(name);
+    if (!FULL_OID.test(name) || !this.cacheObjectBytes) return (await this.acquire(gitDir).request('contents', name)) as GitObject | null;
+    const key = `${gitDir}\0${name}`;
+    const state = await replaceRefsState(gitDir);
+    if (!state) return (await this.acquire(gitDir).request('contents', name)) as GitObject | null;
+    const kept = this.objects.get(key);
+    if (kept) return kept;
+    const obj = (await this.acquire(gitDir).request('contents', name)) as GitObject | null;
+    // Kept only if the replace refs did not change while it was read.
+    if (obj && obj.size <= this.cacheObjectBytes && (await replaceRefsState(gitDir)) === state) this.objects.set(key, obj);
+    return obj;
   }
 
-  /** Drops a repository's processes (after it is moved or deleted). */
+  /** Drops a repository's processes and kept objects (after it is moved or deleted). */
   forgetRepository(gitDir: string) {
     for (const p of [...(this.byRepo.get(gitDir) ?? [])]) p.close();
+    this.objects.forgetRepository(gitDir);
   }
 
   async close() {

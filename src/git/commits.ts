@@ -1,6 +1,7 @@
 import { assertSafeArg, git, GitError, gitText } from './command.js';
-import { parseCommit, type CatFilePool, type ParsedCommit } from './catfile.js';
-import { HistoryMemo } from './history_memo.js';
+import { parseCommit, parseTree, type CatFilePool, type ParsedCommit } from './catfile.js';
+import { HistoryMemo, replaceRefsState } from './history_memo.js';
+import { treeAtPath } from './refs.js';
 
 /**
  * Read-side commit plumbing: resolving revisions, walking history with rev-list, per-commit
@@ -21,6 +22,9 @@ export function isOid(value: string): boolean {
 /** A revision the caller named (branch, tag, hash, `main~2`), peeled to its commit; null when unknown. */
 export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<ParsedCommit | null> {
   if (!isSafeRevision(rev)) return null;
+  // A commit id is read by id (the pool may hold it); anything else is resolved and peeled by git.
+  const direct = isOid(rev) ? await pool.read(gitDir, rev) : null;
+  if (direct?.type === 'commit') return parseCommit(direct.oid, direct.data);
   const obj = await pool.read(gitDir, `${rev}^{commit}`);
   if (!obj || obj.type !== 'commit') return null;
   return parseCommit(obj.oid, obj.data);
@@ -183,7 +187,7 @@ export interface CommitStats {
 }
 
 /** Line stats of each commit against its first parent (root commits against the empty tree), in one git call. */
-export async function commitStats(gitDir: string, commits: ParsedCommit[]): Promise<Map<string, CommitStats>> {
+async function computeCommitStats(gitDir: string, commits: ParsedCommit[]): Promise<Map<string, CommitStats>> {
   const result = new Map<string, CommitStats>();
   if (!commits.length) return result;
   for (const c of commits) result.set(c.oid, { additions: 0, deletions: 0, total: 0 });
@@ -204,6 +208,28 @@ export async function commitStats(gitDir: string, commits: ParsedCommit[]): Prom
     current.total += add + del;
   }
   return result;
+}
+
+/** A commit's stats depend on its id alone (its first parent is part of it). */
+const statsMemo = new HistoryMemo({ maxEntries: 20_000 });
+
+/**
+ * Line stats of each commit against its first parent (root commits against the empty tree).
+ * Each commit's are kept (see HistoryMemo); the ones not kept yet take one git call together.
+ * The values are shared: callers must not change them.
+ */
+export async function commitStats(gitDir: string, commits: ParsedCommit[]): Promise<Map<string, CommitStats>> {
+  if (!commits.length) return new Map();
+  const state = await replaceRefsState(gitDir);
+  if (!state) return computeCommitStats(gitDir, commits);
+  const missing = commits.filter((c) => !statsMemo.peek(gitDir, c.oid));
+  let batch: Promise<Map<string, CommitStats>> | null = null;
+  const stats = await Promise.all(
+    commits.map((c) =>
+      statsMemo.remember(gitDir, state, c.oid, async () => (await (batch ??= computeCommitStats(gitDir, missing))).get(c.oid) ?? { additions: 0, deletions: 0, total: 0 }),
+    ),
+  );
+  return new Map(commits.map((c, i) => [c.oid, stats[i]]));
 }
 
 /** GitLab's diff limits (Gitlab::Git::DiffCollection / Commit): files over the safe limits are collapsed, the rest cut off. */
@@ -366,18 +392,39 @@ export async function refsContaining(gitDir: string, oid: string, type: 'branch'
   return refs;
 }
 
-/** The last commit at or before `rev` that touched `path`, or null. */
-export async function lastCommitForPath(gitDir: string, rev: string, path: string): Promise<string | null> {
-  assertSafeArg(rev, 'revision');
+async function walkLastCommitForPath(gitDir: string, rev: string, path: string): Promise<string | null> {
   const out = await gitText(['rev-list', '--max-count=1', rev, '--', path], { gitDir, env: LITERAL });
   const oid = out.trim();
   return isOid(oid) ? oid : null;
 }
 
-/** A path's entry (mode, type, oid) in a tree-ish, or null. */
-export async function treeEntry(gitDir: string, treeish: string, path: string): Promise<{ mode: string; type: string; oid: string } | null> {
-  const entries = await treeEntries(gitDir, treeish, [path]);
-  return entries.get(path) ?? null;
+/** Per (commit id, path): the last commit at or below it that touched the path. */
+const lastCommitMemo = new HistoryMemo({ maxEntries: 20_000 });
+
+/**
+ * The last commit at or before `rev` that touched `path`, or null. A walk (fast with the
+ * commit-graph's changed-path Bloom filters that housekeeping writes); when `rev` is a commit id
+ * its answer is kept (see HistoryMemo), so asking again for the same commit runs no git.
+ */
+export async function lastCommitForPath(gitDir: string, rev: string, path: string): Promise<string | null> {
+  assertSafeArg(rev, 'revision');
+  const state = isOid(rev) ? await replaceRefsState(gitDir) : null;
+  if (!state) return walkLastCommitForPath(gitDir, rev, path);
+  return lastCommitMemo.remember(gitDir, state, `${rev}\0${path}`, () => walkLastCommitForPath(gitDir, rev, path));
+}
+
+/**
+ * A path's entry (mode, type, oid) in a commit, or null: the entry named like the path's last
+ * component in the tree of its directory, read through the cat-file pool. Only a path in the
+ * form git lists it (no empty, `.` or `..` components) names an entry, as with ls-tree.
+ */
+export async function pathEntry(pool: CatFilePool, gitDir: string, commitOid: string, path: string): Promise<{ mode: string; type: string; oid: string } | null> {
+  const parts = path.split('/');
+  if (!isOid(commitOid) || parts.some((p) => p === '' || p === '.' || p === '..')) return null;
+  const name = parts.pop()!;
+  const dir = await treeAtPath(pool, gitDir, commitOid, parts);
+  const entry = dir ? parseTree(dir.data).find((e) => e.name === name) : undefined;
+  return entry ? { mode: entry.mode, type: entry.type, oid: entry.oid } : null;
 }
 
 /** Entries for exactly the given paths (files or directories) of a tree-ish, in one call. */
@@ -398,9 +445,7 @@ export interface BlameRange {
   lines: string[];
 }
 
-/** `git blame --porcelain`, grouped into runs of consecutive lines from the same commit. */
-export async function blame(gitDir: string, commit: string, path: string, range?: { start: number; end: number }): Promise<BlameRange[]> {
-  assertSafeArg(commit, 'commit');
+async function runBlame(gitDir: string, commit: string, path: string, range?: { start: number; end: number }): Promise<BlameRange[]> {
   const args = ['blame', '--porcelain'];
   if (range) args.push(`-L${range.start},${range.end}`);
   args.push(commit, '--', path);
@@ -420,6 +465,57 @@ export async function blame(gitDir: string, commit: string, path: string, range?
     }
   }
   return ranges;
+}
+
+/** Blames of a path at a commit id, weighed by their text (bytes, roughly). */
+const blameMemo = new HistoryMemo({ maxEntries: 2000, maxWeight: 32 * 1024 * 1024 });
+
+/**
+ * `git blame --porcelain`, grouped into runs of consecutive lines from the same commit. Kept per
+ * (commit id, path, range) (see HistoryMemo). The ranges are shared: callers must not change them.
+ */
+export async function blame(gitDir: string, commit: string, path: string, range?: { start: number; end: number }): Promise<BlameRange[]> {
+  assertSafeArg(commit, 'commit');
+  const state = isOid(commit) ? await replaceRefsState(gitDir) : null;
+  if (!state) return runBlame(gitDir, commit, path, range);
+  const key = `${commit}\0${path}\0${range ? `${range.start},${range.end}` : ''}`;
+  return blameMemo.remember(gitDir, state, key, () => runBlame(gitDir, commit, path, range), (ranges) =>
+    ranges.reduce((sum, r) => sum + 64 + r.lines.reduce((n, l) => n + 32 + l.length * 2, 0), 0),
+  );
+}
+
+/** Merged-ness of a branch tip into a target commit, per (tip, target) pair. */
+const mergedMemo = new HistoryMemo({ maxEntries: 20_000 });
+
+async function walkUnmerged(gitDir: string, target: string, tips: string[]): Promise<Set<string>> {
+  // Commits reachable from the tips but not from the target: a tip is merged iff it is not listed.
+  const input = `^${target}\n${tips.join('\n')}\n`;
+  const out = await gitText(['rev-list', '--stdin'], { gitDir, input, maxOutputBytes: 1024 * 1024 * 1024 });
+  return new Set(out.split('\n').filter(isOid));
+}
+
+/**
+ * Which of the commit ids in `tips` are reachable from commit id `target` (as `for-each-ref
+ * --merged` decides it). Answers are kept per pair (see HistoryMemo); the pairs not kept yet
+ * take one rev-list together. An unreadable commit counts as not merged (and is not kept).
+ */
+export async function mergedInto(gitDir: string, target: string, tips: string[]): Promise<Set<string>> {
+  const unique = [...new Set(tips)].filter(isOid);
+  if (!unique.length || !isOid(target)) return new Set();
+  const state = await replaceRefsState(gitDir);
+  const missing = state ? unique.filter((tip) => !mergedMemo.peek(gitDir, `${target}\0${tip}`)) : unique;
+  let batch: Promise<Set<string>> | null = null;
+  const walk = () => (batch ??= walkUnmerged(gitDir, target, missing));
+  const answers = await Promise.all(
+    unique.map((tip) => {
+      const load = async () => !(await walk()).has(tip);
+      return state ? mergedMemo.remember(gitDir, state, `${target}\0${tip}`, load) : load();
+    }),
+  ).catch((e) => {
+    if (e instanceof GitError) return unique.map(() => false);
+    throw e;
+  });
+  return new Set(unique.filter((_tip, i) => answers[i]));
 }
 
 /**

@@ -1,5 +1,7 @@
 import { git, GitError } from './command.js';
 import { parseCommit, type ParsedCommit } from './catfile.js';
+import { HistoryMemo, replaceRefsState } from './history_memo.js';
+import { EMPTY_TREE_OID, mergeBase } from './refs.js';
 
 /**
  * History and diff reads that walk many objects: one git process each, with optional extra
@@ -145,6 +147,62 @@ export async function diffCommits(gitDir: string, base: string, head: string, op
     entry.diff = body;
   });
   return { diffs: entries, overflow };
+}
+
+export interface CommitComparison {
+  /** Commits in `base..to`, oldest first. */
+  commits: ParsedCommit[];
+  diffs: DiffEntry[];
+  /** Limits were reached (too many commits, or diff limits). */
+  overflow: boolean;
+  /** `to` is the base itself: nothing to compare. */
+  sameRef: boolean;
+}
+
+/** Comparisons between commit ids, weighed by their size in memory (bytes, roughly). */
+const comparisonMemo = new HistoryMemo({ maxEntries: 500, maxWeight: 32 * 1024 * 1024 });
+
+function comparisonWeight(c: CommitComparison): number {
+  let bytes = 256;
+  for (const commit of c.commits) bytes += 600 + commit.message.length * 2;
+  for (const d of c.diffs) bytes += 300 + (d.diff.length + d.old_path.length + d.new_path.length) * 2;
+  return bytes;
+}
+
+async function computeComparison(gitDir: string, fromOid: string, toOid: string, opts: ReadOptions & { straight: boolean; maxCommits: number }): Promise<CommitComparison> {
+  const env = envFor(opts);
+  const base = opts.straight ? fromOid : await mergeBase(gitDir, [fromOid, toOid], env);
+  const sameRef = (base ?? fromOid) === toOid;
+  if (sameRef) return { commits: [], diffs: [], overflow: false, sameRef };
+  let overflow = false;
+  const oids = await commitsBetween(gitDir, base ?? fromOid, toOid, opts);
+  if (oids.length > opts.maxCommits) {
+    overflow = true;
+    oids.splice(0, oids.length - opts.maxCommits);
+  }
+  const parsed = await readCommitsOnce(gitDir, oids, opts);
+  const byOid = new Map(parsed.map((c) => [c.oid, c]));
+  const commits = oids.map((o) => byOid.get(o)).filter((c): c is ParsedCommit => !!c);
+  const diff = await diffCommits(gitDir, base ?? EMPTY_TREE_OID, toOid, opts);
+  return { commits, diffs: diff.diffs, overflow: overflow || diff.overflow, sameRef };
+}
+
+/**
+ * What `to` adds over `from` (commit ids): the commits and the diff from their merge base (from
+ * `from` itself when `straight`, or when they share no history). Kept per pair of ids (see
+ * HistoryMemo): the same comparison asked for again runs no git. The result is shared: callers
+ * must not change it. `alternates` lend another repository's objects (a fork's parent).
+ */
+export async function compareCommits(
+  gitDir: string,
+  fromOid: string,
+  toOid: string,
+  opts: ReadOptions & { straight: boolean; maxCommits: number },
+): Promise<CommitComparison> {
+  const state = await replaceRefsState(gitDir);
+  if (!state) return computeComparison(gitDir, fromOid, toOid, opts);
+  const key = [fromOid, toOid, opts.straight ? 'straight' : 'base', opts.maxCommits, ...(opts.alternates ?? [])].join('\0');
+  return comparisonMemo.remember(gitDir, state, key, () => computeComparison(gitDir, fromOid, toOid, opts), comparisonWeight);
 }
 
 export interface AuthorCount {

@@ -1,9 +1,11 @@
 import { git, GitError } from './command.js';
 import { parseCommit, parseTree, type CatFilePool, type ParsedCommit, type TreeEntry } from './catfile.js';
+import { HistoryMemo, replaceRefsState } from './history_memo.js';
+import { readRefs } from './ref_files.js';
 
 /**
  * Reading and updating refs and trees of one bare repository. Reads go through the
- * long-lived cat-file pool; listings and updates spawn git.
+ * long-lived cat-file pool, ref listings read the ref files (ref_files.ts); updates spawn git.
  */
 export const ZERO_OID = '0000000000000000000000000000000000000000';
 export const EMPTY_TREE_OID = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
@@ -50,6 +52,9 @@ async function safely<T>(work: () => Promise<T>, fallback: T): Promise<T> {
 /** The commit a revision names (peeling tags), or null. */
 export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<string | null> {
   if (!isSafeRevision(rev)) return null;
+  // A commit id is looked up by id (the pool may hold it); anything else is resolved and peeled by git.
+  const direct = /^[0-9a-f]{40}$/.test(rev) ? await safely(() => pool.info(gitDir, rev), null) : null;
+  if (direct?.type === 'commit') return direct.oid;
   const info = await safely(() => pool.info(gitDir, `${rev}^{commit}`), null);
   return info && info.type === 'commit' ? info.oid : null;
 }
@@ -96,15 +101,40 @@ export async function objectAtPath(pool: CatFilePool, gitDir: string, commitOid:
 }
 
 /**
+ * The tree at `path` (components without empty, `.` or `..` ones; [] for the root) of a commit
+ * id, or null when there is none. Walked from the commit by object ids, so every step may come
+ * from the pool's memory.
+ */
+export async function treeAtPath(pool: CatFilePool, gitDir: string, commitOid: string, parts: string[]) {
+  const commit = await safely(() => pool.read(gitDir, commitOid), null);
+  if (!commit || commit.type !== 'commit') return null;
+  let tree = await safely(() => pool.read(gitDir, parseCommit(commit.oid, commit.data).tree), null);
+  for (const part of parts) {
+    if (!tree || tree.type !== 'tree') return null;
+    const entry = parseTree(tree.data).find((e) => e.name === part);
+    if (!entry || entry.type !== 'tree') return null;
+    tree = await safely(() => pool.read(gitDir, entry.oid), null);
+  }
+  return tree && tree.type === 'tree' ? tree : null;
+}
+
+/** Listings of a tree id under a path, weighed by their entries (bytes, roughly). */
+const listingMemo = new HistoryMemo({ maxEntries: 2000, maxWeight: 32 * 1024 * 1024 });
+
+/**
  * The entries of the tree at `path` in a commit, in git's tree order; with `recursive`,
- * depth first as `ls-tree -r -t` prints them. Null when there is no tree at that path.
+ * depth first as `ls-tree -r -t` prints them. Null when there is no tree at that path. A listing
+ * depends on the tree's id alone and is kept under it (see HistoryMemo); callers share it and
+ * must not change it.
  */
 export async function listTree(pool: CatFilePool, gitDir: string, commitOid: string, path: string, recursive: boolean): Promise<PathEntry[] | null> {
-  const name = path === '' ? `${commitOid}^{tree}` : `${commitOid}:${path}`;
-  const root = await safely(() => pool.read(gitDir, name), null);
-  if (!root || root.type !== 'tree') return null;
+  const parts = path === '' ? [] : path.split('/');
+  if (parts.some((p) => p === '' || p === '.' || p === '..')) return null;
+  const state = await replaceRefsState(gitDir);
+  const root = await treeAtPath(pool, gitDir, commitOid, parts);
+  if (!root) return null;
   const walk = async (data: Buffer, prefix: string): Promise<PathEntry[]> => {
-    const entries = parseTree(data).map((e) => ({ ...e, path: prefix ? `${prefix}/${e.name}` : e.name }));
+    const entries: PathEntry[] = parseTree(data).map((e) => ({ mode: e.mode, type: e.type, name: e.name, oid: e.oid, path: prefix ? `${prefix}/${e.name}` : e.name }));
     if (!recursive) return entries;
     const subtrees = await Promise.all(
       entries.map((e) => (e.type === 'tree' ? pool.read(gitDir, e.oid).then((o) => (o && o.type === 'tree' ? walk(o.data, e.path) : [])) : null)),
@@ -113,11 +143,12 @@ export async function listTree(pool: CatFilePool, gitDir: string, commitOid: str
     entries.forEach((e, i) => {
       out.push(e);
       const sub = subtrees[i];
-      if (sub) out.push(...sub);
+      if (sub) for (const s of sub) out.push(s);
     });
     return out;
   };
-  return walk(root.data, path);
+  if (!state) return walk(root.data, path);
+  return listingMemo.remember(gitDir, state, `${root.oid}\0${recursive ? 'r' : ''}\0${path}`, () => walk(root.data, path), (entries) => entries.length * 300);
 }
 
 export interface RefEntry {
@@ -125,23 +156,27 @@ export interface RefEntry {
   name: string;
   /** What the ref points at (a tag object for annotated tags). */
   oid: string;
-  objectType: string;
 }
 
-/** Branches (`refs/heads/`) or tags (`refs/tags/`) with their targets, sorted by name. */
+/**
+ * Branches (`refs/heads/`) or tags (`refs/tags/`) with their targets, sorted by name, read from
+ * the ref files in-process (see ref_files.ts). With `mergedInto`, only the refs whose target that
+ * commit reaches, as `git for-each-ref --merged` lists them.
+ */
 export async function listRefs(gitDir: string, prefix: 'refs/heads/' | 'refs/tags/', opts: { mergedInto?: string } = {}): Promise<RefEntry[]> {
-  const args = ['for-each-ref', '--format=%(objectname) %(objecttype) %(refname)'];
-  if (opts.mergedInto) args.push(`--merged=${opts.mergedInto}`);
-  args.push(prefix);
-  const out = await safely(async () => (await git(args, { gitDir })).stdout.toString('utf8'), '');
-  const refs: RefEntry[] = [];
-  for (const line of out.split('\n')) {
-    if (!line) continue;
-    const a = line.indexOf(' ');
-    const b = line.indexOf(' ', a + 1);
-    refs.push({ oid: line.slice(0, a), objectType: line.slice(a + 1, b), name: line.slice(b + 1 + prefix.length) });
+  if (opts.mergedInto) {
+    const args = ['for-each-ref', '--format=%(objectname) %(refname)', `--merged=${opts.mergedInto}`, prefix];
+    const out = await safely(async () => (await git(args, { gitDir })).stdout.toString('utf8'), '');
+    const refs: RefEntry[] = [];
+    for (const line of out.split('\n')) {
+      const sp = line.indexOf(' ');
+      if (sp > 0) refs.push({ oid: line.slice(0, sp), name: line.slice(sp + 1 + prefix.length) });
+    }
+    return refs;
   }
-  return refs;
+  // Unreadable refs read as none, as a failing for-each-ref did.
+  const values = (await readRefs(gitDir, prefix)) ?? [];
+  return values.map((v) => ({ name: v.ref.slice(prefix.length), oid: v.oid }));
 }
 
 /** The full ref's current value, or null. */

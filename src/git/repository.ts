@@ -34,15 +34,55 @@ export async function removeRepository(dir: string): Promise<void> {
 
 export type HousekeepingTask = 'incremental' | 'eager' | 'prune';
 
+/** Does a commit-graph file carry changed-path Bloom filters (its BIDX and BDAT chunks)? Null when unreadable. */
+async function graphFileHasBloomFilters(file: string): Promise<boolean | null> {
+  const handle = await fs.open(file, 'r').catch(() => null);
+  if (!handle) return null;
+  try {
+    // Header: "CGPH", version, hash version, chunk count, base count; then 12-byte chunk entries.
+    const header = Buffer.alloc(8);
+    await handle.read(header, 0, 8, 0);
+    if (header.toString('latin1', 0, 4) !== 'CGPH') return null;
+    const chunks = header[6];
+    const table = Buffer.alloc(12 * chunks);
+    await handle.read(table, 0, table.length, 8);
+    const ids = new Set<string>();
+    for (let i = 0; i < chunks; i++) ids.add(table.toString('latin1', i * 12, i * 12 + 4));
+    return ids.has('BIDX') && ids.has('BDAT');
+  } finally {
+    await handle.close();
+  }
+}
+
 /**
- * Keeps a repository fast to read: packed refs and a commit-graph (which makes history walks
- * and `rev-list --count` cheap); `eager` also repacks everything, `prune` drops unreachable
- * objects older than two weeks.
+ * Whether every layer of the repository's commit-graph has changed-path Bloom filters (they make
+ * "last commit touching a path" walks skip commits without diffing trees); null when there is no
+ * commit-graph.
+ */
+export async function commitGraphHasBloomFilters(dir: string): Promise<boolean | null> {
+  const info = path.join(dir, 'objects', 'info');
+  const files: string[] = [];
+  const single = path.join(info, 'commit-graph');
+  if (await fs.stat(single).catch(() => null)) files.push(single);
+  const chain = await fs.readFile(path.join(info, 'commit-graphs', 'commit-graph-chain'), 'latin1').catch(() => '');
+  for (const hash of chain.split('\n')) if (/^[0-9a-f]{40,64}$/.test(hash)) files.push(path.join(info, 'commit-graphs', `graph-${hash}.graph`));
+  if (!files.length) return null;
+  for (const file of files) if (!(await graphFileHasBloomFilters(file))) return false;
+  return true;
+}
+
+/**
+ * Keeps a repository fast to read: packed refs and a commit-graph with changed-path Bloom filters
+ * (which make history walks, `rev-list --count` and path-limited walks cheap), written as a chain
+ * of layers so that after a push only the new commits are added; a graph some layer of which lacks
+ * the filters (written before they were asked for) is rewritten whole once. `eager` also repacks
+ * everything, `prune` drops unreachable objects older than two weeks.
  */
 export async function runHousekeeping(dir: string, task: HousekeepingTask = 'incremental'): Promise<void> {
   const opts = { gitDir: dir, timeoutMs: 30 * 60_000 };
   if (task === 'eager') await git(['repack', '-a', '-d', '-q', '--write-bitmap-index'], opts);
   if (task === 'prune') await git(['prune', '--expire=2.weeks.ago'], opts);
   await git(['pack-refs', '--all'], opts);
-  await git(['commit-graph', 'write', '--reachable', '--split', '--size-multiple=4'], opts);
+  const split = (await commitGraphHasBloomFilters(dir)) === false ? '--split=replace' : '--split';
+  await git(['commit-graph', 'write', '--reachable', '--changed-paths', split, '--size-multiple=4'], opts);
 }

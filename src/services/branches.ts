@@ -18,6 +18,7 @@ import { AccessLevel } from '../policies/access.js';
 import { developersCan, projectProtection, protectionOf, pushDecision, type BranchProtection } from '../policies/branches.js';
 import { assertRepositoryWritable } from '../policies/repository.js';
 import type { BranchView } from '../presenters/branches.js';
+import { mergedInto } from '../git/commits.js';
 import { gitDirOf } from './repository.js';
 
 export interface Caller {
@@ -40,10 +41,18 @@ export function matchesSearch(name: string, search: string | undefined): boolean
   return n.includes(s);
 }
 
-async function views(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, refs: { name: string; oid: string }[], merged: Set<string>): Promise<BranchView[]> {
+/** A project's protection rules, through the cache (read for every branch listing). */
+function cachedProtection(cairn: Cairn, projectId: number): Promise<BranchProtection> {
+  return cairn.cache.load(`protection:${projectId}`, () => projectProtection(cairn.db, projectId));
+}
+
+async function views(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, refs: { name: string; oid: string }[]): Promise<BranchView[]> {
   const gitDir = gitDirOf(cairn, project);
-  const protection = await projectProtection(cairn.db, project.id);
-  const commits = await readCommits(cairn.catfile, gitDir, refs.map((r) => r.oid));
+  const [protection, commits, merged] = await Promise.all([
+    cachedProtection(cairn, project.id),
+    readCommits(cairn.catfile, gitDir, refs.map((r) => r.oid)),
+    mergedNames(cairn, project, refs),
+  ]);
   const out: BranchView[] = [];
   for (const ref of refs) {
     const commit = commits.get(ref.oid);
@@ -76,19 +85,22 @@ async function branchView(
   };
 }
 
-async function mergedNames(cairn: Cairn, project: ProjectWithNamespace): Promise<Set<string>> {
+/** The names among `refs` (other than the default branch) whose tip the default branch reaches. */
+async function mergedNames(cairn: Cairn, project: ProjectWithNamespace, refs: { name: string; oid: string }[]): Promise<Set<string>> {
+  const others = refs.filter((r) => r.name !== project.default_branch);
+  if (!others.length || !project.default_branch) return new Set();
   const gitDir = gitDirOf(cairn, project);
-  const target = project.default_branch ? await readRef(cairn.catfile, gitDir, `refs/heads/${project.default_branch}`) : null;
+  const target = await readRef(cairn.catfile, gitDir, `refs/heads/${project.default_branch}`);
   if (!target) return new Set();
-  const merged = await listRefs(gitDir, 'refs/heads/', { mergedInto: target });
-  return new Set(merged.map((r) => r.name).filter((n) => n !== project.default_branch));
+  const merged = await mergedInto(gitDir, target, others.map((r) => r.oid));
+  return new Set(others.filter((r) => merged.has(r.oid)).map((r) => r.name));
 }
 
 export type BranchSort = 'name_asc' | 'updated_asc' | 'updated_desc';
 
 export async function listBranches(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, opts: { search?: string; sort?: BranchSort }): Promise<BranchView[]> {
   const refs = (await listRefs(gitDirOf(cairn, project), 'refs/heads/')).filter((r) => matchesSearch(r.name, opts.search));
-  const list = await views(cairn, project, caller, refs, await mergedNames(cairn, project));
+  const list = await views(cairn, project, caller, refs);
   const sort = opts.sort ?? 'name_asc';
   if (sort !== 'name_asc') {
     const dir = sort === 'updated_asc' ? 1 : -1;
@@ -102,7 +114,7 @@ export async function findBranch(cairn: Cairn, project: ProjectWithNamespace, ca
   const gitDir = gitDirOf(cairn, project);
   const oid = await readRef(cairn.catfile, gitDir, `refs/heads/${name}`);
   if (!oid) throw notFound('Branch');
-  const [view] = await views(cairn, project, caller, [{ name, oid }], await mergedNames(cairn, project));
+  const [view] = await views(cairn, project, caller, [{ name, oid }]);
   if (!view) throw notFound('Branch');
   return view;
 }

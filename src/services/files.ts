@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Cairn } from '../context.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { ParsedCommit } from '../git/catfile.js';
-import { blame, lastCommitForPath, readCommits, resolveCommit, treeEntry, type BlameRange } from '../git/commits.js';
+import { blame, lastCommitForPath, pathEntry, readCommits, resolveCommit, type BlameRange } from '../git/commits.js';
 import { apiError, badRequest, notFound } from '../plugins/errors.js';
 import type { RepositoryFile } from '../presenters/commits.js';
 import { repoDir } from './commits.js';
@@ -22,7 +22,7 @@ export async function readFile(cairn: Cairn, project: ProjectWithNamespace, ref:
   const gitDir = repoDir(cairn, project);
   const commit = await resolveCommit(cairn.catfile, gitDir, ref);
   if (!commit) throw notFound('Commit');
-  const entry = await treeEntry(gitDir, commit.oid, path);
+  const entry = await pathEntry(cairn.catfile, gitDir, commit.oid, path);
   if (!entry || entry.type !== 'blob') throw notFound('File');
   const [blob, last] = await Promise.all([cairn.catfile.read(gitDir, entry.oid), lastCommitForPath(gitDir, commit.oid, path)]);
   if (!blob) throw notFound('File');
@@ -39,14 +39,14 @@ export async function readFile(cairn: Cairn, project: ProjectWithNamespace, ref:
   };
 }
 
-/** Blame ranges with their commits (read once each through cat-file). */
+/** The file and its blame ranges with their commits (read once each through cat-file). */
 export async function blameFile(
   cairn: Cairn,
   project: ProjectWithNamespace,
   ref: string,
   path: string,
   range?: { start: number; end: number },
-): Promise<{ range: BlameRange; commit: ParsedCommit }[]> {
+): Promise<{ file: RepositoryFile; ranges: { range: BlameRange; commit: ParsedCommit }[] }> {
   const file = await readFile(cairn, project, ref, path);
   const gitDir = repoDir(cairn, project);
   let lines = file.content.length ? file.content.toString('utf8').split('\n').length : 0;
@@ -56,9 +56,9 @@ export async function blameFile(
     if (range.start > lines) throw apiError(400, 'range is outside of the file');
     range = { start: range.start, end: Math.min(range.end, lines) };
   }
-  if (!lines) return [];
+  if (!lines) return { file, ranges: [] };
   const ranges = await blame(gitDir, file.commitId, path, range);
   const commits = await readCommits(cairn.catfile, gitDir, [...new Set(ranges.map((r) => r.commit))]);
   const byOid = new Map(commits.map((c) => [c.oid, c]));
-  return ranges.map((r) => ({ range: r, commit: byOid.get(r.commit)! }));
+  return { file, ranges: ranges.map((r) => ({ range: r, commit: byOid.get(r.commit)! })) };
 }

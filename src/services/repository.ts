@@ -2,10 +2,9 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Cairn } from '../context.js';
 import type { ParsedCommit } from '../git/catfile.js';
-import { streamArchive, type ArchiveFormat } from '../git/archive.js';
-import { authorCounts, commitsBetween, diffCommits, readCommitsOnce, type AuthorCount } from '../git/compare.js';
+import type { ArchiveFormat } from '../git/archive.js';
+import { authorCounts, compareCommits, type AuthorCount } from '../git/compare.js';
 import {
-  EMPTY_TREE_OID,
   listTree,
   mergeBase,
   normalizeRepoPath,
@@ -112,7 +111,7 @@ export async function projectArchive(cairn: Cairn, project: ProjectWithNamespace
   if (archivePath) segments.push(archivePath.replace(/\//g, '-'));
   const prefix = segments.join('-');
   try {
-    const stream = await streamArchive(gitDirOf(cairn, project), { commit, format: opts.format, prefix, path: archivePath || undefined });
+    const stream = await cairn.archives.open(gitDirOf(cairn, project), { commit, format: opts.format, prefix, path: archivePath || undefined });
     return { stream, filename: `${prefix}.${ARCHIVE_EXTENSIONS[opts.format]}` };
   } catch {
     throw notFound('File');
@@ -138,31 +137,12 @@ export async function compare(cairn: Cairn, project: ProjectWithNamespace, opts:
   if (!toOid || !fromOid) throw notFound('Ref');
   // Another project's objects are read through a read-only alternate, never copied in.
   const alternates = fromDir !== gitDir ? [path.join(fromDir, 'objects')] : undefined;
-  const read = { alternates, timeoutMs: COMPARE_TIMEOUT_MS };
-  let overflow = false;
+  const names = { from: opts.from, to: opts.to, straight: opts.straight };
   try {
-    const base = opts.straight ? fromOid : await mergeBase(gitDir, [fromOid, toOid], alternates ? { GIT_ALTERNATE_OBJECT_DIRECTORIES: alternates.join(':') } : undefined);
-    const sameRef = (base ?? fromOid) === toOid;
-    let commits: ParsedCommit[] = [];
-    let diffs: Comparison['diffs'] = [];
-    if (!sameRef) {
-      const oids = await commitsBetween(gitDir, base ?? fromOid, toOid, read);
-      if (oids.length > COMPARE_MAX_COMMITS) {
-        overflow = true;
-        oids.splice(0, oids.length - COMPARE_MAX_COMMITS);
-      }
-      const parsed = await readCommitsOnce(gitDir, oids, read);
-      const byOid = new Map(parsed.map((c) => [c.oid, c]));
-      commits = oids.map((o) => byOid.get(o)).filter((c): c is ParsedCommit => !!c);
-      const diff = await diffCommits(gitDir, base ?? EMPTY_TREE_OID, toOid, read);
-      diffs = diff.diffs;
-      overflow ||= diff.overflow;
-    }
-    return { commits, diffs, overflow, sameRef, from: opts.from, to: opts.to, straight: opts.straight };
+    const result = await compareCommits(gitDir, fromOid, toOid, { alternates, timeoutMs: COMPARE_TIMEOUT_MS, straight: opts.straight, maxCommits: COMPARE_MAX_COMMITS });
+    return { ...result, ...names };
   } catch (e) {
-    if ((e as Error).message?.includes('killed by SIGKILL')) {
-      return { commits: [], diffs: [], overflow: true, sameRef: false, from: opts.from, to: opts.to, straight: opts.straight };
-    }
+    if ((e as Error).message?.includes('killed by SIGKILL')) return { commits: [], diffs: [], overflow: true, sameRef: false, ...names };
     throw e;
   }
 }

@@ -21,9 +21,10 @@ import { matchesSearch, type Caller } from './branches.js';
 import { gitDirOf } from './repository.js';
 
 async function tagView(cairn: Cairn, gitDir: string, ref: RefEntry): Promise<TagView> {
+  const info = await cairn.catfile.info(gitDir, ref.oid).catch(() => null);
   const [annotation, commitOid] = await Promise.all([
-    ref.objectType === 'tag' ? readTag(cairn.catfile, gitDir, ref.oid) : Promise.resolve(null),
-    resolveCommit(cairn.catfile, gitDir, `refs/tags/${ref.name}`),
+    info?.type === 'tag' ? readTag(cairn.catfile, gitDir, ref.oid) : Promise.resolve(null),
+    info?.type === 'commit' ? Promise.resolve(ref.oid) : resolveCommit(cairn.catfile, gitDir, `${ref.oid}^{commit}`),
   ]);
   const commit = commitOid ? await readCommit(cairn.catfile, gitDir, commitOid) : null;
   return { name: ref.name, target: ref.oid, annotation, commit, protected: false };
@@ -66,10 +67,9 @@ export async function listTags(cairn: Cairn, project: ProjectWithNamespace, opts
 
 export async function findTag(cairn: Cairn, project: ProjectWithNamespace, name: string): Promise<TagView> {
   const gitDir = gitDirOf(cairn, project);
-  const info = await readRef(cairn.catfile, gitDir, `refs/tags/${name}`);
-  if (!info) throw notFound('Tag');
-  const obj = await cairn.catfile.info(gitDir, info);
-  return tagView(cairn, gitDir, { name, oid: info, objectType: obj?.type ?? 'commit' });
+  const oid = await readRef(cairn.catfile, gitDir, `refs/tags/${name}`);
+  if (!oid) throw notFound('Tag');
+  return tagView(cairn, gitDir, { name, oid });
 }
 
 function pushAllowed(caller: Caller) {

@@ -96,8 +96,7 @@ export default async function fileRoutes(fastify: FastifyInstance) {
     async (request, reply) => {
       const path = filePath(request.params);
       const { project } = await authorizeReadCode(request, request.params.id);
-      const ranges = await blameFile(cairn, project, request.query.ref, path, request.query.range);
-      const file = await readFile(cairn, project, request.query.ref, path);
+      const { file, ranges } = await blameFile(cairn, project, request.query.ref, path, request.query.range);
       reply.headers(fileHeaders(file));
       return ranges.map((r) => presentBlameRange(r.range, r.commit));
     },
