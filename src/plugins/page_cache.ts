@@ -1,9 +1,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { HeaderTarget } from './pagination.js';
 
-/** A list page as rendered for one caller: its JSON and the headers that go with it (X-Total, Link...). */
+/**
+ * A list page as rendered for one caller: its JSON and the headers that go with it (X-Total,
+ * Link...). The JSON is kept as bytes, which go out as they are; nothing may write into them.
+ */
 interface RenderedPage {
-  json: string;
+  json: Buffer;
   headers: [string, string][];
   complete: boolean;
 }
@@ -38,7 +41,7 @@ export async function sendCachedPage(request: FastifyRequest, reply: FastifyRepl
   const renderPage = async (): Promise<RenderedPage> => {
     const headers: [string, string][] = [];
     const { body, complete = true } = await render({ header: (name, value) => headers.push([name, value]) });
-    return { json: JSON.stringify(body), headers, complete };
+    return { json: Buffer.from(JSON.stringify(body)), headers, complete };
   };
   const key = pageKey(request);
   const page = key === null
