@@ -18,6 +18,8 @@ import { performance } from 'node:perf_hooks';
  */
 export interface CacheOptions {
   maxEntries?: number;
+  /** Most bytes the values that declare a size (LoadOptions.size) may take together. */
+  maxBytes?: number;
   ttlMs?: number;
   /** Never serve from memory (CAIRN_CACHE=0); the process still takes part in barriers. */
   off?: boolean;
@@ -31,11 +33,14 @@ export interface LoadOptions<T> {
   since?: number;
   /** Whether a loaded value may be kept (e.g. not when part of it could not be read). */
   keep?: (value: T) => boolean;
+  /** About how many bytes the value takes (large values, such as rendered pages, count against maxBytes). */
+  size?: (value: T) => number;
 }
 
 interface Entry {
   value: unknown;
   expiresAt: number;
+  bytes: number;
 }
 
 /** Near midnight UTC the database's current_date and this process's clock may disagree. */
@@ -43,8 +48,12 @@ const MIDNIGHT_MARGIN_MS = 60_000;
 
 export class SharedCache {
   private readonly entries = new Map<string, Entry>();
+  /** Loads under way whose inputs were read in `generation`. */
+  private readonly loading = new Map<string, { generation: number; value: Promise<unknown> }>();
   private currentGeneration = 0;
   private readonly maxEntries: number;
+  private readonly maxBytes: number;
+  private bytes = 0;
   private readonly ttlMs: number;
   private readonly off: boolean;
   /** performance.now() up to which this process may serve from memory; 0 when its listener is down. */
@@ -54,6 +63,7 @@ export class SharedCache {
 
   constructor(opts: CacheOptions = {}) {
     this.maxEntries = opts.maxEntries ?? 10_000;
+    this.maxBytes = opts.maxBytes ?? 64 * 1024 * 1024;
     this.ttlMs = opts.ttlMs ?? 5 * 60_000;
     this.off = opts.off ?? false;
   }
@@ -73,7 +83,10 @@ export class SharedCache {
 
   /**
    * The cached value of `key`, or what `load` returns (kept unless it is undefined or the cache
-   * was cleared since its inputs were read). Values are frozen: callers share them.
+   * was cleared since its inputs were read). Values are frozen: callers share them. Callers that
+   * ask for a key while it is being loaded from inputs read in the current generation wait for
+   * that load instead of starting their own (as they would have been served its value had it
+   * finished first); after a clear, callers start a new load.
    */
   async load<T>(key: string, load: () => Promise<T>, opts: LoadOptions<T> = {}): Promise<T> {
     if (!this.serving) return load();
@@ -81,15 +94,37 @@ export class SharedCache {
     const hit = this.entries.get(key);
     if (hit) {
       if (hit.expiresAt > now) return hit.value as T;
-      this.entries.delete(key);
+      this.delete(key);
     }
     const since = opts.since ?? this.currentGeneration;
-    const value = await load();
+    const running = this.loading.get(key);
+    if (running && running.generation === this.currentGeneration) return running.value as Promise<T>;
+    if (since !== this.currentGeneration) return load();
+    const value = this.loadAndKeep(key, load, since, now, opts);
+    const flight = { generation: since, value };
+    this.loading.set(key, flight);
+    const done = () => {
+      if (this.loading.get(key) === flight) this.loading.delete(key);
+    };
+    value.then(done, done);
+    return value;
+  }
+
+  private async loadAndKeep<T>(key: string, load: () => Promise<T>, since: number, now: number, opts: LoadOptions<T>): Promise<T> {
+    // Frozen whether kept or not: callers that joined this load share the value.
+    const value = deepFreeze(await load());
     if (value !== undefined && since === this.currentGeneration && this.serving && (!opts.keep || opts.keep(value))) {
       const midnight = nextUtcMidnight(now);
-      if (midnight - now > MIDNIGHT_MARGIN_MS && now - (midnight - 86_400_000) > MIDNIGHT_MARGIN_MS) {
+      const bytes = opts.size ? opts.size(value) : 0;
+      if (midnight - now > MIDNIGHT_MARGIN_MS && now - (midnight - 86_400_000) > MIDNIGHT_MARGIN_MS && bytes <= this.maxBytes / 4) {
+        this.delete(key);
         if (this.entries.size >= this.maxEntries) this.evictOldest();
-        this.entries.set(key, { value: deepFreeze(value), expiresAt: Math.min(now + this.ttlMs, midnight) });
+        for (const oldest of this.entries.keys()) {
+          if (this.bytes + bytes <= this.maxBytes) break;
+          this.delete(oldest);
+        }
+        this.entries.set(key, { value, expiresAt: Math.min(now + this.ttlMs, midnight), bytes });
+        this.bytes += bytes;
       }
     }
     return value;
@@ -99,6 +134,15 @@ export class SharedCache {
   clear() {
     this.currentGeneration++;
     this.entries.clear();
+    this.loading.clear();
+    this.bytes = 0;
+  }
+
+  private delete(key: string) {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.bytes -= entry.bytes;
+    this.entries.delete(key);
   }
 
   private evictOldest() {
@@ -106,7 +150,7 @@ export class SharedCache {
     let n = Math.ceil(this.maxEntries / 10);
     for (const key of this.entries.keys()) {
       if (n-- <= 0) break;
-      this.entries.delete(key);
+      this.delete(key);
     }
   }
 }
@@ -116,7 +160,9 @@ function nextUtcMidnight(now: number): number {
   return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1);
 }
 
+/** Bytes (Buffers) cannot be frozen: whoever caches them must never write into them. */
 function deepFreeze<T>(value: T): T {
+  if (ArrayBuffer.isView(value)) return value;
   if (value && typeof value === 'object' && !Object.isFrozen(value)) {
     Object.freeze(value);
     if (Array.isArray(value) || Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null) {

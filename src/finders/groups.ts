@@ -6,6 +6,7 @@ import type { User } from '../db/schema/core.js';
 import { groupVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
 import type { SharedGroupLink } from '../presenters/groups.js';
 import type { GroupShareView } from '../presenters/members.js';
+import { pageWithTotal, totalCount } from './paging.js';
 
 /** `:id` of /groups/:id: an integer id or a URL-decoded full path. Groups only (not user namespaces). */
 export async function findGroup(db: Database, idOrPath: string | number): Promise<Namespace | undefined> {
@@ -71,6 +72,7 @@ function filteredGroups(db: Database, user: User | null, f: GroupFilters) {
   return q;
 }
 
+/** A page of groups visible to `user` and the total, in one statement. */
 export async function listGroups(db: Database, user: User | null, f: GroupFilters, page: { limit: number; offset: number }) {
   const base = filteredGroups(db, user, f);
   const dir = f.sort === 'desc' ? sql`desc` : sql`asc`;
@@ -82,9 +84,9 @@ export async function listGroups(db: Database, user: User | null, f: GroupFilter
     const column = f.orderBy === 'path' ? sql`lower(g.path)` : f.orderBy === 'id' ? sql`g.id` : sql`lower(g.name)`;
     q = q.orderBy(sql`${column} ${dir}`).orderBy('g.id', 'asc');
   }
-  const rows = await q.limit(page.limit).offset(page.offset).execute();
-  const count = await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
-  return { rows: rows as Namespace[], total: Number(count.n) };
+  const counted = await q.select(totalCount).limit(page.limit).offset(page.offset).execute();
+  const { rows, total } = await pageWithTotal(counted, page.offset, async () => (await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow()).n);
+  return { rows: rows as Namespace[], total };
 }
 
 /** Every group a group is shared with, visible or not, oldest share first (for the group's owner). */

@@ -4,6 +4,7 @@ import type { Namespace, User } from '../db/schema/core.js';
 import type { MemberView } from '../presenters/members.js';
 import type { ProjectWithNamespace } from './projects.js';
 import { findUsersByIds } from './users.js';
+import { pageWithTotal } from './paging.js';
 
 /** What members belong to: a project or a group. */
 export type MemberSource = { type: 'Project'; project: ProjectWithNamespace } | { type: 'Namespace'; group: Namespace };
@@ -175,18 +176,23 @@ async function toViews(db: Database, rows: RankedRow[]): Promise<MemberView[]> {
   }));
 }
 
-/** A page of a source's members (direct, or with `deep` everyone with access) and the total. */
+/**
+ * A page of a source's members (direct, or with `deep` everyone with access) and the total: one
+ * statement ranks the memberships once for both, one more brings the page's users.
+ */
 export async function listMembers(
   db: Database,
   source: MemberSource,
   opts: { deep: boolean; viewer: MemberViewer; filters: MemberListFilters; limit: number; offset: number },
 ): Promise<{ members: MemberView[]; total: number }> {
   const base = rankedQuery(source, opts.deep, opts.viewer, opts.filters);
-  const [page, count] = await Promise.all([
-    sql<RankedRow>`select * from (${base}) x order by x.id asc nulls first, x.user_id limit ${opts.limit} offset ${opts.offset}`.execute(db),
-    sql<{ n: number }>`select count(*)::int as n from (${base}) x`.execute(db),
-  ]);
-  return { members: await toViews(db, page.rows), total: count.rows[0]?.n ?? 0 };
+  const counted = await sql<RankedRow & { total_count: number }>`
+    select x.*, (count(*) over ())::int as total_count from (${base}) x
+     order by x.id asc nulls first, x.user_id limit ${opts.limit} offset ${opts.offset}`.execute(db);
+  const { rows, total } = await pageWithTotal(counted.rows, opts.offset, async () =>
+    (await sql<{ n: number }>`select count(*)::int as n from (${base}) x`.execute(db)).rows[0]?.n ?? 0,
+  );
+  return { members: await toViews(db, rows), total };
 }
 
 /** One user's membership of a source (direct, or with `deep` the one that counts). */

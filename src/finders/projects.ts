@@ -6,6 +6,7 @@ import type { User } from '../db/schema/core.js';
 import { activeMembership, projectVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
 import type { ProjectExtras, ProjectRow } from '../presenters/projects.js';
 import type { SharedGroupLink } from '../presenters/groups.js';
+import { pageWithTotal, totalCount } from './paging.js';
 
 export type ProjectWithNamespace = Project & { namespace: Namespace };
 
@@ -183,7 +184,7 @@ function orderExpression(f: ProjectFilters) {
   }
 }
 
-/** A page of projects visible to `user`, with the total for the pagination headers. */
+/** A page of projects visible to `user`, with the total for the pagination headers (one statement). */
 export async function listProjects(db: Database, user: User | null, f: ProjectFilters, page: { limit: number; offset: number; withTotal?: boolean }) {
   const base = filteredProjects(db, user, f);
   const dir = f.sort === 'asc' ? sql`asc` : sql`desc`;
@@ -195,12 +196,9 @@ export async function listProjects(db: Database, user: User | null, f: ProjectFi
   } else {
     q = q.orderBy(sql`${orderExpression(f)} ${dir}`).orderBy(sql`p.id ${dir}`);
   }
-  const rows = await q.limit(page.limit).offset(page.offset).execute();
-  let total = 0;
-  if (page.withTotal !== false) {
-    const count = await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
-    total = Number(count.n);
-  }
+  if (page.withTotal === false) return { rows: (await q.limit(page.limit).offset(page.offset).execute()).map(toProjectRow), total: 0 };
+  const counted = await q.select(totalCount).limit(page.limit).offset(page.offset).execute();
+  const { rows, total } = await pageWithTotal(counted, page.offset, async () => (await base.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow()).n);
   return { rows: rows.map(toProjectRow), total };
 }
 

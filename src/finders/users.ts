@@ -2,9 +2,10 @@ import { sql, type ExpressionBuilder, type SelectQueryBuilder } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { DB } from '../db/types.js';
 import type { User, UsersTable } from '../db/schema/core.js';
-import type { Identity, UserCustomAttribute } from '../db/schema/users.js';
 import type { Page } from '../plugins/pagination.js';
+import type { CustomAttributeRow, IdentityRow } from '../presenters/users.js';
 import { rowId } from '../lib/ids.js';
+import { pageWithTotal, totalCount } from './paging.js';
 
 /** User types GitLab creates for itself; `exclude_internal` and `active` leave them out. */
 export const INTERNAL_USER_TYPES = [
@@ -184,14 +185,12 @@ function filtered(db: Database, viewer: User | null, raw: UserListParams): { que
   return { query: q, params: p };
 }
 
-/** GET /users: one filtered builder gives the page and the total. */
+/** GET /users: one filtered builder gives the page and the total, in one statement. */
 export async function findUsers(db: Database, viewer: User | null, raw: UserListParams, page: Page): Promise<{ rows: User[]; total: number }> {
   const { query, params } = filtered(db, viewer, raw);
-  const [rows, count] = await Promise.all([
-    ordered(query.selectAll('u'), params).limit(page.perPage).offset(page.offset).execute(),
-    query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-  ]);
-  return { rows: rows as User[], total: Number(count.n) };
+  // `ordered` takes and gives the bare builder type; the rows are users with their total.
+  const rows = (await ordered(query.selectAll('u').select(totalCount) as unknown as Q, params).limit(page.perPage).offset(page.offset).execute()) as unknown as (User & { total_count: number })[];
+  return pageWithTotal(rows, page.offset, async () => Number((await query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n));
 }
 
 export async function findUserById(db: Database, id: number | string): Promise<User | undefined> {
@@ -220,15 +219,15 @@ export async function findUserByIdOrUsername(db: Database, key: string): Promise
 }
 
 export interface UserExtras {
-  identities: Map<number, Identity[]>;
+  identities: Map<number, IdentityRow[]>;
   followers: Map<number, number>;
   following: Map<number, number>;
   followedByViewer: Set<number>;
   namespaceIds: Map<number, number>;
-  customAttributes: Map<number, UserCustomAttribute[]>;
+  customAttributes: Map<number, CustomAttributeRow[]>;
 }
 
-/** Everything the richer forms show beyond the row, for many users in a few queries. */
+/** Everything the richer forms show beyond the row, for many users in one statement. */
 export async function loadUserExtras(
   db: Database,
   userIds: number[],
@@ -238,24 +237,36 @@ export async function loadUserExtras(
     identities: new Map(), followers: new Map(), following: new Map(), followedByViewer: new Set(), namespaceIds: new Map(), customAttributes: new Map(),
   };
   if (userIds.length === 0) return extras;
-  const [identities, followers, following, namespaces, attrs, followed] = await Promise.all([
-    db.selectFrom('identities').selectAll().where('user_id', 'in', userIds).orderBy('id').execute(),
-    db.selectFrom('user_follow_users').select(['followee_id as id', (eb) => eb.fn.countAll<number>().as('n')]).where('followee_id', 'in', userIds).groupBy('followee_id').execute(),
-    db.selectFrom('user_follow_users').select(['follower_id as id', (eb) => eb.fn.countAll<number>().as('n')]).where('follower_id', 'in', userIds).groupBy('follower_id').execute(),
-    db.selectFrom('namespaces').select(['id', 'owner_id']).where('type', '=', 'User').where('owner_id', 'in', userIds).execute(),
-    opts.customAttributes
-      ? db.selectFrom('user_custom_attributes').selectAll().where('user_id', 'in', userIds).orderBy('key').execute()
-      : Promise.resolve([] as UserCustomAttribute[]),
-    opts.viewerId
-      ? db.selectFrom('user_follow_users').select('followee_id').where('follower_id', '=', opts.viewerId).where('followee_id', 'in', userIds).execute()
-      : Promise.resolve([] as { followee_id: number }[]),
-  ]);
-  for (const i of identities) extras.identities.set(i.user_id, [...(extras.identities.get(i.user_id) ?? []), i]);
-  for (const r of followers) extras.followers.set(r.id, Number(r.n));
-  for (const r of following) extras.following.set(r.id, Number(r.n));
-  for (const n of namespaces) if (n.owner_id !== null) extras.namespaceIds.set(n.owner_id, n.id);
-  for (const a of attrs) extras.customAttributes.set(a.user_id, [...(extras.customAttributes.get(a.user_id) ?? []), a]);
-  for (const f of followed) extras.followedByViewer.add(f.followee_id);
+  const attributes = opts.customAttributes
+    ? sql`coalesce((select json_agg(json_build_object('key', a.key, 'value', a.value) order by a.key)
+                      from user_custom_attributes a where a.user_id = u.id), '[]'::json)`
+    : sql`'[]'::json`;
+  const { rows } = await sql<{
+    id: number;
+    identities: IdentityRow[];
+    followers: number;
+    following: number;
+    followed: boolean;
+    namespace_id: number | null;
+    custom_attributes: CustomAttributeRow[];
+  }>`
+    select u.id,
+      coalesce((select json_agg(json_build_object('provider', i.provider, 'extern_uid', i.extern_uid, 'saml_provider_id', i.saml_provider_id) order by i.id)
+                  from identities i where i.user_id = u.id), '[]'::json) as identities,
+      (select count(*)::int from user_follow_users f where f.followee_id = u.id) as followers,
+      (select count(*)::int from user_follow_users f where f.follower_id = u.id) as following,
+      exists (select 1 from user_follow_users f where f.follower_id = ${opts.viewerId ?? null}::int and f.followee_id = u.id) as followed,
+      (select n.id from namespaces n where n.type = 'User' and n.owner_id = u.id order by n.id limit 1) as namespace_id,
+      ${attributes} as custom_attributes
+    from unnest(${[...new Set(userIds)]}::int[]) as u(id)`.execute(db);
+  for (const r of rows) {
+    if (r.identities.length) extras.identities.set(r.id, r.identities);
+    if (r.followers) extras.followers.set(r.id, r.followers);
+    if (r.following) extras.following.set(r.id, r.following);
+    if (r.followed) extras.followedByViewer.add(r.id);
+    if (r.namespace_id !== null) extras.namespaceIds.set(r.id, r.namespace_id);
+    if (r.custom_attributes.length) extras.customAttributes.set(r.id, r.custom_attributes);
+  }
   return extras;
 }
 

@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { assertSafeArg, GitError, spawnGit } from './command.js';
+import { assertSafeArg, git, GitError, spawnGit } from './command.js';
 import { replaceRefsState } from './history_memo.js';
 
 /**
@@ -265,6 +265,24 @@ export class CatFilePool {
     // Kept only if the replace refs did not change while it was read.
     if (obj && obj.size <= this.cacheObjectBytes && (await replaceRefsState(gitDir)) === state) this.objects.set(key, obj);
     return obj;
+  }
+
+  /**
+   * An object's contents, or null, without starting a long-lived process: through one the
+   * repository already has, else through one short-lived `git cat-file --batch` (started by the
+   * spawner, so it does not fork this process). For sweeps over many repositories, such as the
+   * READMEs of a project list, which would otherwise push busy repositories' processes out of
+   * the pool and pay a fork each.
+   */
+  async readOnce(gitDir: string, name: string): Promise<GitObject | null> {
+    checkName(name);
+    if (this.byRepo.get(gitDir)?.some((p) => !p.dead)) return this.read(gitDir, name);
+    const { stdout } = await git(['cat-file', '--batch'], { gitDir, input: `${name}\n` });
+    const nl = stdout.indexOf(10);
+    const parts = stdout.subarray(0, nl < 0 ? stdout.length : nl).toString('utf8').split(' ');
+    if (parts.length !== 3 || !/^[0-9a-f]{40,64}$/.test(parts[0])) return null;
+    const size = Number(parts[2]);
+    return { oid: parts[0], type: parts[1] as ObjectType, size, data: Buffer.from(stdout.subarray(nl + 1, nl + 1 + size)) };
   }
 
   /** Drops a repository's processes and kept objects (after it is moved or deleted). */

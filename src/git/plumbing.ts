@@ -80,8 +80,9 @@ const README_RE = /^readme(\.[a-z0-9]+)?$/i;
 /** The README file at the root of `branch`, as GitLab picks it (README.md preferred), or null. */
 export async function rootReadme(catfile: CatFilePool, gitDir: string, branch: string): Promise<string | null> {
   assertSafeArg(branch, 'branch');
-  // Through the long-lived cat-file process: lists read a README per project.
-  const tree = await catfile.read(gitDir, `refs/heads/${branch}^{tree}`);
+  // Lists read a README per project: through a long-lived cat-file process only when the
+  // repository has one already.
+  const tree = await catfile.readOnce(gitDir, `refs/heads/${branch}^{tree}`);
   if (!tree || tree.type !== 'tree') return null;
   const names = parseTree(tree.data).filter((e) => e.type === 'blob' && README_RE.test(e.name)).map((e) => e.name);
   if (names.length === 0) return null;

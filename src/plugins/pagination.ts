@@ -40,8 +40,13 @@ function pageUrl(request: FastifyRequest, params: Record<string, string | number
   return `${externalBase(request)}${url.pathname}${url.search}`;
 }
 
+/** Where headers go: the reply, or a recorder that keeps them with a cached page (page_cache.ts). */
+export interface HeaderTarget {
+  header(name: string, value: string): unknown;
+}
+
 /** Sets GitLab's offset pagination headers for a page of a list of `total` rows. */
-export function setPaginationHeaders(request: FastifyRequest, reply: FastifyReply, page: Page, total: number) {
+export function setPaginationHeaders(request: FastifyRequest, reply: HeaderTarget, page: Page, total: number) {
   const totalPages = Math.max(1, Math.ceil(total / page.perPage));
   const next = page.page < totalPages ? page.page + 1 : null;
   const prev = page.page > 1 ? page.page - 1 : null;
@@ -50,7 +55,7 @@ export function setPaginationHeaders(request: FastifyRequest, reply: FastifyRepl
   if (next) links.push(`<${pageUrl(request, { page: next, per_page: page.perPage })}>; rel="next"`);
   links.push(`<${pageUrl(request, { page: 1, per_page: page.perPage })}>; rel="first"`);
   links.push(`<${pageUrl(request, { page: totalPages, per_page: page.perPage })}>; rel="last"`);
-  reply.headers({
+  const headers: Record<string, string> = {
     'x-page': String(page.page),
     'x-per-page': String(page.perPage),
     'x-total': String(total),
@@ -58,7 +63,8 @@ export function setPaginationHeaders(request: FastifyRequest, reply: FastifyRepl
     'x-next-page': next ? String(next) : '',
     'x-prev-page': prev ? String(prev) : '',
     link: links.join(', '),
-  });
+  };
+  for (const [name, value] of Object.entries(headers)) reply.header(name, value);
 }
 
 /** Paginates an in-memory list (for lists that do not come from SQL, e.g. git output). */
@@ -72,7 +78,7 @@ export function paginateArray<T>(request: FastifyRequest, reply: FastifyReply, i
  * Keyset pagination: the caller fetched perPage + 1 rows; when there is more, a `Link`
  * rel="next" header carries the given cursor parameters.
  */
-export function setKeysetNext(request: FastifyRequest, reply: FastifyReply, perPage: number, cursor: Record<string, string | number> | null) {
+export function setKeysetNext(request: FastifyRequest, reply: HeaderTarget, perPage: number, cursor: Record<string, string | number> | null) {
   reply.header('x-per-page', String(perPage));
   if (cursor) reply.header('link', `<${pageUrl(request, { ...cursor, per_page: perPage })}>; rel="next"`);
 }

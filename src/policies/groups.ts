@@ -20,17 +20,26 @@ export async function groupAccessFor(request: FastifyRequest, group: Namespace):
 /**
  * Loads a group for the caller: 404 when missing or invisible, 403 below `minAccess`.
  * A private group is also visible to members of its projects and subgroups (GitLab's rule),
- * as in the finders' groupVisibleTo.
+ * as in the finders' groupVisibleTo. Kept in the cache per caller, as project lookups are; the
+ * answer depends on the caller's row read when the request began, hence `since`.
  */
 export async function authorizeGroup(request: FastifyRequest, idOrPath: string | number, minAccess = 0): Promise<GroupAccess> {
-  const group = await findGroup(request.server.cairn.db, idOrPath);
-  if (!group) throw notFound('Group');
   const user = request.actor?.user ?? null;
-  const accessLevel = await groupAccessFor(request, group);
-  if (!canSeeVisibility(user, group.visibility_level, accessLevel)) {
-    const seenFromBelow = user ? await hasAccessBelowGroup(request.server.cairn.db, user.id, group.id) : false;
-    if (!seenFromBelow) throw notFound('Group');
-  }
-  if (accessLevel < minAccess) throw forbidden();
-  return { group, accessLevel, user };
+  const { db, cache } = request.server.cairn;
+  const found = await cache.load(
+    `group:${user?.id ?? 0}:${idOrPath}`,
+    async () => {
+      const group = await findGroup(db, idOrPath);
+      if (!group) return undefined;
+      const level = user ? await groupAccessLevel(db, user.id, group) : 0;
+      const accessLevel = user?.admin ? Math.max(level, AccessLevel.OWNER) : level;
+      const visible = canSeeVisibility(user, group.visibility_level, accessLevel) || (user ? await hasAccessBelowGroup(db, user.id, group.id) : false);
+      return { group, accessLevel, visible };
+    },
+    { since: request.cacheGeneration },
+  );
+  if (!found?.visible) throw notFound('Group');
+  if (found.accessLevel < minAccess) throw forbidden();
+  // Cached values are frozen and shared.
+  return { group: { ...found.group }, accessLevel: found.accessLevel, user };
 }

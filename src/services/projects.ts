@@ -329,18 +329,21 @@ export async function transferProject(cairn: Cairn, user: User, project: Project
   });
 }
 
-/** Root README of each project's default branch, for the presenters; a few git calls at a time. */
 /**
  * The README path at the root of each readable project's default branch (null when there is
- * none). A project whose repository could not be read has no entry.
+ * none). A project whose repository could not be read has no entry. Each path is kept in the
+ * process cache (src/cache/): every ref change also writes the project's row (recordPush,
+ * recordRefActivity), which drops it. `since` is the cache generation when the rows were read.
  */
-export async function readmePaths(cairn: Cairn, rows: ProjectRow[], accessLevels: Map<number, number>): Promise<Map<number, string | null>> {
+export async function readmePaths(cairn: Cairn, rows: ProjectRow[], accessLevels: Map<number, number>, since?: number): Promise<Map<number, string | null>> {
   const out = new Map<number, string | null>();
   const queue = rows.filter((r) => featureAvailable(r, 'repository', accessLevels.get(r.id) ?? 0));
   const worker = async () => {
     for (let r = queue.shift(); r; r = queue.shift()) {
+      const gitDir = projectRepoPath(cairn, r);
+      const branch = r.default_branch ?? 'main';
       try {
-        out.set(r.id, await rootReadme(cairn.catfile, projectRepoPath(cairn, r), r.default_branch ?? 'main'));
+        out.set(r.id, await cairn.cache.load(`readme:${r.id}:${gitDir}:${branch}`, () => rootReadme(cairn.catfile, gitDir, branch), { since }));
       } catch {
         // Shown as no README; the caller may choose not to keep such an answer.
       }

@@ -52,6 +52,65 @@ describe('SharedCache', () => {
     }, TypeError);
   });
 
+  it('lets callers of a key being loaded wait for that load, until a clear', async () => {
+    const cache = new SharedCache();
+    cache.servingUntil = Infinity;
+    let loads = 0;
+    const releases: (() => void)[] = [];
+    const load = () => new Promise<{ n: number }>((r) => {
+      const n = ++loads;
+      releases.push(() => r({ n }));
+    });
+    const first = cache.load('k', load);
+    const second = cache.load('k', load);
+    assert.equal(loads, 1, 'the second caller waits for the first load');
+    cache.clear(); // a write committed: what the first load read may be stale
+    const third = cache.load('k', load);
+    assert.equal(loads, 2, 'after a clear a new load starts');
+    for (const release of releases) release();
+    assert.deepEqual(await first, { n: 1 });
+    assert.equal(await second, await first, 'the waiting caller gets the same (frozen) value');
+    assert.ok(Object.isFrozen(await second));
+    assert.deepEqual(await third, { n: 2 });
+    assert.deepEqual(await cache.load('k', async () => ({ n: -1 })), { n: 2 }, 'only the load after the clear was kept');
+  });
+
+  it('does not let callers wait for a load whose inputs were read before a clear', async () => {
+    const cache = new SharedCache();
+    cache.servingUntil = Infinity;
+    const since = cache.generation;
+    cache.clear();
+    let release!: () => void;
+    const stale = cache.load('k', () => new Promise<string>((r) => (release = () => r('stale'))), { since });
+    assert.equal(await cache.load('k', async () => 'fresh'), 'fresh');
+    release();
+    assert.equal(await stale, 'stale');
+    assert.equal(await cache.load('k', async () => 'other'), 'fresh');
+  });
+
+  it('a failed load fails its waiting callers and is not kept', async () => {
+    const cache = new SharedCache();
+    cache.servingUntil = Infinity;
+    let fail!: (e: Error) => void;
+    const first = cache.load('k', () => new Promise<string>((_r, reject) => (fail = reject)));
+    const second = cache.load('k', async () => 'unused');
+    fail(new Error('boom'));
+    await assert.rejects(first, /boom/);
+    await assert.rejects(second, /boom/);
+    assert.equal(await cache.load('k', async () => 'later'), 'later');
+  });
+
+  it('keeps large values within its byte budget, oldest out first', async () => {
+    const cache = new SharedCache({ maxBytes: 1000 });
+    cache.servingUntil = Infinity;
+    const size = (v: string) => v.length;
+    for (let i = 0; i < 6; i++) await cache.load(`big${i}`, async () => String(i).repeat(200), { size });
+    assert.equal(await cache.load('big0', async () => 'reloaded', { size }), 'reloaded', 'the oldest went out');
+    assert.equal(await cache.load('big5', async () => 'reloaded', { size }), '5'.repeat(200), 'the newest stayed');
+    assert.equal(await cache.load('huge', async () => 'x'.repeat(300), { size }), 'x'.repeat(300));
+    assert.equal(await cache.load('huge', async () => 'again', { size }), 'again', 'a value over a quarter of the budget is not kept');
+  });
+
   it('stays within its size', async () => {
     const cache = new SharedCache({ maxEntries: 10 });
     cache.servingUntil = Infinity;

@@ -108,6 +108,34 @@ describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATA
     }
   });
 
+  it('list pages kept by one process follow writes made through the other', async () => {
+    const group = (await (await call(a.url, 'POST', '/groups', { name: 'Listed Two', path: 'listed-two', visibility: 'private' })).json()) as { id: number };
+    const project = (await (await call(a.url, 'POST', '/projects', { name: 'listed-two', namespace_id: group.id })).json()) as { id: number };
+    const total = async (p: string) => {
+      const res = await call(b.url, 'GET', p);
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+      return Number(res.headers.get('x-total'));
+    };
+    for (let i = 0; i < 5; i++) {
+      const user = (await (await call(a.url, 'POST', '/users', { username: `listed${i}`, name: `Listed ${i}`, email: `listed${i}@example.com`, password: 'listed-pass-1' })).json()) as { id: number };
+      const before = await total(`/groups/${group.id}/members`);
+      // Read twice through b (the second read is served from b's memory), then write through a.
+      assert.equal(await total(`/groups/${group.id}/members`), before);
+      const allBefore = await total(`/projects/${project.id}/members/all`);
+      assert.equal(await total(`/projects/${project.id}/members/all`), allBefore);
+      const listed = async () => ((await (await call(b.url, 'GET', '/users?per_page=100')).json()) as { id: number }[]).some((u) => u.id === user.id);
+      assert.equal(await listed(), true);
+      assert.equal(await listed(), true);
+      assert.equal((await call(a.url, 'POST', `/groups/${group.id}/members`, { user_id: user.id, access_level: 30 })).status, 201);
+      assert.equal(await total(`/groups/${group.id}/members`), before + 1);
+      assert.equal(await total(`/projects/${project.id}/members/all`), allBefore + 1);
+      assert.equal((await call(a.url, 'DELETE', `/users/${user.id}`)).status, 204);
+      assert.equal(await listed(), false);
+      assert.equal(await total(`/groups/${group.id}/members`), before);
+    }
+  });
+
   it('membership granted and removed through one process is honoured by the other at once', async () => {
     const project = (await (await call(a.url, 'POST', '/projects', { name: 'cached-members', visibility: 'private' })).json()) as { id: number };
     const user = (await (await call(a.url, 'POST', '/users', { username: 'cachedmember', name: 'Cached', email: 'cachedmember@example.com', password: 'cached-member-1' })).json()) as { id: number };

@@ -11,11 +11,12 @@ import { requireUser } from '../../plugins/auth.js';
 import { notFound } from '../../plugins/errors.js';
 import { allParams } from '../../plugins/params.js';
 import { PaginationQuery, pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
+import { sendCachedPage } from '../../plugins/page_cache.js';
 import { presentGroup, presentGroupDetail } from '../../presenters/groups.js';
 import { createGroup, deleteGroup, transferGroup, updateGroup } from '../../services/groups.js';
 import { transferProject } from '../../services/projects.js';
 import { projectFilters } from '../projects/filters.js';
-import { presentContext, renderProjects } from '../projects/present.js';
+import { presentContext, presentProjects, renderProjects } from '../projects/present.js';
 import { ACCESS_LEVEL, ProjectListQuery, VISIBILITY } from '../projects/schemas.js';
 import { sendProjectList } from '../projects/routes.js';
 import { IdParams } from '../params.js';
@@ -66,11 +67,13 @@ function groupFilters(request: FastifyRequest): GroupFilters {
 }
 
 async function sendGroupList(request: FastifyRequest, reply: FastifyReply, filters: GroupFilters) {
-  const page = pageParams(request);
-  const { rows, total } = await listGroups(request.server.cairn.db, request.actor?.user ?? null, filters, { limit: page.perPage, offset: page.offset });
-  setPaginationHeaders(request, reply, page, total);
-  const ctx = presentContext(request);
-  return rows.map((g) => presentGroup(ctx, g));
+  return sendCachedPage(request, reply, async (headers) => {
+    const page = pageParams(request);
+    const { rows, total } = await listGroups(request.server.cairn.db, request.actor?.user ?? null, filters, { limit: page.perPage, offset: page.offset });
+    setPaginationHeaders(request, headers, page, total);
+    const ctx = presentContext(request);
+    return { body: rows.map((g) => presentGroup(ctx, g)) };
+  });
 }
 
 /** GroupDetail for the caller, with the group's own and shared projects when asked. */
@@ -189,9 +192,12 @@ export default async function groupRoutes(fastify: FastifyInstance) {
 async function sendGroupProjects(request: FastifyRequest, reply: FastifyReply, filters: Parameters<typeof listProjects>[2]) {
   const q = request.query as Record<string, any>;
   if (q.pagination === 'keyset') return sendProjectList(request, reply, filters, q.simple);
-  const page = pageParams(request);
-  const { rows, total } = await listProjects(request.server.cairn.db, request.actor?.user ?? null, filters, { limit: page.perPage, offset: page.offset });
-  setPaginationHeaders(request, reply, page, total);
-  return renderProjects(request, rows, q.simple ? 'simple' : 'full');
+  return sendCachedPage(request, reply, async (headers) => {
+    const page = pageParams(request);
+    const { rows, total } = await listProjects(request.server.cairn.db, request.actor?.user ?? null, filters, { limit: page.perPage, offset: page.offset });
+    setPaginationHeaders(request, headers, page, total);
+    const { bodies, complete } = await presentProjects(request, rows, q.simple ? 'simple' : 'full');
+    return { body: bodies, complete };
+  });
 }
 

@@ -5,6 +5,7 @@ import { findUserById, listUsersByIds } from '../../finders/users.js';
 import { findDirectMemberRow, findMember, findMemberRowById, listMembers, memberViewOf, type MemberListFilters, type MemberSource, type MemberViewer } from '../../finders/members.js';
 import { apiError, conflict, forbidden, invalidParam, missingParam, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
+import { sendCachedPage } from '../../plugins/page_cache.js';
 import { allParams } from '../../plugins/params.js';
 import { authorizeGroup } from '../../policies/groups.js';
 import {
@@ -96,11 +97,13 @@ export default async function memberRoutes(app: FastifyInstance) {
       const params = allParams(request);
       const filters = listFilters(params);
       const { source } = await loadSource(request, kind, request.params.id);
-      const page = pageParams(request);
-      const { members, total } = await listMembers(db(), source, { deep, viewer: viewerOf(request), filters, limit: page.perPage, offset: page.offset });
-      const seats = await seatInfo(request, source, params);
-      setPaginationHeaders(request, reply, page, total);
-      return members.map((m) => presentMember(presentContext(request), m, { seatUserIds: seats }));
+      return sendCachedPage(request, reply, async (headers) => {
+        const page = pageParams(request);
+        const { members, total } = await listMembers(db(), source, { deep, viewer: viewerOf(request), filters, limit: page.perPage, offset: page.offset });
+        const seats = await seatInfo(request, source, params);
+        setPaginationHeaders(request, headers, page, total);
+        return { body: members.map((m) => presentMember(presentContext(request), m, { seatUserIds: seats })) };
+      });
     };
     app.get<{ Params: IdParams }>(base, auth, list(false));
     app.get<{ Params: IdParams }>(`${base}/all`, auth, list(true));

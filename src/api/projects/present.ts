@@ -11,16 +11,16 @@ export function presentContext(request: FastifyRequest): PresentContext {
 }
 
 /**
- * Preloads what the project presenters need for a whole list (a fixed number of queries and
- * a few git calls for README lookups), then presents each row in the chosen form. `complete` is
+ * Preloads what the project presenters need for a whole list (one query, and README lookups
+ * kept in the cache), then presents each row in the chosen form. `complete` is
  * false when a repository could not be read (its README shows as none).
  */
-async function presentProjects(request: FastifyRequest, rows: ProjectRow[], form: ProjectForm, knownAccessLevel?: number) {
+export async function presentProjects(request: FastifyRequest, rows: ProjectRow[], form: ProjectForm, knownAccessLevel?: number) {
   const cairn = request.server.cairn;
   const user = request.actor?.user ?? null;
   const extras = await loadProjectExtras(cairn.db, user, rows, knownAccessLevel);
   const levels = new Map([...extras].map(([id, x]) => [id, x.accessLevel]));
-  const readmes = await readmePaths(cairn, rows, levels);
+  const readmes = await readmePaths(cairn, rows, levels, request.cacheGeneration);
   const ctx = presentContext(request);
   const present = form === 'simple' ? presentProjectSimple : form === 'full' ? presentProject : presentProjectWithAccess;
   const complete = rows.every((r) => readmes.has(r.id) || !featureAvailable(r, 'repository', levels.get(r.id) ?? 0));

@@ -10,13 +10,14 @@ import { requireUser } from '../../plugins/auth.js';
 import { ApiError, apiError, notFound } from '../../plugins/errors.js';
 import { allParams } from '../../plugins/params.js';
 import { pageParams, setKeysetNext, setPaginationHeaders } from '../../plugins/pagination.js';
+import { sendCachedPage } from '../../plugins/page_cache.js';
 import { iso, presentUserBasic } from '../../presenters/users.js';
 import type { Namespace, User } from '../../db/schema/core.js';
 import {
   createProject, deleteProject, setProjectArchived, starProject, transferProject, unstarProject, updateProject,
 } from '../../services/projects.js';
 import { projectFilters } from './filters.js';
-import { cachedProjectJson, listForm, presentContext, renderProject, renderProjects } from './present.js';
+import { cachedProjectJson, listForm, presentContext, presentProjects, renderProject } from './present.js';
 import { ProjectCreateBody, ProjectHousekeepingBody, ProjectListQuery, ProjectUpdateBody } from './schemas.js';
 import { IdParams } from '../params.js';
 import { housekeepProject } from '../../services/housekeeping.js';
@@ -40,24 +41,28 @@ async function visibleNamespace(request: FastifyRequest, key: string | number): 
   return canSeeVisibility(user, ns.visibility_level, level) ? ns : undefined;
 }
 
-/** Offset or keyset (order_by=id) page of projects, presented in the list form. */
+/** Offset or keyset (order_by=id) page of projects, presented in the list form (and cached per caller and URL). */
 export async function sendProjectList(request: FastifyRequest, reply: FastifyReply, filters: ProjectFilters, simple?: boolean) {
   const db = request.server.cairn.db;
   const user = request.actor?.user ?? null;
   const page = pageParams(request);
   const q = request.query as Record<string, any>;
-  if (q.pagination === 'keyset') {
-    if (filters.orderBy !== 'id') throw apiError(405, 'Keyset pagination is not yet available for this type of request');
-    const { rows } = await listProjects(db, user, filters, { limit: page.perPage + 1, offset: 0, withTotal: false });
-    const more = rows.length > page.perPage;
-    const pageRows = rows.slice(0, page.perPage);
-    const last = pageRows[pageRows.length - 1];
-    setKeysetNext(request, reply, page.perPage, more && last ? { pagination: 'keyset', order_by: 'id', sort: filters.sort ?? 'desc', [filters.sort === 'asc' ? 'id_after' : 'id_before']: last.id } : null);
-    return renderProjects(request, pageRows, listForm(request, simple));
-  }
-  const { rows, total } = await listProjects(db, user, filters, { limit: page.perPage, offset: page.offset });
-  setPaginationHeaders(request, reply, page, total);
-  return renderProjects(request, rows, listForm(request, simple));
+  if (q.pagination === 'keyset' && filters.orderBy !== 'id') throw apiError(405, 'Keyset pagination is not yet available for this type of request');
+  return sendCachedPage(request, reply, async (headers) => {
+    if (q.pagination === 'keyset') {
+      const { rows } = await listProjects(db, user, filters, { limit: page.perPage + 1, offset: 0, withTotal: false });
+      const more = rows.length > page.perPage;
+      const pageRows = rows.slice(0, page.perPage);
+      const last = pageRows[pageRows.length - 1];
+      setKeysetNext(request, headers, page.perPage, more && last ? { pagination: 'keyset', order_by: 'id', sort: filters.sort ?? 'desc', [filters.sort === 'asc' ? 'id_after' : 'id_before']: last.id } : null);
+      const { bodies, complete } = await presentProjects(request, pageRows, listForm(request, simple));
+      return { body: bodies, complete };
+    }
+    const { rows, total } = await listProjects(db, user, filters, { limit: page.perPage, offset: page.offset });
+    setPaginationHeaders(request, headers, page, total);
+    const { bodies, complete } = await presentProjects(request, rows, listForm(request, simple));
+    return { body: bodies, complete };
+  });
 }
 
 async function findUser(request: FastifyRequest, key: string): Promise<User> {

@@ -9,6 +9,7 @@ import {
 import { requireUser } from '../../plugins/auth.js';
 import { ApiError, forbidden, invalidParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
+import { sendCachedPage } from '../../plugins/page_cache.js';
 import {
   presentCustomAttribute, presentUserAdmin, presentUserBasic, presentUserSelf, presentUserSingle, presentUserStatus,
   withCustomAttributes, type PresentContext,
@@ -93,16 +94,20 @@ export default async function userRoutes(fastify: FastifyInstance) {
       created_after: parseTime('created_after', q.created_after),
       custom_attributes: custom && typeof custom === 'object' && !Array.isArray(custom) ? (custom as Record<string, string>) : undefined,
     };
-    const page = pageParams(req);
-    const { rows, total } = await findUsers(req.server.cairn.db, viewer, params, page);
-    setPaginationHeaders(req, reply, page, total);
-    const ctx = ctxOf(req);
-    const withAttrs = !!(q.with_custom_attributes && viewer?.admin);
-    if (!viewer?.admin) return rows.map((u) => presentUserBasic(ctx, u));
-    const extras = await loadUserExtras(req.server.cairn.db, rows.map((u) => u.id), { viewerId: viewer.id, customAttributes: withAttrs });
-    return rows.map((u) => {
-      const form = adminForm(ctx, u, extras);
-      return withAttrs ? withCustomAttributes(form, extras.customAttributes.get(u.id) ?? []) : form;
+    return sendCachedPage(req, reply, async (headers) => {
+      const page = pageParams(req);
+      const { rows, total } = await findUsers(req.server.cairn.db, viewer, params, page);
+      setPaginationHeaders(req, headers, page, total);
+      const ctx = ctxOf(req);
+      const withAttrs = !!(q.with_custom_attributes && viewer?.admin);
+      if (!viewer?.admin) return { body: rows.map((u) => presentUserBasic(ctx, u)) };
+      const extras = await loadUserExtras(req.server.cairn.db, rows.map((u) => u.id), { viewerId: viewer.id, customAttributes: withAttrs });
+      return {
+        body: rows.map((u) => {
+          const form = adminForm(ctx, u, extras);
+          return withAttrs ? withCustomAttributes(form, extras.customAttributes.get(u.id) ?? []) : form;
+        }),
+      };
     });
   });
 
