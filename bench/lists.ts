@@ -3,9 +3,15 @@
 // (bench/lib.ts), on PostgreSQL when DATABASE_URL is set, on a fresh database.
 // Seed: ~120 users, ~120 groups, ~120 projects (private, internal and public, some with a
 // README), a project and a group with ~100 members each inside a parent group with members.
-// Target: every list >= 2,000 req/s. Run: `node --import tsx bench/lists.ts [filter]`.
+// Target: every list >= 2,000 req/s. The largest answer is also served as fixed bytes from a bare
+// Fastify process (the floor): above some size, moving the bytes alone costs more than the target
+// allows. Run: `node --import tsx bench/lists.ts [filter]`.
+import { fork } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
-import { api, BENCH_TOKEN, load, printTable, startServer, type BenchServer, type LoadResult } from './lib.js';
+import { api, BENCH_TOKEN, load, printTable, ROOT, startServer, type BenchServer, type LoadResult } from './lib.js';
 
 export const LIST_TARGET_RPS = 2_000;
 
@@ -108,21 +114,42 @@ export async function runListBench(filter = process.env.BENCH_LIST_FILTER ?? '')
       }
     }
     // Check every list answers, and warm up (JIT, pooled connections, prepared statements).
+    let largest: { name: string; bytes: Buffer } | null = null;
     for (const r of runs) {
       const res = await fetch(r.url, { headers: r.headers });
       if (!res.ok) throw new Error(`${r.name}: ${res.status} ${await res.text()}`);
-      await res.arrayBuffer();
+      const bytes = Buffer.from(await res.arrayBuffer());
+      if (!largest || bytes.length > largest.bytes.length) largest = { name: r.name, bytes };
       await load('warm-up', r.url, { headers: r.headers, seconds: 1 });
     }
-    const seconds = Number(process.env.BENCH_SECONDS || 5);
+    const seconds = Number(process.env.BENCH_SECONDS || 8);
     const rows: ListBenchRow[] = [];
     for (const r of runs) {
       const result = await load(r.name, r.url, { headers: r.headers, seconds });
       rows.push({ ...result, ratio: result.rps / LIST_TARGET_RPS });
     }
+    if (largest) rows.push(await floorFor(largest.name, largest.bytes, seconds));
     return rows;
   } finally {
     await server.stop();
+  }
+}
+
+/** The same bytes served by a bare Fastify process. */
+async function floorFor(name: string, bytes: Buffer, seconds: number): Promise<ListBenchRow> {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-floor-'));
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  fs.writeFileSync(path.join(tmp, 'page.json'), bytes);
+  const floor = fork(path.join(ROOT, 'bench/floor-server.ts'), [String(port), `/page=${tmp}/page.json`], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+  try {
+    await new Promise((resolve) => floor.once('message', resolve));
+    const url = `http://127.0.0.1:${port}/page`;
+    await load('warm-up', url, { seconds: 1 });
+    const result = await load(`floor: same ${Math.round(bytes.length / 1024)} KB as ${name.replace(/^GET /, '')}`, url, { seconds });
+    return { ...result, ratio: result.rps / LIST_TARGET_RPS };
+  } finally {
+    floor.kill();
+    fs.rmSync(tmp, { recursive: true, force: true });
   }
 }
 
