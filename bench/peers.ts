@@ -12,7 +12,7 @@
 // sides as http-backend's are; API reads send the root token, as API clients do. Cairn runs in
 // its own process (bench/lib.ts) on a fresh database: PostgreSQL when DATABASE_URL is set, else
 // the embedded PGlite. Load: autocannon with 8 connections (wrk -c8 in the original measurement), BENCH_SECONDS (default 5) per side and row,
-// after a warm-up of BENCH_WARMUP seconds (default 1). BENCH_CLONE_RUNS (default 5) clones each.
+// after a warm-up of BENCH_WARMUP seconds (default 1). BENCH_CLONE_RUNS (default 9) clones each.
 // BENCH_ONLY=raw,blame (row keys, or the groups reads, clone, lists) runs some rows only;
 // BENCH_STRICT=1 exits 1 when a target is missed.
 import { execFileSync, spawn } from 'node:child_process';
@@ -27,7 +27,7 @@ import { createBigRepository } from './repository.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 5);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
-const CLONE_RUNS = Number(process.env.BENCH_CLONE_RUNS || 5);
+const CLONE_RUNS = Number(process.env.BENCH_CLONE_RUNS || 9);
 const COMMITS = Number(process.env.BENCH_COMMITS || 10_000);
 const CONNECTIONS = 8;
 const READ_TARGET = 2.0;
