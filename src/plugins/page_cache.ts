@@ -19,15 +19,15 @@ export interface PageBody {
 
 /**
  * The key of a page in the cache: who asks (the user, the credential's owner under sudo, the
- * kind of credential and its scopes) and the whole request URL (path and every query parameter).
- * null when the request could carry more than that (a body), so it is never cached.
+ * credential itself, its kind and its scopes) and the whole request URL (path and every query
+ * parameter). null when the request could carry more than that (a body), so it is never cached.
  */
 function pageKey(request: FastifyRequest): string | null {
   if (request.method !== 'GET' && request.method !== 'HEAD') return null;
   const body = request.body;
   if (body !== undefined && body !== null && body !== '' && !(typeof body === 'object' && Object.keys(body).length === 0)) return null;
   const actor = request.actor;
-  const who = actor ? `${actor.user.id}:${actor.authUser.id}:${actor.kind}:${[...actor.scopes].sort().join(',')}` : 'anonymous';
+  const who = actor ? `${actor.user.id}:${actor.authUser.id}:${actor.kind}:${actor.tokenId ?? ''}:${[...actor.scopes].sort().join(',')}` : 'anonymous';
   return `page:${who}:${request.url}`;
 }
 
