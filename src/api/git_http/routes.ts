@@ -2,7 +2,8 @@ import { PassThrough, type Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { findProject, type ProjectWithNamespace } from '../../finders/projects.js';
+import type { ProjectWithNamespace } from '../../finders/projects.js';
+import { loadProjectForUser } from '../../policies/projects.js';
 import {
   ensureHooksDir,
   GIT_SERVICES,
@@ -70,7 +71,7 @@ async function authorizeGit(request: FastifyRequest, service: GitService): Promi
   // The project with the caller's level in one statement, through the cache the API uses.
   const project =
     fullPath.includes('/') && !fullPath.split('/').includes('')
-      ? await cairn.cache.load(`project:${userId ?? 0}:${fullPath}`, () => findProject(cairn.db, fullPath, userId))
+      ? await loadProjectForUser(cairn, userId, fullPath)
       : undefined;
   const decision = checkGitAccess(project, cred, service, project?.callerAccessLevel ?? 0);
   if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
