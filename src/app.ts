@@ -16,6 +16,7 @@ import { registerHousekeeping } from './services/housekeeping.js';
 import { redactUrl } from './lib/redact.js';
 import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
+import { responseSerializer, type RouteRecord } from './plugins/responses.js';
 
 export interface BuildOptions {
   config: Config;
@@ -89,6 +90,17 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   });
   app.addHook('onResponse', (request, _reply, done) => { inFlight.delete(request); done(); });
   app.addHook('onRequestAbort', (request, done) => { inFlight.delete(request); done(); });
+
+  // Every route's declaration, in registration order: the route table test and the permission
+  // matrix walk it.
+  const routeTable: RouteRecord[] = [];
+  app.decorate('routeTable', routeTable);
+  app.addHook('onRoute', (options) => {
+    for (const method of [options.method].flat()) {
+      routeTable.push({ method, url: options.url, access: options.config?.access, response: (options.schema as any)?.response });
+    }
+  });
+  app.setSerializerCompiler(responseSerializer(config.validateResponses));
 
   registerErrorHandling(app);
   registerParams(app);

@@ -39,6 +39,8 @@ export interface Config {
   gitPasswordAuthentication: boolean;
   /** Keep hot reads (tokens, projects) in memory, invalidated through PostgreSQL notifications (src/cache/). */
   cache: boolean;
+  /** Check every JSON answer against its route's response schema and fail loudly on a mismatch (tests). */
+  validateResponses: boolean;
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -102,6 +104,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     logLevel: env.CAIRN_LOG_LEVEL || 'info',
     gitPasswordAuthentication: !/^(0|false|no|off)$/i.test(env.CAIRN_GIT_PASSWORD_AUTH ?? ''),
     cache: !/^(0|false|no|off)$/i.test(env.CAIRN_CACHE ?? ''),
+    validateResponses: /^(1|true|yes|on)$/i.test(env.CAIRN_VALIDATE_RESPONSES ?? (env.NODE_ENV === 'test' ? '1' : '')),
   };
   return { ...cfg, ...overrides };
 }

@@ -1,10 +1,11 @@
 import type { Project } from '../db/schema/core.js';
-import { AccessLevel, VISIBILITY_NAMES } from '../policies/access.js';
+import { VISIBILITY_NAMES } from '../policies/access.js';
+import { can, featureAccessLevel, featureAvailable, type FeatureLevel, type ProjectSubject } from '../policies/abilities.js';
 import { presentSharedGroup, type SharedGroupLink } from './groups.js';
 import { presentNamespaceBasic, type NamespaceWithOwner } from './namespaces.js';
 import { iso, presentUserBasic, type PresentContext } from './users.js';
 
-export type FeatureAccess = 'disabled' | 'private' | 'enabled' | 'public';
+export type FeatureAccess = FeatureLevel;
 export const FEATURE_ACCESS_VALUES: FeatureAccess[] = ['disabled', 'private', 'enabled', 'public'];
 
 /** Project features with an access level (`<feature>_access_level`). */
@@ -15,8 +16,6 @@ export const PROJECT_FEATURES = [
 ] as const;
 export type ProjectFeature = (typeof PROJECT_FEATURES)[number];
 
-/** Features a private feature setting opens to reporters rather than guests (GitLab's rule). */
-const REPORTER_FEATURES = new Set<ProjectFeature>(['merge_requests', 'container_registry', 'environments']);
 
 /**
  * Project settings stored in projects.settings, with GitLab's defaults. Other areas read them
@@ -83,25 +82,6 @@ export function projectSettings(p: Project): ProjectSettings {
   return { ...PROJECT_SETTING_DEFAULTS, ...(p.settings as Partial<ProjectSettings>) };
 }
 
-export function featureAccessLevel(p: Project, feature: ProjectFeature): FeatureAccess {
-  const stored = (p.settings as Record<string, unknown>)[`${feature}_access_level`];
-  if (typeof stored === 'string' && (FEATURE_ACCESS_VALUES as string[]).includes(stored)) return stored as FeatureAccess;
-  if (feature === 'pages') return p.visibility_level === 20 ? 'enabled' : 'private';
-  return 'enabled';
-}
-
-/** May a caller with `accessLevel` (admins count as owners) use this feature? */
-export function featureAvailable(p: Project, feature: ProjectFeature, accessLevel: number): boolean {
-  const level = featureAccessLevel(p, feature);
-  if (level === 'disabled') return false;
-  if (level === 'enabled' || level === 'public') {
-    // A repository of a private project is for reporters and up, even when "enabled".
-    if (feature === 'repository' && p.visibility_level === 0) return accessLevel >= AccessLevel.REPORTER;
-    return true;
-  }
-  return accessLevel >= (REPORTER_FEATURES.has(feature) || feature === 'repository' ? AccessLevel.REPORTER : AccessLevel.GUEST);
-}
-
 export type ProjectRow = Project & { namespace: NamespaceWithOwner };
 
 export function projectFullPath(p: ProjectRow): string {
@@ -149,7 +129,7 @@ export function presentProjectIdentity(p: ProjectRow) {
 /** GitLab's BasicProjectDetails: `simple=true` lists and anonymous lists. */
 export function presentProjectSimple(ctx: PresentContext, p: ProjectRow, x: ProjectExtras) {
   const webUrl = projectWebUrl(ctx, p);
-  const readCode = featureAvailable(p, 'repository', x.accessLevel);
+  const readCode = featureAvailable({ project: p, accessLevel: x.accessLevel }, 'repository');
   const s = projectSettings(p);
   return {
     ...presentProjectIdentity(p),
@@ -173,8 +153,9 @@ export function presentProjectSimple(ctx: PresentContext, p: ProjectRow, x: Proj
 export function presentProject(ctx: PresentContext, p: ProjectRow, x: ProjectExtras) {
   const s = projectSettings(p);
   const api = `${ctx.baseUrl}/api/v4/projects/${p.id}`;
-  const maintainer = x.accessLevel >= AccessLevel.MAINTAINER;
-  const available = (f: ProjectFeature) => featureAvailable(p, f, x.accessLevel);
+  const subject: ProjectSubject = { project: p, accessLevel: x.accessLevel };
+  const maintainer = can(ctx.viewer ?? null, 'admin_project', subject);
+  const available = (f: ProjectFeature) => featureAvailable(subject, f);
   const accessLevels = Object.fromEntries(PROJECT_FEATURES.map((f) => [`${f}_access_level`, featureAccessLevel(p, f)]));
   const host = new URL(ctx.baseUrl).host;
   return {
@@ -215,7 +196,7 @@ export function presentProject(ctx: PresentContext, p: ProjectRow, x: ProjectExt
     container_registry_enabled: available('container_registry'),
     service_desk_enabled: s.service_desk_enabled,
     service_desk_address: null,
-    can_create_merge_request_in: x.accessLevel >= AccessLevel.DEVELOPER && available('merge_requests'),
+    can_create_merge_request_in: can(ctx.viewer ?? null, 'create_merge_request_in', subject),
     ...accessLevels,
     emails_disabled: !s.emails_enabled,
     emails_enabled: s.emails_enabled,

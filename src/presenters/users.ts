@@ -4,7 +4,7 @@ import type { User } from '../db/schema/core.js';
 export interface PresentContext {
   baseUrl: string;
   /** Who is looking: a private profile is shown in full to its owner and to administrators. */
-  viewer?: { id: number; admin: boolean } | null;
+  viewer?: { id: number; admin: boolean; external: boolean } | null;
 }
 
 function profileHidden(ctx: PresentContext, u: User): boolean {

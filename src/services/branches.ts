@@ -16,7 +16,7 @@ import {
 import { apiError, ApiError, forbidden, notFound } from '../plugins/errors.js';
 import { AccessLevel } from '../policies/access.js';
 import { developersCan, projectProtection, protectionOf, pushDecision, type BranchProtection } from '../policies/branches.js';
-import { assertRepositoryWritable } from '../policies/repository.js';
+import { assertRepositoryWritable } from '../policies/code.js';
 import type { BranchView } from '../presenters/branches.js';
 import { mergedInto } from '../git/commits.js';
 import { gitDirOf } from './repository.js';

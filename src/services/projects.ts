@@ -11,7 +11,8 @@ import { scheduleRepositoryRemoval } from './repository_removal.js';
 import { pathError, pathFromName } from '../lib/paths.js';
 import { AccessLevel, groupAccessLevel, VISIBILITY_LEVELS, VISIBILITY_NAMES } from '../policies/access.js';
 import { ApiError, apiError, validationFailed } from '../plugins/errors.js';
-import { featureAvailable, type ProjectRow } from '../presenters/projects.js';
+import type { ProjectRow } from '../presenters/projects.js';
+import { featureAvailable } from '../policies/abilities.js';
 import { parseProjectSettings } from './project-settings.js';
 
 export type NewProject = Omit<Insertable<ProjectsTable>, 'disk_path' | 'runners_token'>;
@@ -337,7 +338,7 @@ export async function transferProject(cairn: Cairn, user: User, project: Project
  */
 export async function readmePaths(cairn: Cairn, rows: ProjectRow[], accessLevels: Map<number, number>, since?: number): Promise<Map<number, string | null>> {
   const out = new Map<number, string | null>();
-  const queue = rows.filter((r) => featureAvailable(r, 'repository', accessLevels.get(r.id) ?? 0));
+  const queue = rows.filter((r) => featureAvailable({ project: r, accessLevel: accessLevels.get(r.id) ?? 0 }, 'repository'));
   const worker = async () => {
     for (let r = queue.shift(); r; r = queue.shift()) {
       const gitDir = projectRepoPath(cairn, r);

@@ -15,7 +15,7 @@ import {
   type RefEntry,
 } from '../git/refs.js';
 import { apiError, forbidden, notFound } from '../plugins/errors.js';
-import { assertRepositoryWritable } from '../policies/repository.js';
+import { assertRepositoryWritable } from '../policies/code.js';
 import type { TagView } from '../presenters/tags.js';
 import { matchesSearch, type Caller } from './branches.js';
 import { gitDirOf } from './repository.js';

@@ -5,7 +5,8 @@ import { ApiError, missingParam } from '../../plugins/errors.js';
 import { allParams } from '../../plugins/params.js';
 import { paginateArrayWithKeyset, sliceAfterKey, PaginationQuery } from '../../plugins/pagination.js';
 import { AccessLevel } from '../../policies/access.js';
-import { authorizePushCode, authorizeReadCode } from '../../policies/repository.js';
+import { assertRepositoryWritable } from '../../policies/code.js';
+import { authorizeProject } from '../../policies/projects.js';
 import { presentBranch } from '../../presenters/branches.js';
 import { createBranch, deleteBranch, deleteMergedBranches, findBranch, listBranches } from '../../services/branches.js';
 import { linkContext } from '../../services/repository.js';
@@ -32,7 +33,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const { project, user, accessLevel } = await authorizeReadCode(request, request.params.id);
+      const { project, user, accessLevel } = await authorizeProject(request, request.params.id, 'download_code');
       const q = request.query;
       const list = await listBranches(cairn, project, { user, accessLevel }, { search: q.search, sort: q.sort });
       const ctx = linkContext(cairn, project);
@@ -41,7 +42,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
   );
 
   app.get('/api/v4/projects/:id/repository/branches/:branch', { schema: { params: BranchParams } }, async (request) => {
-    const { project, user, accessLevel } = await authorizeReadCode(request, request.params.id);
+    const { project, user, accessLevel } = await authorizeProject(request, request.params.id, 'download_code');
     return presentBranch(await findBranch(cairn, project, { user, accessLevel }, request.params.branch), linkContext(cairn, project));
   });
 
@@ -55,20 +56,23 @@ export default async function branchRoutes(fastify: FastifyInstance) {
       const body = allParams(request) as { branch?: string; ref?: string };
       if (!body.branch) throw missingParam('branch');
       if (!body.ref) throw missingParam('ref');
-      const { project, user, accessLevel } = await authorizePushCode(request, request.params.id);
+      const { project, user, accessLevel } = await authorizeProject(request, request.params.id, 'push_code');
+      assertRepositoryWritable(project);
       const branch = await createBranch(cairn, project, { user, accessLevel }, String(body.branch), String(body.ref));
       return reply.code(201).send(presentBranch(branch, linkContext(cairn, project)));
     },
   );
 
   app.delete('/api/v4/projects/:id/repository/branches/:branch', { config: { auth: 'required' }, schema: { params: BranchParams } }, async (request, reply) => {
-    const { project, user, accessLevel } = await authorizePushCode(request, request.params.id);
+    const { project, user, accessLevel } = await authorizeProject(request, request.params.id, 'push_code');
+      assertRepositoryWritable(project);
     await deleteBranch(cairn, project, { user, accessLevel }, request.params.branch);
     return reply.code(204).send();
   });
 
   app.delete('/api/v4/projects/:id/repository/merged_branches', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-    const { project, user, accessLevel } = await authorizePushCode(request, request.params.id);
+    const { project, user, accessLevel } = await authorizeProject(request, request.params.id, 'push_code');
+      assertRepositoryWritable(project);
     if (accessLevel < AccessLevel.DEVELOPER) throw new ApiError(403, { message: '403 Forbidden' });
     await deleteMergedBranches(cairn, project, { user, accessLevel });
     return reply.code(202).send({ message: '202 Accepted' });

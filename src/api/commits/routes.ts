@@ -5,7 +5,7 @@ import { contentBodyLimit } from '../../config.js';
 import { projectFullPath, type ProjectWithNamespace } from '../../finders/projects.js';
 import { ApiError, invalidParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, paginateArray, PaginationQuery, setPaginationHeaders } from '../../plugins/pagination.js';
-import { authorizeReadCode } from '../../policies/code.js';
+import { authorizeProject } from '../../policies/projects.js';
 import {
   presentCommit,
   presentCommitDetail,
@@ -103,7 +103,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
   const base = '/api/v4/projects/:id/repository/commits';
 
   app.get(base, { schema: { params: IdParams, querystring: ListQuery } }, async (request, reply) => {
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     const q = request.query;
     const page = pageParams(request);
     const { commits, total } = await listCommits(
@@ -130,13 +130,13 @@ export default async function commitRoutes(fastify: FastifyInstance) {
   });
 
   app.post(base, { bodyLimit: contentBodyLimit(cairn.config), schema: { params: IdParams, body: CreateBody } }, async (request, reply) => {
-    const access = await authorizeReadCode(request, request.params.id);
+    const access = await authorizeProject(request, request.params.id, 'download_code');
     const user = requireUser(request);
     const body = request.body;
     let startProject: ProjectWithNamespace | null = null;
     if (body.start_project !== undefined && body.start_project !== '' && String(body.start_project) !== String(access.project.id)) {
       try {
-        startProject = (await authorizeReadCode(request, body.start_project)).project;
+        startProject = (await authorizeProject(request, body.start_project, 'download_code')).project;
       } catch (e) {
         if (e instanceof ApiError) throw notFound('Project');
         throw e;
@@ -161,7 +161,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
   });
 
   app.get(`${base}/:sha`, { schema: { params: ShaParams, querystring: Type.Object({ stats: Type.Optional(Type.Boolean()) }) } }, async (request) => {
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     const commit = await findCommitOrFail(cairn, project, request.params.sha);
     const stats = request.query.stats === false ? null : (await statsFor(cairn, project, [commit])).get(commit.oid)!;
     return presentCommitDetail(commitContext(request, project), commit, stats);
@@ -176,7 +176,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const { project } = await authorizeReadCode(request, request.params.id);
+      const { project } = await authorizeProject(request, request.params.id, 'download_code');
       const commit = await findCommitOrFail(cairn, project, request.params.sha);
       const refs = await commitRefs(cairn, project, commit, request.query.type ?? 'all');
       return paginateArray(request, reply, refs);
@@ -185,7 +185,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
 
   for (const kind of ['cherry_pick', 'revert'] as const) {
     app.post(`${base}/:sha/${kind}`, { schema: { params: ShaParams, body: PickBody } }, async (request, reply) => {
-      const access = await authorizeReadCode(request, request.params.id);
+      const access = await authorizeProject(request, request.params.id, 'download_code');
       const user = requireUser(request);
       const commit = await findCommitOrFail(cairn, access.project, request.params.sha);
       const outcome = await pickCommit(cairn, kind, {
@@ -203,14 +203,14 @@ export default async function commitRoutes(fastify: FastifyInstance) {
   }
 
   app.get(`${base}/:sha/diff`, { schema: { params: ShaParams, querystring: Type.Object({ ...PaginationQuery }) } }, async (request, reply) => {
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     const commit = await findCommitOrFail(cairn, project, request.params.sha);
     const diffs = await commitDiff(cairn, project, commit);
     return paginateArray(request, reply, diffs).map(presentDiff);
   });
 
   app.get(`${base}/:sha/comments`, { schema: { params: ShaParams, querystring: Type.Object({ ...PaginationQuery }) } }, async (request, reply) => {
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     const commit = await findCommitOrFail(cairn, project, request.params.sha);
     const notes = await commitNotes(cairn, project.id, commit.oid);
     const ctx = { baseUrl: cairn.config.externalUrl };
@@ -218,7 +218,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
   });
 
   app.post(`${base}/:sha/comments`, { schema: { params: ShaParams, body: CommentBody } }, async (request, reply) => {
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     const user = requireUser(request);
     const commit = await findCommitOrFail(cairn, project, request.params.sha);
     const note = await createCommitNote(cairn, {
@@ -234,7 +234,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
   });
 
   app.get(`${base}/:sha/discussions`, { schema: { params: ShaParams, querystring: Type.Object({ ...PaginationQuery }) } }, async (request, reply) => {
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     const commit = await findCommitOrFail(cairn, project, request.params.sha);
     const notes = await commitNotes(cairn, project.id, commit.oid);
     return paginateArray(request, reply, presentDiscussions({ baseUrl: cairn.config.externalUrl }, notes));

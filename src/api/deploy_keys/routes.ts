@@ -57,7 +57,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
     '/api/v4/projects/:id/deploy_keys',
     { config: required, schema: { params: IdParams, querystring: DeployKeyListQuery } },
     async (request, reply) => {
-      const { project } = await authorizeProject(request, request.params.id, MAINTAINER);
+      const { project } = await authorizeProject(request, request.params.id, 'admin_project');
       const page = pageParams(request);
       const { rows, total } = await findProjectDeployKeys(db(), project.id, page);
       setPaginationHeaders(request, reply, page, total);
@@ -66,7 +66,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
   );
 
   app.get('/api/v4/projects/:id/deploy_keys/:key_id', { config: required, schema: { params: ProjectKeyParams } }, async (request) => {
-    const { project } = await authorizeProject(request, request.params.id, MAINTAINER);
+    const { project } = await authorizeProject(request, request.params.id, 'admin_project');
     const found = await findProjectDeployKey(db(), project.id, request.params.key_id);
     if (!found) throw notFound();
     return presentDeployKeysProject(ctx(), found.link, found.key);
@@ -76,7 +76,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
     '/api/v4/projects/:id/deploy_keys',
     { config: required, schema: { params: IdParams, body: CreateProjectDeployKeyBody } },
     async (request, reply) => {
-      const { project, user } = await authorizeProject(request, request.params.id, MAINTAINER);
+      const { project, user } = await authorizeProject(request, request.params.id, 'admin_project');
       const body = request.body;
       const result = await addDeployKeyToProject(db(), user!, project.id, {
         title: body.title,
@@ -93,7 +93,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
     '/api/v4/projects/:id/deploy_keys/:key_id',
     { config: required, schema: { params: ProjectKeyParams, body: UpdateProjectDeployKeyBody } },
     async (request) => {
-      const { project, user } = await authorizeProject(request, request.params.id, MAINTAINER);
+      const { project, user } = await authorizeProject(request, request.params.id, 'admin_project');
       const body = request.body;
       if (body.title === undefined && body.can_push === undefined) {
         throw new ApiError(400, { error: 'title, can_push are missing, at least one parameter must be provided' });
@@ -114,7 +114,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
   );
 
   app.post('/api/v4/projects/:id/deploy_keys/:key_id/enable', { config: required, schema: { params: ProjectKeyParams } }, async (request, reply) => {
-    const { project, user } = await authorizeProject(request, request.params.id, MAINTAINER);
+    const { project, user } = await authorizeProject(request, request.params.id, 'admin_project');
     const key = await accessibleDeployKey(db(), user!, { id: request.params.key_id });
     if (!key) throw notFound('Deploy key');
     await linkDeployKey(db(), project.id, key.id, false);
@@ -122,7 +122,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
   });
 
   app.delete('/api/v4/projects/:id/deploy_keys/:key_id', { config: required, schema: { params: ProjectKeyParams } }, async (request, reply) => {
-    const { project } = await authorizeProject(request, request.params.id, MAINTAINER);
+    const { project } = await authorizeProject(request, request.params.id, 'admin_project');
     const found = await findProjectDeployKey(db(), project.id, request.params.key_id);
     if (!found) throw notFound('Deploy key');
     await removeDeployKeyFromProject(db(), found.link);

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { contentBodyLimit } from '../../config.js';
 import { ApiError, unauthorized } from '../../plugins/errors.js';
-import { authorizeReadCode } from '../../policies/code.js';
+import { authorizeProject } from '../../policies/projects.js';
 import { fileHeaders, presentBlameRange, presentFile } from '../../presenters/commits.js';
 import { createCommit } from '../../services/commits.js';
 import { blameFile, readFile, validFilePath } from '../../services/files.js';
@@ -58,7 +58,7 @@ export default async function fileRoutes(fastify: FastifyInstance) {
 
   app.get(base, { schema: { params: FileParams, querystring: Type.Object({ ref: Type.String() }, { required: ['ref'] }) } }, async (request, reply) => {
     const path = filePath(request.params);
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     const file = await readFile(cairn, project, request.query.ref, path);
     reply.headers(fileHeaders(file));
     return presentFile(file);
@@ -69,7 +69,7 @@ export default async function fileRoutes(fastify: FastifyInstance) {
     { schema: { params: FileParams, querystring: Type.Object({ ref: Type.Optional(Type.String()), lfs: Type.Optional(Type.Boolean()) }) } },
     async (request, reply) => {
       const path = filePath(request.params);
-      const { project } = await authorizeReadCode(request, request.params.id);
+      const { project } = await authorizeProject(request, request.params.id, 'download_code');
       const file = await readFile(cairn, project, request.query.ref || project.default_branch || 'HEAD', path);
       const name = path.split('/').pop()!;
       reply.headers(fileHeaders(file));
@@ -95,7 +95,7 @@ export default async function fileRoutes(fastify: FastifyInstance) {
     },
     async (request, reply) => {
       const path = filePath(request.params);
-      const { project } = await authorizeReadCode(request, request.params.id);
+      const { project } = await authorizeProject(request, request.params.id, 'download_code');
       const { file, ranges } = await blameFile(cairn, project, request.query.ref, path, request.query.range);
       reply.headers(fileHeaders(file));
       return ranges.map((r) => presentBlameRange(r.range, r.commit));
@@ -109,7 +109,7 @@ export default async function fileRoutes(fastify: FastifyInstance) {
     body: { branch: string; commit_message: string; start_branch?: string; encoding?: string; author_email?: string; author_name?: string; content?: string; last_commit_id?: string; execute_filemode?: boolean },
   ) => {
     const path = filePath(params);
-    const access = await authorizeReadCode(request, params.id);
+    const access = await authorizeProject(request, params.id, 'download_code');
     const user = requireUser(request);
     await createCommit(cairn, {
       project: access.project,

@@ -127,13 +127,13 @@ export default async function groupRoutes(fastify: FastifyInstance) {
 
   app.put('/api/v4/groups/:id', { config: { auth: 'required' }, schema: { params: IdParams, body: GroupBody } }, async (request) => {
     const user = requireUser(request);
-    const { group, accessLevel } = await authorizeGroup(request, request.params.id, AccessLevel.OWNER);
+    const { group, accessLevel } = await authorizeGroup(request, request.params.id, 'admin_group');
     const updated = await updateGroup(app.cairn, user, group, allParams(request));
     return renderGroupDetail(request, updated, accessLevel, true);
   });
 
   app.delete('/api/v4/groups/:id', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-    const { group } = await authorizeGroup(request, request.params.id, AccessLevel.OWNER);
+    const { group } = await authorizeGroup(request, request.params.id, 'admin_group');
     await deleteGroup(app.cairn, group);
     return reply.code(202).send({ message: '202 Accepted' });
   });
@@ -165,7 +165,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
 
   app.post('/api/v4/groups/:id/transfer', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
     const user = requireUser(request);
-    const { group, accessLevel } = await authorizeGroup(request, request.params.id, AccessLevel.OWNER);
+    const { group, accessLevel } = await authorizeGroup(request, request.params.id, 'admin_group');
     const target = allParams(request).group_id;
     let parent: Namespace | null = null;
     if (target !== undefined && target !== null && target !== '') {

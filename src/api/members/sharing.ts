@@ -22,7 +22,7 @@ export default async function sharingRoutes(app: FastifyInstance) {
     const groupId = intParam(params, 'group_id', true)!;
     const groupAccess = accessLevelParam(params, 'group_access', [10, 20, 30, 40], true)!;
     const expiresAt = dateParam(params, 'expires_at') ?? null;
-    const { project } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
+    const { project } = await authorizeProject(request, request.params.id, 'admin_project');
     const { group } = await authorizeGroup(request, groupId);
     const link = await shareProjectWithGroup(db(), project, group, groupAccess, expiresAt);
     reply.code(201);
@@ -31,7 +31,7 @@ export default async function sharingRoutes(app: FastifyInstance) {
 
   app.delete<{ Params: ShareParams }>('/api/v4/projects/:id/share/:group_id', auth, async (request, reply) => {
     const groupId = pathInt(request.params.group_id, 'group_id');
-    const { project } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
+    const { project } = await authorizeProject(request, request.params.id, 'admin_project');
     if (!(await unshareProject(db(), project.id, groupId))) throw notFound('Group Link');
     return reply.code(204).send();
   });
@@ -51,7 +51,7 @@ export default async function sharingRoutes(app: FastifyInstance) {
 
   app.delete<{ Params: ShareParams }>('/api/v4/groups/:id/share/:group_id', auth, async (request, reply) => {
     const groupId = pathInt(request.params.group_id, 'group_id');
-    const { group } = await authorizeGroup(request, request.params.id, AccessLevel.OWNER);
+    const { group } = await authorizeGroup(request, request.params.id, 'admin_group');
     if (!(await unshareGroup(db(), group.id, groupId))) throw notFound();
     return reply.code(204).send();
   });

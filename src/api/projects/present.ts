@@ -1,13 +1,14 @@
 import type { FastifyRequest } from 'fastify';
 import { loadProjectExtras } from '../../finders/projects.js';
-import { featureAvailable, presentProject, presentProjectSimple, presentProjectWithAccess, type ProjectRow } from '../../presenters/projects.js';
+import { featureAvailable } from '../../policies/abilities.js';
+import { presentProject, presentProjectSimple, presentProjectWithAccess, type ProjectRow } from '../../presenters/projects.js';
 import { readmePaths } from '../../services/projects.js';
 import type { PresentContext } from '../../presenters/users.js';
 
 export type ProjectForm = 'simple' | 'full' | 'with_access';
 
 export function presentContext(request: FastifyRequest): PresentContext {
-  return { baseUrl: request.server.cairn.config.externalUrl };
+  return { baseUrl: request.server.cairn.config.externalUrl, viewer: request.actor?.user ?? null };
 }
 
 /**
@@ -23,7 +24,7 @@ export async function presentProjects(request: FastifyRequest, rows: ProjectRow[
   const readmes = await readmePaths(cairn, rows, levels, request.cacheGeneration);
   const ctx = presentContext(request);
   const present = form === 'simple' ? presentProjectSimple : form === 'full' ? presentProject : presentProjectWithAccess;
-  const complete = rows.every((r) => readmes.has(r.id) || !featureAvailable(r, 'repository', levels.get(r.id) ?? 0));
+  const complete = rows.every((r) => readmes.has(r.id) || !featureAvailable({ project: r, accessLevel: levels.get(r.id) ?? 0 }, 'repository'));
   return { bodies: rows.map((r) => present(ctx, r, { ...extras.get(r.id)!, readmePath: readmes.get(r.id) ?? null })), complete };
 }
 

@@ -6,6 +6,7 @@ import { personalNamespaceOf } from '../../services/users.js';
 import { findProjectRow, listProjects, listProjectUsers, listStarrers, type ProjectFilters } from '../../finders/projects.js';
 import { AccessLevel, canSeeVisibility, groupAccessLevel } from '../../policies/access.js';
 import { authorizeProject } from '../../policies/projects.js';
+import type { ProjectAbility } from '../../policies/abilities.js';
 import { requireUser } from '../../plugins/auth.js';
 import { ApiError, apiError, notFound } from '../../plugins/errors.js';
 import { allParams } from '../../plugins/params.js';
@@ -25,8 +26,8 @@ import { housekeepProject } from '../../services/housekeeping.js';
 const accepted = (reply: FastifyReply) => reply.code(202).send({ message: '202 Accepted' });
 
 /** Loads `:id` for the caller with the row form the presenters take. */
-async function loadProject(request: FastifyRequest, id: string, minAccess = 0) {
-  const access = await authorizeProject(request, id, minAccess);
+async function loadProject(request: FastifyRequest, id: string, ability: ProjectAbility = 'read_project') {
+  const access = await authorizeProject(request, id, ability);
   return { ...access, row: access.project };
 }
 
@@ -125,20 +126,20 @@ export default async function projectRoutes(fastify: FastifyInstance) {
 
   app.put('/api/v4/projects/:id', { config: { auth: 'required' }, schema: { params: IdParams, body: ProjectUpdateBody } }, async (request) => {
     const user = requireUser(request);
-    const { row, accessLevel } = await loadProject(request, request.params.id, AccessLevel.MAINTAINER);
+    const { row, accessLevel } = await loadProject(request, request.params.id, 'admin_project');
     await updateProject(app.cairn, { user, project: row, accessLevel, params: allParams(request) });
     return renderProject(request, (await findProjectRow(db, row.id))!, 'full');
   });
 
   app.delete('/api/v4/projects/:id', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-    const { row } = await loadProject(request, request.params.id, AccessLevel.OWNER);
+    const { row } = await loadProject(request, request.params.id, 'owner_project');
     await deleteProject(app.cairn, row);
     return accepted(reply);
   });
 
   app.put('/api/v4/projects/:id/transfer', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request) => {
     const user = requireUser(request);
-    const { row } = await loadProject(request, request.params.id, AccessLevel.OWNER);
+    const { row } = await loadProject(request, request.params.id, 'owner_project');
     const key = allParams(request).namespace;
     if (key === undefined || key === null || key === '') throw new ApiError(400, { error: 'namespace is missing' });
     const target = await visibleNamespace(request, String(key));
@@ -149,7 +150,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
 
   for (const [action, archived] of [['archive', true], ['unarchive', false]] as const) {
     app.post(`/api/v4/projects/:id/${action}`, { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-      const { row } = await loadProject(request, request.params.id, AccessLevel.OWNER);
+      const { row } = await loadProject(request, request.params.id, 'owner_project');
       await setProjectArchived(db, row.id, archived);
       return reply.code(201).send(await renderProject(request, (await findProjectRow(db, row.id))!, 'full'));
     });
@@ -157,7 +158,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
 
   // Runs now (a commit-graph write is quick); pushes also queue it in the background.
   app.post('/api/v4/projects/:id/housekeeping', { config: { auth: 'required' }, schema: { params: IdParams, body: ProjectHousekeepingBody } }, async (request, reply) => {
-    const { row } = await loadProject(request, request.params.id, AccessLevel.MAINTAINER);
+    const { row } = await loadProject(request, request.params.id, 'admin_project');
     await housekeepProject(app.cairn, row.id, request.body.task ?? 'incremental');
     return reply.code(201).send({});
   });

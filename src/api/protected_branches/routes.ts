@@ -2,10 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { invalidParam } from '../../plugins/errors.js';
-import { paginateArray, PaginationQuery } from '../../plugins/pagination.js';
+import { paginateArray } from '../../plugins/pagination.js';
 import { allParams, toBoolean } from '../../plugins/params.js';
-import { AccessLevel } from '../../policies/access.js';
-import { authorizeProject } from '../../policies/projects.js';
 import { presentProtectedBranch } from '../../presenters/protected_branches.js';
 import {
   accessLevelNames,
@@ -19,6 +17,8 @@ import {
   type RuleWithLevels,
 } from '../../services/protected_branches.js';
 import { IdParams } from '../params.js';
+import { NoContent, projectOf, route } from '../route.js';
+import { ProtectedBranchSchema } from '../../presenters/schemas/branches.js';
 
 const NameParams = Type.Object({ id: Type.String(), name: Type.String() });
 
@@ -74,37 +74,48 @@ export default async function protectedBranchRoutes(fastify: FastifyInstance) {
     const names = await accessLevelNames(cairn, items.flatMap((i) => i.levels));
     return items.map((i) => presentProtectedBranch(i.rule, i.levels, names));
   };
+  const manage = { project: 'admin_project' } as const;
+  const manageChanges = { project: 'admin_project', signedIn: true } as const;
 
-  app.get(
-    '/api/v4/projects/:id/protected_branches',
-    { schema: { params: IdParams, querystring: Type.Object({ search: Type.Optional(Type.String()), ...PaginationQuery }) } },
-    async (request, reply) => {
-      const { project } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
-      const page = paginateArray(request, reply, await listProtectedBranches(cairn, project.id, request.query.search));
-      return present(page);
-    },
-  );
+  app.get('/api/v4/projects/:id/protected_branches', route({
+    access: manage,
+    paginated: true,
+    schema: { params: IdParams, querystring: Type.Object({ search: Type.Optional(Type.String()) }), response: { 200: Type.Array(ProtectedBranchSchema) } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    return present(paginateArray(request, reply, await listProtectedBranches(cairn, project.id, request.query.search)));
+  });
 
-  app.get('/api/v4/projects/:id/protected_branches/:name', { schema: { params: NameParams } }, async (request) => {
-    const { project } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
+  app.get('/api/v4/projects/:id/protected_branches/:name', route({
+    access: manage,
+    schema: { params: NameParams, response: { 200: ProtectedBranchSchema } },
+  }), async (request) => {
+    const { project } = projectOf(request);
     return (await present([await findProtectedBranch(cairn, project.id, request.params.name)]))[0];
   });
 
-  app.post('/api/v4/projects/:id/protected_branches', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-    const params = protectParams(allParams(request));
-    const { project } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
-    const created = await protectBranch(cairn, project.id, params);
+  app.post('/api/v4/projects/:id/protected_branches', route({
+    access: manageChanges,
+    schema: { params: IdParams, response: { 201: ProtectedBranchSchema } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const created = await protectBranch(cairn, project.id, protectParams(allParams(request)));
     return reply.code(201).send((await present([created]))[0]);
   });
 
-  app.patch('/api/v4/projects/:id/protected_branches/:name', { config: { auth: 'required' }, schema: { params: NameParams } }, async (request) => {
-    const params = protectParams(allParams(request));
-    const { project } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
-    return (await present([await updateProtectedBranch(cairn, project.id, request.params.name, params)]))[0];
+  app.patch('/api/v4/projects/:id/protected_branches/:name', route({
+    access: manageChanges,
+    schema: { params: NameParams, response: { 200: ProtectedBranchSchema } },
+  }), async (request) => {
+    const { project } = projectOf(request);
+    return (await present([await updateProtectedBranch(cairn, project.id, request.params.name, protectParams(allParams(request)))]))[0];
   });
 
-  app.delete('/api/v4/projects/:id/protected_branches/:name', { config: { auth: 'required' }, schema: { params: NameParams } }, async (request, reply) => {
-    const { project, user, accessLevel } = await authorizeProject(request, request.params.id, AccessLevel.MAINTAINER);
+  app.delete('/api/v4/projects/:id/protected_branches/:name', route({
+    access: manageChanges,
+    schema: { params: NameParams, response: { 204: NoContent } },
+  }), async (request, reply) => {
+    const { project, user, accessLevel } = projectOf(request);
     await unprotectBranch(cairn, project.id, request.params.name, user!, accessLevel);
     return reply.code(204).send();
   });

@@ -5,7 +5,7 @@ import { ARCHIVE_FORMATS } from '../../git/archive.js';
 import { ApiError, apiError, forbidden, invalidParam, missingParam } from '../../plugins/errors.js';
 import { paginateArray, paginateArrayWithKeyset, PaginationQuery } from '../../plugins/pagination.js';
 import { checkRateLimit } from '../../plugins/rate_limit.js';
-import { authorizeReadCode } from '../../policies/repository.js';
+import { authorizeProject } from '../../policies/projects.js';
 import { presentCommit } from '../../presenters/commits.js';
 import { presentBlob, presentComparison, presentContributor, presentTreeEntry } from '../../presenters/repository.js';
 import {
@@ -45,7 +45,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const { project } = await authorizeReadCode(request, request.params.id);
+      const { project } = await authorizeProject(request, request.params.id, 'download_code');
       const q = request.query;
       if (q.pagination === 'none' && !q.recursive) throw invalidParam('pagination', 'cannot be "none" unless "recursive" is true');
       const entries = await treeEntries(cairn, project, { ref: q.ref, path: q.path, recursive: !!q.recursive });
@@ -55,12 +55,12 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
   );
 
   app.get('/api/v4/projects/:id/repository/blobs/:sha', { schema: { params: ShaParams } }, async (request) => {
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     return presentBlob(await blobById(cairn, project, request.params.sha));
   });
 
   app.get('/api/v4/projects/:id/repository/blobs/:sha/raw', { schema: { params: ShaParams } }, async (request, reply) => {
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     const blob = await blobById(cairn, project, request.params.sha);
     return reply
       .headers({
@@ -76,7 +76,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
 
   const archiveQuery = Type.Object({ sha: Type.Optional(Type.String()), path: Type.Optional(Type.String()), format: Type.Optional(Type.String()) });
   const archive = async (request: any, reply: any, suffix: string | undefined) => {
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     const formatName = suffix ?? request.query.format ?? 'tar.gz';
     const format = ARCHIVE_FORMATS[formatName];
     if (!format) throw apiError(404, '404 Not Found');
@@ -116,11 +116,11 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
       const q = request.query;
       if (q.from === undefined || q.from === '') throw missingParam('from');
       if (q.to === undefined || q.to === '') throw missingParam('to');
-      const { project } = await authorizeReadCode(request, request.params.id);
+      const { project } = await authorizeProject(request, request.params.id, 'download_code');
       let fromProject;
       if (q.from_project_id !== undefined && q.from_project_id !== project.id) {
         try {
-          fromProject = (await authorizeReadCode(request, q.from_project_id)).project;
+          fromProject = (await authorizeProject(request, q.from_project_id, 'download_code')).project;
         } catch (e) {
           if (e instanceof ApiError && e.status === 403) throw forbidden("You don't have access to this fork's parent project");
           throw apiError(400, `Target project id:${q.from_project_id} is not a fork of project id:${request.params.id}`);
@@ -145,7 +145,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const { project } = await authorizeReadCode(request, request.params.id);
+      const { project } = await authorizeProject(request, request.params.id, 'download_code');
       const list = sortContributors(await contributors(cairn, project, request.query.ref), request.query.order_by ?? 'commits', request.query.sort ?? 'asc');
       return paginateArray(request, reply, list).map(presentContributor);
     },
@@ -158,7 +158,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
       const raw = request.query.refs;
       if (raw === undefined) throw missingParam('refs');
       const refs = (Array.isArray(raw) ? raw : [raw]).flatMap((r) => String(r).split(',')).filter((r) => r !== '');
-      const { project } = await authorizeReadCode(request, request.params.id);
+      const { project } = await authorizeProject(request, request.params.id, 'download_code');
       return presentCommit(linkContext(cairn, project), await mergeBaseOf(cairn, project, refs));
     },
   );

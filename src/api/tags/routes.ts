@@ -4,7 +4,8 @@ import { Type } from 'typebox';
 import { missingParam } from '../../plugins/errors.js';
 import { allParams } from '../../plugins/params.js';
 import { paginateArray, PaginationQuery } from '../../plugins/pagination.js';
-import { authorizePushCode, authorizeReadCode } from '../../policies/repository.js';
+import { assertRepositoryWritable } from '../../policies/code.js';
+import { authorizeProject } from '../../policies/projects.js';
 import { presentTag } from '../../presenters/tags.js';
 import { linkContext } from '../../services/repository.js';
 import { createTag, deleteTag, findTag, listTags } from '../../services/tags.js';
@@ -30,7 +31,7 @@ export default async function tagRoutes(fastify: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const { project } = await authorizeReadCode(request, request.params.id);
+      const { project } = await authorizeProject(request, request.params.id, 'download_code');
       const q = request.query;
       const tags = await listTags(cairn, project, { search: q.search, orderBy: q.order_by, sort: q.sort });
       const ctx = linkContext(cairn, project);
@@ -39,7 +40,7 @@ export default async function tagRoutes(fastify: FastifyInstance) {
   );
 
   app.get('/api/v4/projects/:id/repository/tags/:tag_name', { schema: { params: TagParams } }, async (request) => {
-    const { project } = await authorizeReadCode(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     return presentTag(await findTag(cairn, project, request.params.tag_name), linkContext(cairn, project));
   });
 
@@ -53,14 +54,16 @@ export default async function tagRoutes(fastify: FastifyInstance) {
       const body = allParams(request) as { tag_name?: string; ref?: string; message?: string };
       if (!body.tag_name) throw missingParam('tag_name');
       if (!body.ref) throw missingParam('ref');
-      const { project, user, accessLevel } = await authorizePushCode(request, request.params.id);
+      const { project, user, accessLevel } = await authorizeProject(request, request.params.id, 'push_code');
+      assertRepositoryWritable(project);
       const tag = await createTag(cairn, project, { user, accessLevel }, { name: String(body.tag_name), ref: String(body.ref), message: body.message === undefined ? undefined : String(body.message) });
       return reply.code(201).send(presentTag(tag, linkContext(cairn, project)));
     },
   );
 
   app.delete('/api/v4/projects/:id/repository/tags/:tag_name', { config: { auth: 'required' }, schema: { params: TagParams } }, async (request, reply) => {
-    const { project, user, accessLevel } = await authorizePushCode(request, request.params.id);
+    const { project, user, accessLevel } = await authorizeProject(request, request.params.id, 'push_code');
+      assertRepositoryWritable(project);
     await deleteTag(cairn, project, { user, accessLevel }, request.params.tag_name);
     return reply.code(204).send();
   });

@@ -1,0 +1,126 @@
+import type { FastifyContextConfig, FastifyRequest, FastifySchema } from 'fastify';
+import { Type, type TSchema } from 'typebox';
+import type { GroupAbility, ProjectAbility } from '../policies/abilities.js';
+import { assertRepositoryWritable } from '../policies/code.js';
+import { authorizeGroup, type GroupAccess } from '../policies/groups.js';
+import { authorizeProject, type ProjectAccess } from '../policies/projects.js';
+import { PaginationQuery } from '../plugins/pagination.js';
+
+/**
+ * The one way a route is declared. Every route says who may call it (`access`) and what it
+ * answers (`schema.response`); the guard below runs the declared check before the handler, so a
+ * handler is: finder or service -> presenter. `test/api/route_table.test.ts` refuses a route that
+ * declares neither, and `app.routeTable` lists them all (for the permission matrix and OpenAPI).
+ *
+ *   app.get('/api/v4/projects/:id/things', route({
+ *     access: { project: 'read_project' },
+ *     paginated: true,
+ *     schema: { params: IdParams, response: { 200: Type.Array(ThingSchema) } },
+ *   }), async (request, reply) => {
+ *     const { project } = projectOf(request);
+ *     ...
+ *   });
+ */
+export type Access =
+  /** Anyone, anonymous callers too (what the handler shows may still depend on who asks). */
+  | { public: true }
+  /** A signed-in caller (401 otherwise); what they may do is the handler's finder's business (their own records). */
+  | { signedIn: true }
+  /** Administrators only: 401 without a credential, 403 for others. */
+  | { admin: true }
+  /**
+   * The project in `:id` (or `param`), loaded for the caller: 404 when they may not see it, 403
+   * without the ability. `writable` also refuses archived and read-only (moving) repositories.
+   * `signedIn` answers 401 to anonymous callers before the project is looked at.
+   */
+  | { project: ProjectAbility; param?: string; writable?: boolean; signedIn?: boolean }
+  /** The group in `:id` (or `param`), likewise. */
+  | { group: GroupAbility; param?: string; signedIn?: boolean }
+  /**
+   * The handler decides with `can()` (a subject that is a project or a group, a token that must
+   * be the caller's own...). The text says what it checks, for whoever reads the route table.
+   */
+  | { custom: string; signedIn?: boolean; admin?: boolean };
+
+/** A response whose body is not JSON (raw file bytes, an archive, a git pack, an HTML page). */
+export const RawBody = (contentType: string) => Type.Unsafe<unknown>({ description: `raw body (${contentType})`, 'x-raw': contentType });
+/** An empty answer (204). */
+export const NoContent = Type.Null({ description: 'no content' });
+
+interface RouteSpec<S extends FastifySchema> {
+  access: Access;
+  /** TypeBox input schemas and, required, the response schema of each success status. */
+  schema: S & { response: Record<number, TSchema> };
+  /** Offset pagination: `page` and `per_page` are accepted (see plugins/pagination.ts). */
+  paginated?: boolean;
+  /** Further route configuration (readUser, allowScopes, skipApiAuth, bodyLimit...). */
+  config?: Omit<FastifyContextConfig, 'auth' | 'admin' | 'access'>;
+  bodyLimit?: number;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Who may call the route; set by route(). */
+    access?: Access;
+    paginated?: boolean;
+  }
+  interface FastifyRequest {
+    /** The project a `{ project }` route loaded for the caller. */
+    projectAccess?: ProjectAccess;
+    /** The group a `{ group }` route loaded for the caller. */
+    groupAccess?: GroupAccess;
+  }
+}
+
+function pathParam(request: FastifyRequest, name: string): string {
+  const value = (request.params as Record<string, unknown>)[name];
+  return String(value ?? '');
+}
+
+/**
+ * Route options from a declaration. The response schemas stay out of the handler's types (the
+ * presenters' return types are the check there); at run time Fastify has them, and the
+ * serializer validates every answer against them when responses are checked (tests).
+ */
+export function route<S extends FastifySchema>(spec: RouteSpec<S>) {
+  const { access } = spec;
+  const schema: FastifySchema = { ...spec.schema };
+  if (spec.paginated) {
+    const qs = (schema.querystring ?? Type.Object({})) as any;
+    schema.querystring = Type.Object({ ...PaginationQuery, ...(qs.properties ?? {}) }, qs.additionalProperties === false ? { additionalProperties: false } : {});
+  }
+  const config: FastifyContextConfig = { ...spec.config, access, paginated: !!spec.paginated };
+  if ('signedIn' in access && access.signedIn) config.auth = 'required';
+  if ('admin' in access && access.admin) config.admin = true;
+
+  let preHandler: ((request: FastifyRequest) => Promise<void>) | undefined;
+  if ('project' in access) {
+    preHandler = async (request) => {
+      const loaded = await authorizeProject(request, pathParam(request, access.param ?? 'id'), access.project);
+      if (access.writable) assertRepositoryWritable(loaded.project);
+      request.projectAccess = loaded;
+    };
+  } else if ('group' in access) {
+    preHandler = async (request) => {
+      request.groupAccess = await authorizeGroup(request, pathParam(request, access.param ?? 'id'), access.group);
+    };
+  }
+  return {
+    schema: schema as Omit<S, 'response'>,
+    config,
+    ...(spec.bodyLimit !== undefined ? { bodyLimit: spec.bodyLimit } : {}),
+    ...(preHandler ? { preHandler } : {}),
+  };
+}
+
+/** The project the route's guard loaded (routes declared with `{ project }`). */
+export function projectOf(request: FastifyRequest): ProjectAccess {
+  if (!request.projectAccess) throw new Error(`${request.routeOptions.url}: no project access declared`);
+  return request.projectAccess;
+}
+
+/** The group the route's guard loaded (routes declared with `{ group }`). */
+export function groupOf(request: FastifyRequest): GroupAccess {
+  if (!request.groupAccess) throw new Error(`${request.routeOptions.url}: no group access declared`);
+  return request.groupAccess;
+}

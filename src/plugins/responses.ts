@@ -1,0 +1,44 @@
+import type { TSchema } from 'typebox';
+import { Value } from 'typebox/value';
+import type { Access } from '../api/route.js';
+
+/** One declared route, as `app.routeTable` lists it. */
+export interface RouteRecord {
+  method: string;
+  url: string;
+  access: Access | undefined;
+  response: Record<number, TSchema> | undefined;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    routeTable: RouteRecord[];
+  }
+}
+
+/** A JSON answer that does not match its route's declared response schema (only when responses are checked). */
+export class ResponseSchemaMismatch extends Error {
+  constructor(readonly problems: string[]) {
+    super(`response does not match its schema: ${problems.slice(0, 5).join('; ')}`);
+  }
+}
+
+/**
+ * Answers are serialised with JSON.stringify, not from the schema: a schema-driven serialiser
+ * silently drops a field the schema lacks, and a form that changed would go unnoticed. Instead,
+ * with `validate` (tests), every JSON answer is checked against the declared schema and a
+ * mismatch fails the request, so the schemas stay the true description of what is sent.
+ */
+export function responseSerializer(validate: boolean) {
+  return ({ schema }: { schema: unknown }) => {
+    const s = schema as TSchema & { 'x-raw'?: string };
+    if (!validate || s['x-raw']) return (data: unknown) => JSON.stringify(data);
+    return (data: unknown) => {
+      if (!Value.Check(s, data)) {
+        const problems = [...Value.Errors(s, data)].slice(0, 10).map((e) => `${e.instancePath || '/'} ${e.message}`);
+        throw new ResponseSchemaMismatch(problems);
+      }
+      return JSON.stringify(data);
+    };
+  };
+}

@@ -1,0 +1,51 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { can, effectiveLevel, type ProjectAbility } from '../../src/policies/abilities.js';
+
+const user = (extra: { admin?: boolean; external?: boolean } = {}) => ({ id: 1, admin: false, external: false, ...extra });
+const project = (visibility_level: number, settings: Record<string, unknown> = {}) => ({ visibility_level, archived: false, repository_read_only: false, settings });
+
+describe('abilities', () => {
+  it('reads projects by visibility and membership', () => {
+    assert.equal(can(null, 'read_project', { project: project(20), accessLevel: 0 }), true);
+    assert.equal(can(null, 'read_project', { project: project(10), accessLevel: 0 }), false);
+    assert.equal(can(user(), 'read_project', { project: project(10), accessLevel: 0 }), true);
+    assert.equal(can(user({ external: true }), 'read_project', { project: project(10), accessLevel: 0 }), false);
+    assert.equal(can(user({ external: true }), 'read_project', { project: project(10), accessLevel: 10 }), true);
+    assert.equal(can(user(), 'read_project', { project: project(0), accessLevel: 0 }), false);
+    assert.equal(can(user(), 'read_project', { project: project(0), accessLevel: 10 }), true);
+  });
+
+  it('keeps the code of a private project from guests', () => {
+    assert.equal(can(user(), 'download_code', { project: project(0), accessLevel: 10 }), false);
+    assert.equal(can(user(), 'download_code', { project: project(0), accessLevel: 20 }), true);
+    assert.equal(can(null, 'download_code', { project: project(20), accessLevel: 0 }), true);
+  });
+
+  it('grants by level, administrators counting as owners', () => {
+    const table: [ProjectAbility, number][] = [['push_code', 30], ['admin_project', 40], ['owner_project', 50], ['update_tag', 40]];
+    for (const [ability, min] of table) {
+      for (const level of [0, 10, 20, 30, 40, 50]) {
+        assert.equal(can(user(), ability, { project: project(20), accessLevel: level }), level >= min, `${ability} at ${level}`);
+      }
+    }
+    const admin = user({ admin: true });
+    assert.equal(can(admin, 'owner_project', { project: project(0), accessLevel: effectiveLevel(admin, 0) }), true);
+    assert.equal(can(null, 'push_code', { project: project(20), accessLevel: 50 }), false);
+  });
+
+  it('follows feature settings for merge requests', () => {
+    assert.equal(can(user(), 'create_merge_request_in', { project: project(20), accessLevel: 30 }), true);
+    assert.equal(can(user(), 'create_merge_request_in', { project: project(20, { merge_requests_access_level: 'disabled' }), accessLevel: 30 }), false);
+  });
+
+  it('decides group creation rules from the group settings', () => {
+    const group = (subgroup_creation_level: number, project_creation_level: number) => ({ visibility_level: 0, subgroup_creation_level, project_creation_level });
+    assert.equal(can(user(), 'create_subgroup', { group: group(1, 2), accessLevel: 40 }), true);
+    assert.equal(can(user(), 'create_subgroup', { group: group(0, 2), accessLevel: 40 }), false);
+    assert.equal(can(user(), 'create_projects', { group: group(1, 2), accessLevel: 30 }), true);
+    assert.equal(can(user(), 'create_projects', { group: group(1, 1), accessLevel: 30 }), false);
+    assert.equal(can(user(), 'create_projects', { group: group(1, 0), accessLevel: 50 }), false);
+    assert.equal(can(user(), 'read_group', { group: group(1, 2), accessLevel: 0, accessBelow: true }), true);
+  });
+});
