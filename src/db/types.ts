@@ -5,6 +5,7 @@ import type { KeysTables } from './schema/keys.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { UsersAreaTables } from './schema/users.js';
 import type { NoteTables } from './schema/notes.js';
+import type { WorkItemTables } from './schema/work_items.js';
 
 /** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
 export interface DB
@@ -14,4 +15,5 @@ export interface DB
     KeysTables,
     OAuthTables,
     UsersAreaTables,
-    NoteTables {}
+    NoteTables,
+    WorkItemTables {}
