@@ -17,6 +17,7 @@ import namespaceRoutes from './namespaces/routes.js';
 import commitRoutes from './commits/routes.js';
 import fileRoutes from './files/routes.js';
 import gitHttpRoutes from './git_http/routes.js';
+import mergeRequestRoutes from './merge_requests/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -37,5 +38,6 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(namespaceRoutes);
   await app.register(commitRoutes);
   await app.register(fileRoutes);
+  await app.register(mergeRequestRoutes);
   await app.register(gitHttpRoutes);
 }

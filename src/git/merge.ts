@@ -42,6 +42,13 @@ export async function divergence(gitDir: string, targetOid: string, sourceOid: s
   return { behind: behind || 0, ahead: ahead || 0 };
 }
 
+/** How many paths differ between two commits (a merge request's changes_count). */
+export async function changedPathCount(gitDir: string, from: string, to: string): Promise<number> {
+  const res = await git(['diff', '--name-only', '-z', '--no-renames', assertSafeArg(from, 'commit'), assertSafeArg(to, 'commit'), '--'], { gitDir, okCodes: [128] });
+  if (res.exitCode !== 0) return 0;
+  return res.stdout.toString().split('\0').filter(Boolean).length;
+}
+
 /** Is `ancestor` reachable from `descendant` (so a fast-forward from one to the other is possible)? */
 export async function isAncestor(gitDir: string, ancestor: string, descendant: string): Promise<boolean> {
   const res = await git(['merge-base', '--is-ancestor', assertSafeArg(ancestor, 'commit'), assertSafeArg(descendant, 'commit')], { gitDir, okCodes: [1] });

@@ -80,6 +80,13 @@ const PROJECT_RULES = {
   update_tag: member(AccessLevel.MAINTAINER),
   delete_protected_branch: member(AccessLevel.MAINTAINER),
   create_merge_request_in: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && featureAvailable(s, 'merge_requests'),
+  /** Merge requests: their feature on, and a private project's for reporters and up (they show its code). */
+  read_merge_request: (a, s) => downloadCode(a, s) && featureAvailable(s, 'merge_requests'),
+  /** Open a merge request from this project's branches (push rights on the source). */
+  create_merge_request_from: (a, s) => !!a && downloadCode(a, s) && s.accessLevel >= AccessLevel.DEVELOPER && featureAvailable(s, 'merge_requests'),
+  /** Edit, close, reopen, assign any merge request (its author may too, whatever the level). */
+  update_merge_request: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && featureAvailable(s, 'merge_requests'),
+  destroy_merge_request: member(AccessLevel.OWNER),
   /** Settings, protected branches, deploy keys, sharing, housekeeping. */
   admin_project: member(AccessLevel.MAINTAINER),
   admin_project_member: member(AccessLevel.MAINTAINER),

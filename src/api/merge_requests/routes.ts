@@ -1,0 +1,301 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { sql } from 'kysely';
+import { Type } from 'typebox';
+import type { MergeRequest } from '../../db/schema/work_items.js';
+import { findMergeRequest, listMergeRequests, loadMergeRequestExtras, type MergeRequestFilters } from '../../finders/merge_requests.js';
+import { projectFullPath } from '../../finders/projects.js';
+import { commitsBetween, diffCommits, readCommitsOnce } from '../../git/compare.js';
+import { can, effectiveLevel } from '../../policies/abilities.js';
+import { loadProjectForUser, type ProjectAccess } from '../../policies/projects.js';
+import { forbidden, notFound } from '../../plugins/errors.js';
+import { pageParams, paginateArray, setPaginationHeaders } from '../../plugins/pagination.js';
+import { presentCommit } from '../../presenters/commits.js';
+import {
+  presentMergeRequest, presentMergeRequestSimple, presentMergeRequestSingle,
+} from '../../presenters/merge_requests.js';
+import { presentDiff } from '../../presenters/repository.js';
+import { CommitSchema, DiffSchema } from '../../presenters/schemas/commits.js';
+import { MergeRequestChangesSchema, MergeRequestSchema, MergeRequestSimpleSchema, MergeRequestSingleSchema } from '../../presenters/schemas/merge_requests.js';
+import type { PresentContext } from '../../presenters/users.js';
+import {
+  createMergeRequest, deleteMergeRequest, mergeRequestGitFacts, mergeRequestNotFound, refreshMergeRequest, updateMergeRequest,
+  type MergeRequestParams,
+} from '../../services/merge_requests.js';
+import { isSubscribed, setSubscription } from '../../services/subscriptions.js';
+import { gitDirOf } from '../../services/repository.js';
+import { IdParams, RowId } from '../params.js';
+import { groupOf, NoContent, projectOf, route } from '../route.js';
+import { mergeRequestFilters, MergeRequestListQuery } from './filters.js';
+
+export const IidParams = Type.Object({ id: Type.String(), merge_request_iid: RowId });
+
+const ListResponse = Type.Union([Type.Array(MergeRequestSchema), Type.Array(MergeRequestSimpleSchema)]);
+
+const UserIds = Type.Union([Type.Array(Type.Integer()), Type.Integer(), Type.String()]);
+const WriteProps = {
+  title: Type.Optional(Type.String()),
+  description: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  assignee_id: Type.Optional(Type.Union([Type.Integer(), Type.Null(), Type.String()])),
+  assignee_ids: Type.Optional(UserIds),
+  reviewer_ids: Type.Optional(UserIds),
+  labels: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+  milestone_id: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
+  remove_source_branch: Type.Optional(Type.Boolean()),
+  squash: Type.Optional(Type.Boolean()),
+  allow_collaboration: Type.Optional(Type.Boolean()),
+  allow_maintainer_to_push: Type.Optional(Type.Boolean()),
+};
+const CreateBody = Type.Object({
+  ...WriteProps,
+  source_branch: Type.String(),
+  target_branch: Type.String(),
+  title: Type.String(),
+  target_project_id: Type.Optional(Type.Integer()),
+  approvals_before_merge: Type.Optional(Type.Integer()),
+});
+const UpdateBody = Type.Object({
+  ...WriteProps,
+  target_branch: Type.Optional(Type.String()),
+  state_event: Type.Optional(Type.Union([Type.Literal('close'), Type.Literal('reopen')])),
+  discussion_locked: Type.Optional(Type.Boolean()),
+  add_labels: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+  remove_labels: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+});
+const SingleQuery = Type.Object({
+  render_html: Type.Optional(Type.Boolean()),
+  include_diverged_commits_count: Type.Optional(Type.Boolean()),
+  include_rebase_in_progress: Type.Optional(Type.Boolean()),
+});
+
+/** `assignee_ids[]=1&assignee_ids[]=2`, `assignee_ids=1,2` or one id; 0 or '' means nobody. */
+function userIdList(value: unknown): number[] | undefined {
+  if (value === undefined) return undefined;
+  const raw = Array.isArray(value) ? value : String(value).split(',');
+  return raw.map((v) => Number(String(v).trim())).filter((n) => Number.isInteger(n) && n > 0);
+}
+
+function writeParams(body: Record<string, any>): MergeRequestParams {
+  const assigneeId = body.assignee_id === null || body.assignee_id === '' ? null : body.assignee_id !== undefined ? Number(body.assignee_id) : undefined;
+  return {
+    title: body.title,
+    description: body.description,
+    source_branch: body.source_branch,
+    target_branch: body.target_branch,
+    assignee_id: assigneeId === undefined ? undefined : assigneeId || null,
+    assignee_ids: userIdList(body.assignee_ids),
+    reviewer_ids: userIdList(body.reviewer_ids),
+    milestone_id: body.milestone_id,
+    remove_source_branch: body.remove_source_branch,
+    squash: body.squash,
+    allow_collaboration: body.allow_collaboration,
+    allow_maintainer_to_push: body.allow_maintainer_to_push,
+    discussion_locked: body.discussion_locked,
+    state_event: body.state_event,
+  };
+}
+
+function ctxOf(request: FastifyRequest): PresentContext {
+  return { baseUrl: request.server.cairn.config.externalUrl, viewer: request.actor?.user ?? null };
+}
+
+/** Until the milestones presenter exists here: GitLab's milestone summary. */
+function presentMilestoneSummary(request: FastifyRequest) {
+  return (m: any) => ({ id: m.id, iid: m.iid, title: m.title });
+}
+
+/** Rows presented in the list form (or `view=simple`), with everything preloaded for the page. */
+async function presentList(request: FastifyRequest, rows: MergeRequest[], q: { view?: string; with_labels_details?: boolean }) {
+  const ctx = ctxOf(request);
+  const extras = await loadMergeRequestExtras(request.server.cairn.db, rows, presentMilestoneSummary(request));
+  if (q.view === 'simple') return rows.map((r) => presentMergeRequestSimple(ctx, r, extras.get(r.id)!));
+  return rows.map((r) => presentMergeRequest(ctx, r, extras.get(r.id)!, { labelDetails: q.with_labels_details }));
+}
+
+async function sendList(request: FastifyRequest, reply: FastifyReply, filters: MergeRequestFilters, q: { view?: string; with_labels_details?: boolean; with_merge_status_recheck?: boolean }) {
+  const cairn = request.server.cairn;
+  const page = pageParams(request);
+  const { rows, total } = await listMergeRequests(cairn.db, request.actor?.user ?? null, filters, { limit: page.perPage, offset: page.offset });
+  setPaginationHeaders(request, reply, page, total);
+  let current = rows as MergeRequest[];
+  // with_merge_status_recheck: the ones not checked since their branches moved are checked now.
+  if (q.with_merge_status_recheck) {
+    current = await Promise.all(current.map((r) => (r.state_id === 1 && r.merge_status.startsWith('unchecked') || r.merge_status === 'cannot_be_merged_recheck' ? refreshMergeRequest(cairn, r) : r)));
+  }
+  return presentList(request, current, q);
+}
+
+/** The merge request `:merge_request_iid` of the guarded project, or 404. */
+async function loadMergeRequest(request: FastifyRequest): Promise<{ access: ProjectAccess; mr: MergeRequest }> {
+  const access = projectOf(request);
+  const iid = (request.params as { merge_request_iid: number }).merge_request_iid;
+  const mr = await findMergeRequest(request.server.cairn.db, access.project.id, iid);
+  if (!mr) throw mergeRequestNotFound();
+  return { access, mr };
+}
+
+/** The author may edit their own merge request; others need update_merge_request. */
+function assertCanUpdate(access: ProjectAccess, mr: MergeRequest) {
+  const { user } = access;
+  if (!user) throw forbidden();
+  if (mr.author_id === user.id) return;
+  if (!can(user, 'update_merge_request', access)) throw forbidden();
+}
+
+/** The single form: git facts, subscription, the caller's merge right. */
+export async function renderSingle(request: FastifyRequest, access: ProjectAccess, mr: MergeRequest, q: { include_diverged_commits_count?: boolean; include_rebase_in_progress?: boolean } = {}) {
+  const cairn = request.server.cairn;
+  let current = mr;
+  if (current.state_id === 1 && (current.merge_status === 'unchecked' || current.merge_status === 'cannot_be_merged_recheck')) {
+    current = await refreshMergeRequest(cairn, current, access.project);
+  }
+  const extras = (await loadMergeRequestExtras(cairn.db, [current], presentMilestoneSummary(request))).get(current.id)!;
+  const facts = await mergeRequestGitFacts(cairn, access.project, current, { diverged: q.include_diverged_commits_count });
+  const user = access.user;
+  const participants = [current.author_id, ...extras.assignees.map((u) => u.id), ...extras.reviewers.map((u) => u.id)];
+  return presentMergeRequestSingle(ctxOf(request), current, extras, {
+    subscribed: user ? await isSubscribed(cairn.db, user.id, 'MergeRequest', current.id, participants.includes(user.id)) : false,
+    changesCount: facts.changesCount,
+    divergedCommitsCount: facts.divergedCommitsCount,
+    rebaseInProgress: q.include_rebase_in_progress ? current.rebase_in_progress : undefined,
+    pipeline: null,
+    canMerge: !!user && can(user, 'push_code', access),
+    firstContribution: false,
+  });
+}
+
+export default async function mergeRequestRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const cairn = app.cairn;
+  const base = '/api/v4/projects/:id/merge_requests';
+  // The spec: every merge request call is authenticated.
+  const read = { project: 'read_merge_request', signedIn: true } as const;
+
+  app.get('/api/v4/merge_requests', route({
+    access: { signedIn: true },
+    paginated: true,
+    schema: { querystring: MergeRequestListQuery, response: { 200: ListResponse } },
+  }), async (request, reply) => sendList(request, reply, mergeRequestFilters(request.query, { global: true }), request.query));
+
+  app.get(base, route({
+    access: read,
+    paginated: true,
+    schema: { params: IdParams, querystring: MergeRequestListQuery, response: { 200: ListResponse } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    return sendList(request, reply, { ...mergeRequestFilters(request.query, { project: true }), projectId: project.id }, request.query);
+  });
+
+  app.get('/api/v4/groups/:id/merge_requests', route({
+    access: { group: 'read_group', signedIn: true },
+    paginated: true,
+    schema: { params: IdParams, querystring: MergeRequestListQuery, response: { 200: ListResponse } },
+  }), async (request, reply) => {
+    const { group } = groupOf(request);
+    const subtree = await cairn.db.selectFrom('namespaces').select('id').where(sql<boolean>`traversal_ids @> array[${group.id}::int]`).execute();
+    return sendList(request, reply, { ...mergeRequestFilters(request.query, {}), namespaceIds: subtree.map((n) => n.id) }, request.query);
+  });
+
+  app.get(`${base}/:merge_request_iid`, route({
+    access: read,
+    schema: { params: IidParams, querystring: SingleQuery, response: { 200: MergeRequestSingleSchema } },
+  }), async (request) => {
+    const { access, mr } = await loadMergeRequest(request);
+    return renderSingle(request, access, mr, request.query);
+  });
+
+  app.post(base, route({
+    access: { project: 'read_merge_request', signedIn: true },
+    schema: { params: IdParams, body: CreateBody, response: { 201: MergeRequestSingleSchema } },
+  }), async (request, reply) => {
+    const source = projectOf(request);
+    const user = source.user!;
+    if (!can(user, 'create_merge_request_from', source)) throw forbidden();
+    let target: ProjectAccess = source;
+    if (request.body.target_project_id !== undefined && request.body.target_project_id !== source.project.id) {
+      const found = await loadProjectForUser(cairn, user.id, request.body.target_project_id);
+      const subject = found ? { project: found, accessLevel: effectiveLevel(user, found.callerAccessLevel ?? 0) } : null;
+      if (!found || !subject || !can(user, 'read_merge_request', subject)) throw notFound('Project');
+      target = { project: { ...found }, accessLevel: subject.accessLevel, user };
+    } else if (!can(user, 'create_merge_request_in', source)) {
+      throw forbidden();
+    }
+    const mr = await createMergeRequest(cairn, { sourceProject: source.project, targetProject: target.project, user, params: writeParams(request.body) });
+    return reply.code(201).send(await renderSingle(request, target, mr));
+  });
+
+  app.put(`${base}/:merge_request_iid`, route({
+    access: read,
+    schema: { params: IidParams, body: UpdateBody, response: { 200: MergeRequestSingleSchema } },
+  }), async (request) => {
+    const { access, mr } = await loadMergeRequest(request);
+    assertCanUpdate(access, mr);
+    const updated = await updateMergeRequest(cairn, access.project, mr, access.user!, writeParams(request.body));
+    return renderSingle(request, access, updated);
+  });
+
+  app.delete(`${base}/:merge_request_iid`, route({
+    access: { project: 'destroy_merge_request', signedIn: true },
+    schema: { params: IidParams, response: { 204: NoContent } },
+  }), async (request, reply) => {
+    const { access, mr } = await loadMergeRequest(request);
+    await deleteMergeRequest(cairn, access.project, mr);
+    return reply.code(204).send();
+  });
+
+  app.get(`${base}/:merge_request_iid/commits`, route({
+    access: read,
+    paginated: true,
+    schema: { params: IidParams, response: { 200: Type.Array(CommitSchema) } },
+  }), async (request, reply) => {
+    const { access, mr } = await loadMergeRequest(request);
+    if (!mr.head_sha) return paginateArray(request, reply, []);
+    const gitDir = gitDirOf(cairn, access.project);
+    // Newest first, as GitLab lists a merge request's commits.
+    const oids = (await commitsBetween(gitDir, mr.base_sha ?? mr.start_sha, mr.head_sha)).reverse();
+    const page = paginateArray(request, reply, oids);
+    const commits = await readCommitsOnce(gitDir, page);
+    const ctx = { baseUrl: cairn.config.externalUrl, projectFullPath: projectFullPath(access.project) };
+    return commits.map((c) => presentCommit(ctx, c));
+  });
+
+  app.get(`${base}/:merge_request_iid/changes`, route({
+    access: read,
+    schema: {
+      params: IidParams,
+      querystring: Type.Object({ access_raw_diffs: Type.Optional(Type.Boolean()), unidiff: Type.Optional(Type.Boolean()) }),
+      response: { 200: MergeRequestChangesSchema },
+    },
+  }), async (request) => {
+    const { access, mr } = await loadMergeRequest(request);
+    const single = await renderSingle(request, access, mr);
+    const diff = mr.head_sha && mr.base_sha ? await diffCommits(gitDirOf(cairn, access.project), mr.base_sha, mr.head_sha) : { diffs: [], overflow: false };
+    return { ...single, changes: diff.diffs.map(presentDiff), overflow: diff.overflow };
+  });
+
+  app.get(`${base}/:merge_request_iid/diffs`, route({
+    access: read,
+    paginated: true,
+    schema: { params: IidParams, querystring: Type.Object({ unidiff: Type.Optional(Type.Boolean()) }), response: { 200: Type.Array(DiffSchema) } },
+  }), async (request, reply) => {
+    const { access, mr } = await loadMergeRequest(request);
+    const diff = mr.head_sha && mr.base_sha ? await diffCommits(gitDirOf(cairn, access.project), mr.base_sha, mr.head_sha) : { diffs: [] };
+    return paginateArray(request, reply, diff.diffs).map(presentDiff);
+  });
+
+  for (const [action, subscribed] of [['subscribe', true], ['unsubscribe', false]] as const) {
+    app.post(`${base}/:merge_request_iid/${action}`, route({
+      access: read,
+      schema: { params: IidParams, response: { 201: MergeRequestSingleSchema, 304: NoContent } },
+    }), async (request, reply) => {
+      const { access, mr } = await loadMergeRequest(request);
+      const extras = (await loadMergeRequestExtras(cairn.db, [mr], presentMilestoneSummary(request))).get(mr.id)!;
+      const participant = [mr.author_id, ...extras.assignees.map((u) => u.id), ...extras.reviewers.map((u) => u.id)].includes(access.user!.id);
+      const changed = await setSubscription(cairn.db, access.user!.id, 'MergeRequest', mr.id, access.project.id, subscribed, participant);
+      // Nothing changed: 304 Not Modified, as GitLab answers.
+      if (!changed) return reply.code(304).send();
+      return reply.code(201).send(await renderSingle(request, access, mr));
+    });
+  }
+}
+

@@ -1,0 +1,194 @@
+import type { User } from '../db/schema/core.js';
+import type { MergeRequest } from '../db/schema/work_items.js';
+import { taskCompletionStatus } from '../lib/markdown.js';
+import { iso, presentUserBasic, type PresentContext } from './users.js';
+
+/** State names by GitLab's state_id. */
+export const MR_STATES: Record<number, 'opened' | 'closed' | 'merged' | 'locked'> = { 1: 'opened', 2: 'closed', 3: 'merged', 4: 'locked' };
+export const MR_STATE_IDS: Record<string, number> = { opened: 1, closed: 2, merged: 3, locked: 4 };
+
+/** GitLab's draft title prefixes: "Draft:", "[Draft]", "(Draft)", any case. */
+const DRAFT_PREFIX = /^\s*(\[draft\]|\(draft\)|draft:)\s*/i;
+export const isDraftTitle = (title: string) => DRAFT_PREFIX.test(title);
+export const draftlessTitle = (title: string) => title.replace(DRAFT_PREFIX, '');
+
+/** A label as the merge request list shows it with `with_labels_details=true`. */
+export interface LabelDetail {
+  id: number;
+  name: string;
+  color: string;
+  description: string | null;
+  description_html: string;
+  text_color: string;
+}
+
+/** Everything a merge request presenter shows beyond its row, preloaded for a whole page. */
+export interface MergeRequestExtras {
+  author: User | null;
+  assignees: User[];
+  reviewers: User[];
+  mergeUser: User | null;
+  closedBy: User | null;
+  labels: LabelDetail[];
+  /** The milestone in its API form (presented by the milestones presenter), or null. */
+  milestone: unknown | null;
+  userNotesCount: number;
+  upvotes: number;
+  downvotes: number;
+  /** All resolvable threads resolved (true when there are none). */
+  blockingDiscussionsResolved: boolean;
+  targetProjectFullPath: string;
+  /** The source project's full path when it differs (a fork). */
+  sourceProjectFullPath: string | null;
+}
+
+/** Seconds as GitLab's ChronicDuration writes them for time_stats: "1w 2d 3h 4m 5s" with 8-hour days and 5-day weeks. */
+export function humanDuration(seconds: number): string | null {
+  if (!seconds) return null;
+  const units: [string, number][] = [['mo', 4 * 5 * 8 * 3600], ['w', 5 * 8 * 3600], ['d', 8 * 3600], ['h', 3600], ['m', 60], ['s', 1]];
+  let rest = Math.abs(seconds);
+  const parts: string[] = [];
+  for (const [name, size] of units) {
+    const n = Math.floor(rest / size);
+    if (n) parts.push(`${n}${name}`);
+    rest -= n * size;
+  }
+  return (seconds < 0 ? '-' : '') + parts.join(' ');
+}
+
+export function timeStats(row: { time_estimate: number; total_time_spent: number }) {
+  return {
+    time_estimate: row.time_estimate,
+    total_time_spent: row.total_time_spent,
+    human_time_estimate: humanDuration(row.time_estimate),
+    human_total_time_spent: humanDuration(row.total_time_spent),
+  };
+}
+
+export function mergeRequestWebUrl(ctx: PresentContext, projectFullPath: string, iid: number): string {
+  return `${ctx.baseUrl}/${projectFullPath}/-/merge_requests/${iid}`;
+}
+
+function mergeParam(mr: MergeRequest, name: string): boolean | null {
+  const v = (mr.merge_params as Record<string, unknown>)[name];
+  return typeof v === 'boolean' ? v : null;
+}
+
+/** GitLab's detailed_merge_status from what Cairn knows of the merge request. */
+function detailedMergeStatus(mr: MergeRequest, x: MergeRequestExtras): string {
+  if (mr.state_id !== 1) return 'not_open';
+  if (isDraftTitle(mr.title)) return 'draft_status';
+  if (mr.merge_status === 'unchecked' || mr.merge_status === 'cannot_be_merged_recheck') return 'unchecked';
+  if (mr.merge_status === 'checking') return 'checking';
+  if (mr.has_conflicts || mr.merge_status === 'cannot_be_merged') return 'conflict';
+  if (mr.discussion_locked === true) return 'discussions_not_resolved';
+  if (!x.blockingDiscussionsResolved) return 'discussions_not_resolved';
+  return 'mergeable';
+}
+
+/** The list form (GitLab's MergeRequestBasic): project lists, global lists, group lists. */
+export function presentMergeRequest(ctx: PresentContext, mr: MergeRequest, x: MergeRequestExtras, opts: { labelDetails?: boolean } = {}) {
+  const user = (u: User | null) => (u ? presentUserBasic(ctx, u) : null);
+  const draft = isDraftTitle(mr.title);
+  const reference = `!${mr.iid}`;
+  return {
+    id: mr.id,
+    iid: mr.iid,
+    project_id: mr.target_project_id,
+    title: mr.title,
+    description: mr.description,
+    state: MR_STATES[mr.state_id] ?? 'opened',
+    created_at: iso(mr.created_at),
+    updated_at: iso(mr.updated_at),
+    merged_by: user(mr.state_id === 3 ? x.mergeUser : null),
+    merge_user: user(x.mergeUser),
+    merged_at: iso(mr.merged_at),
+    closed_by: user(x.closedBy),
+    closed_at: iso(mr.closed_at),
+    target_branch: mr.target_branch,
+    source_branch: mr.source_branch,
+    user_notes_count: x.userNotesCount,
+    upvotes: x.upvotes,
+    downvotes: x.downvotes,
+    author: user(x.author),
+    assignees: x.assignees.map((u) => presentUserBasic(ctx, u)),
+    assignee: x.assignees[0] ? presentUserBasic(ctx, x.assignees[0]) : null,
+    reviewers: x.reviewers.map((u) => presentUserBasic(ctx, u)),
+    source_project_id: mr.source_project_id,
+    target_project_id: mr.target_project_id,
+    labels: opts.labelDetails ? x.labels : x.labels.map((l) => l.name),
+    draft,
+    work_in_progress: draft,
+    milestone: x.milestone,
+    merge_when_pipeline_succeeds: mr.merge_when_pipeline_succeeds,
+    merge_status: mr.merge_status,
+    detailed_merge_status: detailedMergeStatus(mr, x),
+    sha: mr.head_sha,
+    merge_commit_sha: mr.merge_commit_sha,
+    squash_commit_sha: mr.squash_commit_sha,
+    discussion_locked: mr.discussion_locked,
+    should_remove_source_branch: mergeParam(mr, 'should_remove_source_branch'),
+    force_remove_source_branch: mergeParam(mr, 'force_remove_source_branch'),
+    prepared_at: iso(mr.created_at),
+    allow_collaboration: mr.allow_collaboration,
+    allow_maintainer_to_push: mr.allow_collaboration,
+    reference,
+    references: { short: reference, relative: reference, full: `${x.targetProjectFullPath}${reference}` },
+    web_url: mergeRequestWebUrl(ctx, x.targetProjectFullPath, mr.iid),
+    time_stats: timeStats(mr),
+    squash: mr.squash,
+    squash_on_merge: mr.squash,
+    task_completion_status: taskCompletionStatus(mr.description),
+    has_conflicts: mr.has_conflicts,
+    blocking_discussions_resolved: x.blockingDiscussionsResolved,
+    approvals_before_merge: null,
+    imported: false,
+    imported_from: 'none',
+  };
+}
+
+/** What only the single read shows, computed by the caller from git and the pipelines. */
+export interface MergeRequestDetails {
+  subscribed: boolean;
+  changesCount: string | null;
+  divergedCommitsCount?: number;
+  rebaseInProgress?: boolean;
+  pipeline: unknown | null;
+  canMerge: boolean;
+  firstContribution: boolean;
+}
+
+/** The single form (GitLab's MergeRequest entity): get, create, update, merge. */
+export function presentMergeRequestSingle(ctx: PresentContext, mr: MergeRequest, x: MergeRequestExtras, d: MergeRequestDetails, opts: { labelDetails?: boolean } = {}) {
+  return {
+    ...presentMergeRequest(ctx, mr, x, opts),
+    subscribed: d.subscribed,
+    changes_count: d.changesCount,
+    latest_build_started_at: null,
+    latest_build_finished_at: null,
+    first_deployed_to_production_at: null,
+    pipeline: d.pipeline,
+    head_pipeline: d.pipeline,
+    diff_refs: mr.head_sha ? { base_sha: mr.base_sha, head_sha: mr.head_sha, start_sha: mr.start_sha } : null,
+    merge_error: mr.merge_error,
+    ...(d.rebaseInProgress !== undefined ? { rebase_in_progress: d.rebaseInProgress } : {}),
+    ...(d.divergedCommitsCount !== undefined ? { diverged_commits_count: d.divergedCommitsCount } : {}),
+    first_contribution: d.firstContribution,
+    user: { can_merge: d.canMerge },
+  };
+}
+
+/** `view=simple`: iid, URL, title, description and the basic state. */
+export function presentMergeRequestSimple(ctx: PresentContext, mr: MergeRequest, x: Pick<MergeRequestExtras, 'targetProjectFullPath'>) {
+  return {
+    id: mr.id,
+    iid: mr.iid,
+    project_id: mr.target_project_id,
+    title: mr.title,
+    description: mr.description,
+    state: MR_STATES[mr.state_id] ?? 'opened',
+    created_at: iso(mr.created_at),
+    updated_at: iso(mr.updated_at),
+    web_url: mergeRequestWebUrl(ctx, x.targetProjectFullPath, mr.iid),
+  };
+}

@@ -1,0 +1,109 @@
+import { Type } from 'typebox';
+import { Nullable, Sha, strict, Timestamp } from './common.js';
+import { UserBasicSchema } from './users.js';
+import { DiffSchema } from './commits.js';
+
+/** Response schemas of the merge request forms in src/presenters/merge_requests.ts. */
+
+export const LabelDetailSchema = Type.Object(
+  { id: Type.Integer(), name: Type.String(), color: Type.String(), description: Nullable(Type.String()), description_html: Type.String(), text_color: Type.String() },
+  strict,
+);
+
+export const TimeStatsSchema = Type.Object(
+  { time_estimate: Type.Integer(), total_time_spent: Type.Integer(), human_time_estimate: Nullable(Type.String()), human_total_time_spent: Nullable(Type.String()) },
+  strict,
+);
+
+const State = Type.Union([Type.Literal('opened'), Type.Literal('closed'), Type.Literal('merged'), Type.Literal('locked')]);
+
+const basicProps = {
+  id: Type.Integer(),
+  iid: Type.Integer(),
+  project_id: Type.Integer(),
+  title: Type.String(),
+  description: Nullable(Type.String()),
+  state: State,
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  merged_by: Nullable(UserBasicSchema),
+  merge_user: Nullable(UserBasicSchema),
+  merged_at: Nullable(Timestamp),
+  closed_by: Nullable(UserBasicSchema),
+  closed_at: Nullable(Timestamp),
+  target_branch: Type.String(),
+  source_branch: Type.String(),
+  user_notes_count: Type.Integer(),
+  upvotes: Type.Integer(),
+  downvotes: Type.Integer(),
+  author: Nullable(UserBasicSchema),
+  assignees: Type.Array(UserBasicSchema),
+  assignee: Nullable(UserBasicSchema),
+  reviewers: Type.Array(UserBasicSchema),
+  source_project_id: Nullable(Type.Integer()),
+  target_project_id: Type.Integer(),
+  labels: Type.Union([Type.Array(Type.String()), Type.Array(LabelDetailSchema)]),
+  draft: Type.Boolean(),
+  work_in_progress: Type.Boolean(),
+  // The milestones presenter's form (src/presenters/schemas/milestones.ts when it exists).
+  milestone: Nullable(Type.Object({ id: Type.Integer(), iid: Type.Integer(), title: Type.String() })),
+  merge_when_pipeline_succeeds: Type.Boolean(),
+  merge_status: Type.String(),
+  detailed_merge_status: Type.String(),
+  sha: Nullable(Sha),
+  merge_commit_sha: Nullable(Sha),
+  squash_commit_sha: Nullable(Sha),
+  discussion_locked: Nullable(Type.Boolean()),
+  should_remove_source_branch: Nullable(Type.Boolean()),
+  force_remove_source_branch: Nullable(Type.Boolean()),
+  prepared_at: Nullable(Timestamp),
+  allow_collaboration: Type.Boolean(),
+  allow_maintainer_to_push: Type.Boolean(),
+  reference: Type.String(),
+  references: Type.Object({ short: Type.String(), relative: Type.String(), full: Type.String() }, strict),
+  web_url: Type.String(),
+  time_stats: TimeStatsSchema,
+  squash: Type.Boolean(),
+  squash_on_merge: Type.Boolean(),
+  task_completion_status: Type.Object({ count: Type.Integer(), completed_count: Type.Integer() }, strict),
+  has_conflicts: Type.Boolean(),
+  blocking_discussions_resolved: Type.Boolean(),
+  approvals_before_merge: Nullable(Type.Integer()),
+  imported: Type.Boolean(),
+  imported_from: Type.String(),
+};
+export const MergeRequestSchema = Type.Object(basicProps, strict);
+
+export const PipelineSummarySchema = Type.Object(
+  { id: Type.Integer(), iid: Type.Optional(Type.Integer()), project_id: Type.Optional(Type.Integer()), sha: Sha, ref: Type.String(), status: Type.String(), source: Type.Optional(Type.String()), created_at: Type.Optional(Timestamp), updated_at: Type.Optional(Timestamp), web_url: Type.String() },
+  strict,
+);
+
+const singleProps = {
+    ...basicProps,
+    subscribed: Type.Boolean(),
+    changes_count: Nullable(Type.String()),
+    latest_build_started_at: Nullable(Timestamp),
+    latest_build_finished_at: Nullable(Timestamp),
+    first_deployed_to_production_at: Nullable(Timestamp),
+    pipeline: Nullable(PipelineSummarySchema),
+    head_pipeline: Nullable(PipelineSummarySchema),
+    diff_refs: Nullable(Type.Object({ base_sha: Nullable(Sha), head_sha: Sha, start_sha: Nullable(Sha) }, strict)),
+    merge_error: Nullable(Type.String()),
+    rebase_in_progress: Type.Optional(Type.Boolean()),
+    diverged_commits_count: Type.Optional(Type.Integer()),
+    first_contribution: Type.Boolean(),
+    user: Type.Object({ can_merge: Type.Boolean() }, strict),
+};
+export const MergeRequestSingleSchema = Type.Object(singleProps, strict);
+
+/** GET .../merge_requests/:iid/changes: the single form with the diffs. */
+export const MergeRequestChangesSchema = Type.Object({ ...singleProps, changes: Type.Array(DiffSchema), overflow: Type.Boolean() }, strict);
+
+export const MergeRequestSimpleSchema = Type.Object(
+  {
+    id: Type.Integer(), iid: Type.Integer(), project_id: Type.Integer(), title: Type.String(), description: Nullable(Type.String()),
+    state: State, created_at: Timestamp, updated_at: Timestamp, web_url: Type.String(),
+  },
+  strict,
+);

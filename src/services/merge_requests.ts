@@ -1,0 +1,372 @@
+import { sql } from 'kysely';
+import type { Cairn, PostReceiveEvent } from '../context.js';
+import type { User } from '../db/schema/core.js';
+import type { MergeRequest } from '../db/schema/work_items.js';
+import type { ProjectWithNamespace } from '../finders/projects.js';
+import { findProjectRow } from '../finders/projects.js';
+import { deleteRef, fetchCommitFrom } from '../git/commits.js';
+import { compareAndSwapRef } from '../git/write.js';
+import { readRef } from '../git/refs.js';
+import { changedPathCount, checkMerge, divergence, mergeBaseOf } from '../git/merge.js';
+import { ApiError, apiError } from '../plugins/errors.js';
+import { nextInternalId } from './internal_ids.js';
+import { gitDirOf } from './repository.js';
+
+/**
+ * Merge requests: create, update, close and reopen, delete, and keeping each one's view of git
+ * (source head, diff bases, mergeability) true after pushes. Merging and rebasing are in
+ * services/merge.ts. States are GitLab's state_id: 1 opened, 2 closed, 3 merged, 4 locked; every
+ * state change is one guarded UPDATE (`where state_id = any(from)`), so two processes cannot both
+ * make it.
+ */
+
+export const MR_STATE = { opened: 1, closed: 2, merged: 3, locked: 4 } as const;
+
+/** Which state changes `state_event` may ask for, from which states. */
+const STATE_EVENTS: Record<'close' | 'reopen', { from: number[]; to: number }> = {
+  close: { from: [MR_STATE.opened, MR_STATE.locked], to: MR_STATE.closed },
+  reopen: { from: [MR_STATE.closed], to: MR_STATE.opened },
+};
+
+/** The ref that keeps a merge request's source head in the target repository (GitLab's refs/merge-requests/:iid/head). */
+export const headRef = (iid: number) => `refs/merge-requests/${iid}/head`;
+/** The ref merge_ref writes (GitLab's refs/merge-requests/:iid/merge). */
+export const mergeRefName = (iid: number) => `refs/merge-requests/${iid}/merge`;
+
+export interface MergeRequestParams {
+  title?: string;
+  description?: string | null;
+  source_branch?: string;
+  target_branch?: string;
+  assignee_id?: number | null;
+  assignee_ids?: number[];
+  reviewer_ids?: number[];
+  milestone_id?: number | null;
+  remove_source_branch?: boolean;
+  squash?: boolean;
+  allow_collaboration?: boolean;
+  allow_maintainer_to_push?: boolean;
+  discussion_locked?: boolean;
+  state_event?: 'close' | 'reopen';
+}
+
+const TITLE_MAX = 255;
+const DESCRIPTION_MAX = 1_048_576;
+
+function validationError(messages: string[]): ApiError {
+  return new ApiError(400, { message: messages });
+}
+
+function checkText(p: MergeRequestParams, creating: boolean) {
+  const errors: string[] = [];
+  if (creating || p.title !== undefined) {
+    const title = p.title?.trim() ?? '';
+    if (!title) errors.push("Title can't be blank");
+    else if ([...title].length > TITLE_MAX) errors.push(`Title is too long (maximum is ${TITLE_MAX} characters)`);
+  }
+  if (p.description && p.description.length > DESCRIPTION_MAX) errors.push(`Description is too long (maximum is ${DESCRIPTION_MAX} characters)`);
+  if (errors.length) throw validationError(errors);
+}
+
+/** Users that may be assigned or asked to review: they must exist (unknown ids are dropped, as GitLab does). */
+async function existingUserIds(cairn: Cairn, ids: number[] | undefined): Promise<number[] | undefined> {
+  if (ids === undefined) return undefined;
+  const unique = [...new Set(ids.filter((id) => Number.isInteger(id) && id > 0))];
+  if (!unique.length) return [];
+  const rows = await cairn.db.selectFrom('users').select('id').where('id', 'in', unique).execute();
+  const found = new Set(rows.map((r) => r.id));
+  return unique.filter((id) => found.has(id));
+}
+
+async function checkMilestone(cairn: Cairn, project: ProjectWithNamespace, milestoneId: number | null | undefined) {
+  if (milestoneId === undefined || milestoneId === null || milestoneId === 0) return;
+  const groupIds = project.namespace.type === 'Group' ? project.namespace.traversal_ids : [];
+  const row = await cairn.db
+    .selectFrom('milestones')
+    .select('id')
+    .where('id', '=', milestoneId)
+    .where((eb) => eb.or([eb('project_id', '=', project.id), ...(groupIds.length ? [eb('group_id', 'in', groupIds)] : [])]))
+    .executeTakeFirst();
+  if (!row) throw validationError(['Milestone does not exist']);
+}
+
+async function replaceUserLinks(cairn: Cairn, table: 'merge_request_assignees' | 'merge_request_reviewers', mrId: number, userIds: number[]) {
+  await cairn.db.transaction().execute(async (trx) => {
+    await trx.deleteFrom(table).where('merge_request_id', '=', mrId).where('user_id', 'not in', userIds.length ? userIds : [0]).execute();
+    if (userIds.length) {
+      await trx.insertInto(table).values(userIds.map((user_id) => ({ merge_request_id: mrId, user_id }))).onConflict((oc) => oc.doNothing()).execute();
+    }
+  });
+}
+
+/**
+ * What git says about a merge request now: the source head (copied into the target repository
+ * under refs/merge-requests/:iid/head, forks included), the diff bases and whether it merges
+ * cleanly. Written with a guard on the head it was computed for, so a slower refresh never
+ * overwrites a newer one.
+ */
+export async function refreshMergeRequest(cairn: Cairn, mr: MergeRequest, target?: ProjectWithNamespace): Promise<MergeRequest> {
+  const targetProject = target ?? (await findProjectRow(cairn.db, mr.target_project_id));
+  if (!targetProject) return mr;
+  const targetDir = gitDirOf(cairn, targetProject);
+  let headSha: string | null = null;
+  if (mr.source_project_id === mr.target_project_id) {
+    headSha = await readRef(cairn.catfile, targetDir, `refs/heads/${mr.source_branch}`);
+    if (headSha) await fetchHeadRef(cairn, targetDir, headSha, mr.iid);
+  } else if (mr.source_project_id !== null) {
+    const source = await findProjectRow(cairn.db, mr.source_project_id);
+    if (source) {
+      const sourceDir = gitDirOf(cairn, source);
+      headSha = await readRef(cairn.catfile, sourceDir, `refs/heads/${mr.source_branch}`);
+      if (headSha) await fetchCommitFrom(targetDir, sourceDir, headSha, headRef(mr.iid));
+    }
+  }
+  const targetSha = await readRef(cairn.catfile, targetDir, `refs/heads/${mr.target_branch}`);
+  const set: Record<string, unknown> = {};
+  if (headSha && targetSha) {
+    const base = await mergeBaseOf(targetDir, targetSha, headSha);
+    const check = mr.state_id === MR_STATE.opened ? await checkMerge(targetDir, targetSha, headSha) : null;
+    Object.assign(set, {
+      head_sha: headSha,
+      base_sha: base,
+      start_sha: targetSha,
+      ...(check ? { merge_status: check.status === 'clean' ? 'can_be_merged' : 'cannot_be_merged', has_conflicts: check.status === 'conflict' } : {}),
+    });
+  } else if (mr.state_id === MR_STATE.opened) {
+    // A branch is gone: nothing can be merged until it is back.
+    Object.assign(set, { head_sha: headSha ?? mr.head_sha, merge_status: 'cannot_be_merged', has_conflicts: false });
+  }
+  if (!Object.keys(set).length) return mr;
+  const updated = await cairn.db
+    .updateTable('merge_requests')
+    .set(set)
+    .where('id', '=', mr.id)
+    .where(sql<boolean>`head_sha is not distinct from ${mr.head_sha}`)
+    .where('state_id', '=', mr.state_id)
+    .returningAll()
+    .executeTakeFirst();
+  return updated ?? (await cairn.db.selectFrom('merge_requests').selectAll().where('id', '=', mr.id).executeTakeFirstOrThrow());
+}
+
+async function fetchHeadRef(cairn: Cairn, gitDir: string, oid: string, iid: number) {
+  const current = await readRef(cairn.catfile, gitDir, headRef(iid));
+  if (current !== oid) await compareAndSwapRef(gitDir, headRef(iid), oid, current);
+}
+
+export interface CreateInput {
+  /** The project the request was made on: the source project. */
+  sourceProject: ProjectWithNamespace;
+  /** The target project (the source project unless target_project_id names an upstream). */
+  targetProject: ProjectWithNamespace;
+  user: User;
+  params: MergeRequestParams;
+}
+
+/** POST /projects/:id/merge_requests: validations as GitLab's, one open request per branch pair. */
+export async function createMergeRequest(cairn: Cairn, input: CreateInput): Promise<MergeRequest> {
+  const { sourceProject, targetProject, user, params } = input;
+  checkText(params, true);
+  const sourceBranch = params.source_branch!;
+  const targetBranch = params.target_branch!;
+  const errors: string[] = [];
+  if (sourceProject.id === targetProject.id && sourceBranch === targetBranch) errors.push('You can\'t use same project/branch for source and target');
+  const sourceHead = await readRef(cairn.catfile, gitDirOf(cairn, sourceProject), `refs/heads/${sourceBranch}`);
+  if (!sourceHead) errors.push('Source branch does not exist');
+  const targetHead = await readRef(cairn.catfile, gitDirOf(cairn, targetProject), `refs/heads/${targetBranch}`);
+  if (!targetHead) errors.push('Target branch does not exist');
+  if (errors.length) throw validationError(errors);
+  await checkMilestone(cairn, targetProject, params.milestone_id);
+  const assignees = await existingUserIds(cairn, params.assignee_ids ?? (params.assignee_id ? [params.assignee_id] : undefined));
+  const reviewers = await existingUserIds(cairn, params.reviewer_ids);
+
+  const existing = await cairn.db
+    .selectFrom('merge_requests')
+    .select('iid')
+    .where('target_project_id', '=', targetProject.id)
+    .where('source_project_id', '=', sourceProject.id)
+    .where('source_branch', '=', sourceBranch)
+    .where('target_branch', '=', targetBranch)
+    .where('state_id', '=', MR_STATE.opened)
+    .executeTakeFirst();
+  if (existing) throw conflictMessage(existing.iid);
+
+  let mr: MergeRequest;
+  try {
+    mr = await cairn.db.transaction().execute(async (trx) => {
+      const iid = await nextInternalId(trx, 'merge_requests', targetProject.id);
+      const row = await trx
+        .insertInto('merge_requests')
+        .values({
+          iid,
+          target_project_id: targetProject.id,
+          source_project_id: sourceProject.id,
+          source_branch: sourceBranch,
+          target_branch: targetBranch,
+          title: params.title!.trim(),
+          description: params.description ?? null,
+          author_id: user.id,
+          milestone_id: params.milestone_id || null,
+          squash: params.squash ?? squashDefault(targetProject),
+          allow_collaboration: params.allow_collaboration ?? params.allow_maintainer_to_push ?? false,
+          merge_params: JSON.stringify(params.remove_source_branch === undefined ? {} : { force_remove_source_branch: params.remove_source_branch }),
+          head_sha: sourceHead,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      if (assignees?.length) await trx.insertInto('merge_request_assignees').values(assignees.map((user_id) => ({ merge_request_id: row.id, user_id }))).execute();
+      if (reviewers?.length) await trx.insertInto('merge_request_reviewers').values(reviewers.map((user_id) => ({ merge_request_id: row.id, user_id }))).execute();
+      return row;
+    });
+  } catch (e) {
+    // Two requests for the same branches at once: the partial unique index lets one through.
+    if ((e as { code?: string }).code === '23505') {
+      const other = await cairn.db.selectFrom('merge_requests').select('iid')
+        .where('target_project_id', '=', targetProject.id).where('source_project_id', '=', sourceProject.id)
+        .where('source_branch', '=', sourceBranch).where('target_branch', '=', targetBranch).where('state_id', '=', MR_STATE.opened)
+        .executeTakeFirst();
+      throw conflictMessage(other?.iid ?? 0);
+    }
+    throw e;
+  }
+  return refreshMergeRequest(cairn, mr, targetProject);
+}
+
+function conflictMessage(iid: number): ApiError {
+  return new ApiError(409, { message: [`Another open merge request already exists for this source branch: !${iid}`] });
+}
+
+function squashDefault(project: ProjectWithNamespace): boolean {
+  const option = (project.settings as Record<string, unknown>).squash_option;
+  return option === 'always' || option === 'default_on';
+}
+
+/** PUT /projects/:id/merge_requests/:iid: fields, people, state_event; a merged request takes no state change. */
+export async function updateMergeRequest(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest, user: User, params: MergeRequestParams): Promise<MergeRequest> {
+  checkText(params, false);
+  const set: Record<string, unknown> = {};
+  if (params.title !== undefined) set.title = params.title.trim();
+  if (params.description !== undefined) set.description = params.description;
+  if (params.target_branch !== undefined && params.target_branch !== mr.target_branch) {
+    const exists = await readRef(cairn.catfile, gitDirOf(cairn, project), `refs/heads/${params.target_branch}`);
+    if (!exists) throw validationError(['Target branch does not exist']);
+    if (params.target_branch === mr.source_branch && mr.source_project_id === mr.target_project_id) {
+      throw validationError(["You can't use same project/branch for source and target"]);
+    }
+    set.target_branch = params.target_branch;
+    set.merge_status = 'unchecked';
+  }
+  if (params.milestone_id !== undefined) {
+    await checkMilestone(cairn, project, params.milestone_id);
+    set.milestone_id = params.milestone_id || null;
+  }
+  if (params.squash !== undefined) set.squash = params.squash;
+  if (params.discussion_locked !== undefined) set.discussion_locked = params.discussion_locked;
+  if (params.allow_collaboration !== undefined || params.allow_maintainer_to_push !== undefined) {
+    set.allow_collaboration = params.allow_collaboration ?? params.allow_maintainer_to_push;
+  }
+  if (params.remove_source_branch !== undefined) {
+    set.merge_params = JSON.stringify({ ...(mr.merge_params as object), force_remove_source_branch: params.remove_source_branch });
+  }
+  const assignees = await existingUserIds(cairn, params.assignee_ids ?? (params.assignee_id !== undefined ? (params.assignee_id ? [params.assignee_id] : []) : undefined));
+  const reviewers = await existingUserIds(cairn, params.reviewer_ids);
+  if (assignees) await replaceUserLinks(cairn, 'merge_request_assignees', mr.id, assignees);
+  if (reviewers) await replaceUserLinks(cairn, 'merge_request_reviewers', mr.id, reviewers);
+
+  let current = mr;
+  if (params.state_event) {
+    current = await changeState(cairn, mr, params.state_event, user);
+  }
+  if (Object.keys(set).length || assignees || reviewers) {
+    current = await cairn.db
+      .updateTable('merge_requests')
+      .set({ ...set, updated_at: sql`now()` as any })
+      .where('id', '=', mr.id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+  if (set.target_branch !== undefined || params.state_event === 'reopen') current = await refreshMergeRequest(cairn, current, project);
+  return current;
+}
+
+/** close / reopen as one guarded update; asking for a change the state does not allow changes nothing. */
+export async function changeState(cairn: Cairn, mr: MergeRequest, event: 'close' | 'reopen', user: User): Promise<MergeRequest> {
+  const rule = STATE_EVENTS[event];
+  if (!rule.from.includes(mr.state_id)) return mr;
+  if (event === 'reopen') {
+    // Reopening would make a second open request for the same branches.
+    const other = await cairn.db.selectFrom('merge_requests').select('iid')
+      .where('target_project_id', '=', mr.target_project_id).where('source_project_id', '=', mr.source_project_id)
+      .where('source_branch', '=', mr.source_branch).where('target_branch', '=', mr.target_branch)
+      .where('state_id', '=', MR_STATE.opened).where('id', '<>', mr.id)
+      .executeTakeFirst();
+    if (other) throw conflictMessage(other.iid);
+  }
+  const updated = await cairn.db
+    .updateTable('merge_requests')
+    .set(event === 'close'
+      ? { state_id: rule.to, closed_at: sql`now()` as any, closed_by_id: user.id, updated_at: sql`now()` as any }
+      : { state_id: rule.to, closed_at: null, closed_by_id: null, merge_status: 'unchecked', updated_at: sql`now()` as any })
+    .where('id', '=', mr.id)
+    .where('state_id', 'in', rule.from)
+    .returningAll()
+    .executeTakeFirst();
+  return updated ?? (await cairn.db.selectFrom('merge_requests').selectAll().where('id', '=', mr.id).executeTakeFirstOrThrow());
+}
+
+/** DELETE: the row and what hangs off it; the refs it kept in the repository go with it. */
+export async function deleteMergeRequest(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest): Promise<void> {
+  await cairn.db.transaction().execute(async (trx) => {
+    for (const [table, type] of [['label_links', 'target'], ['resource_label_events', 'target'], ['award_emoji', 'awardable'], ['subscriptions', 'subscribable']] as const) {
+      await sql`delete from ${sql.table(table)} where ${sql.ref(`${type}_type`)} = 'MergeRequest' and ${sql.ref(`${type}_id`)} = ${mr.id}`.execute(trx);
+    }
+    await trx.deleteFrom('notes').where('noteable_type', '=', 'MergeRequest').where('noteable_id', '=', mr.id).execute();
+    await trx.deleteFrom('merge_requests').where('id', '=', mr.id).execute();
+  });
+  const gitDir = gitDirOf(cairn, project);
+  await deleteRef(gitDir, headRef(mr.iid));
+  await deleteRef(gitDir, mergeRefName(mr.iid));
+}
+
+/** The single form's computed parts: changes_count (GitLab caps the count shown at 1000 as "1000+"), diverged commits. */
+export async function mergeRequestGitFacts(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest, opts: { diverged?: boolean }) {
+  const gitDir = gitDirOf(cairn, project);
+  let changesCount: string | null = null;
+  if (mr.head_sha && mr.base_sha) {
+    const n = await changedPathCount(gitDir, mr.base_sha, mr.head_sha);
+    changesCount = n > 1000 ? '1000+' : String(n);
+  }
+  let divergedCommitsCount: number | undefined;
+  if (opts.diverged) {
+    const target = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
+    divergedCommitsCount = target && mr.head_sha ? (await divergence(gitDir, target, mr.head_sha)).behind : 0;
+  }
+  return { changesCount, divergedCommitsCount };
+}
+
+/** After a push: open requests whose source or target branch moved are refreshed. */
+export async function refreshAfterPush(cairn: Cairn, event: PostReceiveEvent): Promise<void> {
+  const branches = event.changes.filter((c) => c.ref.startsWith('refs/heads/')).map((c) => c.ref.slice('refs/heads/'.length));
+  if (!branches.length) return;
+  const rows = await cairn.db
+    .selectFrom('merge_requests')
+    .selectAll()
+    .where('state_id', '=', MR_STATE.opened)
+    .where((eb) =>
+      eb.or([
+        eb.and([eb('source_project_id', '=', event.projectId), eb('source_branch', 'in', branches)]),
+        eb.and([eb('target_project_id', '=', event.projectId), eb('target_branch', 'in', branches)]),
+      ]),
+    )
+    .execute();
+  for (const mr of rows) await refreshMergeRequest(cairn, mr);
+}
+
+/** Throws GitLab's 404 for a merge request that does not exist in the project. */
+export function mergeRequestNotFound(): ApiError {
+  return apiError(404, '404 Merge Request Not Found');
+}
+
+/** Pushes (git over HTTP, the commits and files APIs) refresh the merge requests whose branches moved. */
+export function registerMergeRequestHooks(cairn: Cairn) {
+  cairn.postReceiveHooks.push((event) => refreshAfterPush(cairn, event));
+}
