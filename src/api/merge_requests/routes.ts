@@ -12,17 +12,19 @@ import { forbidden, notFound } from '../../plugins/errors.js';
 import { pageParams, paginateArray, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentCommit } from '../../presenters/commits.js';
 import {
-  presentMergeRequest, presentMergeRequestSimple, presentMergeRequestSingle,
+  MR_STATES, presentMergeRequest, presentMergeRequestSimple, presentMergeRequestSingle,
 } from '../../presenters/merge_requests.js';
 import { presentDiff } from '../../presenters/repository.js';
 import { CommitSchema, DiffSchema } from '../../presenters/schemas/commits.js';
-import { MergeRequestChangesSchema, MergeRequestSchema, MergeRequestSimpleSchema, MergeRequestSingleSchema } from '../../presenters/schemas/merge_requests.js';
-import type { PresentContext } from '../../presenters/users.js';
+import { ApprovalStateSchema, MergeRequestChangesSchema, MergeRequestSchema, MergeRequestSimpleSchema, MergeRequestSingleSchema } from '../../presenters/schemas/merge_requests.js';
+import { iso, presentUserBasic, type PresentContext } from '../../presenters/users.js';
+import { Sha } from '../../presenters/schemas/common.js';
 import {
   createMergeRequest, deleteMergeRequest, mergeRequestGitFacts, mergeRequestNotFound, refreshMergeRequest, updateMergeRequest,
   type MergeRequestParams,
 } from '../../services/merge_requests.js';
 import { isSubscribed, setSubscription } from '../../services/subscriptions.js';
+import { acceptMergeRequest, approvalsOf, approve, cancelMergeWhenPipelineSucceeds, reconcileLocked, requestRebase, unapprove, writeMergeRef } from '../../services/merge.js';
 import { gitDirOf } from '../../services/repository.js';
 import { IdParams, RowId } from '../params.js';
 import { groupOf, NoContent, projectOf, route } from '../route.js';
@@ -145,7 +147,7 @@ function assertCanUpdate(access: ProjectAccess, mr: MergeRequest) {
 /** The single form: git facts, subscription, the caller's merge right. */
 export async function renderSingle(request: FastifyRequest, access: ProjectAccess, mr: MergeRequest, q: { include_diverged_commits_count?: boolean; include_rebase_in_progress?: boolean } = {}) {
   const cairn = request.server.cairn;
-  let current = mr;
+  let current = await reconcileLocked(cairn, access.project, mr);
   if (current.state_id === 1 && (current.merge_status === 'unchecked' || current.merge_status === 'cannot_be_merged_recheck')) {
     current = await refreshMergeRequest(cairn, current, access.project);
   }
@@ -297,5 +299,99 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
       return reply.code(201).send(await renderSingle(request, access, mr));
     });
   }
-}
 
+  app.put(`${base}/:merge_request_iid/merge`, route({
+    access: read,
+    schema: {
+      params: IidParams,
+      body: Type.Object({
+        merge_commit_message: Type.Optional(Type.String()),
+        squash_commit_message: Type.Optional(Type.String()),
+        squash: Type.Optional(Type.Boolean()),
+        should_remove_source_branch: Type.Optional(Type.Boolean()),
+        merge_when_pipeline_succeeds: Type.Optional(Type.Boolean()),
+        auto_merge: Type.Optional(Type.Boolean()),
+        sha: Type.Optional(Type.String()),
+      }),
+      response: { 200: MergeRequestSingleSchema },
+    },
+  }), async (request) => {
+    const { access, mr } = await loadMergeRequest(request);
+    const b = request.body;
+    const merged = await acceptMergeRequest(cairn, access, access.user!, mr, {
+      ...b,
+      merge_when_pipeline_succeeds: b.merge_when_pipeline_succeeds ?? b.auto_merge,
+    });
+    return renderSingle(request, access, merged);
+  });
+
+  app.get(`${base}/:merge_request_iid/merge_ref`, route({
+    access: read,
+    schema: { params: IidParams, response: { 200: Type.Object({ commit_id: Sha }, { additionalProperties: false }) } },
+  }), async (request) => {
+    const { access, mr } = await loadMergeRequest(request);
+    return { commit_id: await writeMergeRef(cairn, access.project, mr) };
+  });
+
+  for (const path of ['cancel_merge_when_pipeline_succeeds', 'cancel_auto_merge']) {
+    app.post(`${base}/:merge_request_iid/${path}`, route({
+      access: read,
+      schema: { params: IidParams, response: { 201: MergeRequestSingleSchema } },
+    }), async (request, reply) => {
+      const { access, mr } = await loadMergeRequest(request);
+      const updated = await cancelMergeWhenPipelineSucceeds(cairn, access, access.user!, mr);
+      return reply.code(201).send(await renderSingle(request, access, updated));
+    });
+  }
+
+  app.put(`${base}/:merge_request_iid/rebase`, route({
+    access: read,
+    schema: { params: IidParams, body: Type.Object({ skip_ci: Type.Optional(Type.Boolean()) }), response: { 202: Type.Object({ rebase_in_progress: Type.Boolean() }, { additionalProperties: false }) } },
+  }), async (request, reply) => {
+    const { access, mr } = await loadMergeRequest(request);
+    await requestRebase(cairn, access.user!, mr, { skipCi: request.body.skip_ci });
+    return reply.code(202).send({ rebase_in_progress: true });
+  });
+
+  const approvalsResponse = async (request: FastifyRequest, access: ProjectAccess, mr: MergeRequest) => {
+    const approvers = await approvalsOf(cairn, mr);
+    const user = access.user;
+    const ctx = ctxOf(request);
+    return {
+      id: mr.id, iid: mr.iid, project_id: mr.target_project_id, title: mr.title, description: mr.description,
+      state: MR_STATES[mr.state_id] ?? 'opened', created_at: iso(mr.created_at), updated_at: iso(mr.updated_at), merge_status: mr.merge_status,
+      approved: approvers.length > 0, approvals_required: 0, approvals_left: 0, require_password_to_approve: false,
+      approved_by: approvers.map((u) => ({ user: presentUserBasic(ctx, u) })),
+      suggested_approvers: [], approvers: [], approver_groups: [],
+      user_has_approved: !!user && approvers.some((u) => u.id === user.id),
+      user_can_approve: !!user && can(user, 'update_merge_request', access) && !approvers.some((u) => u.id === user.id),
+      approval_rules_left: [], has_approval_rules: false, merge_request_approvers_available: false, multiple_approval_rules_available: false, invalid_approvers_rules: [],
+    };
+  };
+
+  app.get(`${base}/:merge_request_iid/approvals`, route({
+    access: read,
+    schema: { params: IidParams, response: { 200: ApprovalStateSchema } },
+  }), async (request) => {
+    const { access, mr } = await loadMergeRequest(request);
+    return approvalsResponse(request, access, mr);
+  });
+
+  app.post(`${base}/:merge_request_iid/approve`, route({
+    access: read,
+    schema: { params: IidParams, body: Type.Object({ sha: Type.Optional(Type.String()), approval_password: Type.Optional(Type.String()) }), response: { 201: ApprovalStateSchema } },
+  }), async (request, reply) => {
+    const { access, mr } = await loadMergeRequest(request);
+    await approve(cairn, access, access.user!, mr, request.body.sha);
+    return reply.code(201).send(await approvalsResponse(request, access, mr));
+  });
+
+  app.post(`${base}/:merge_request_iid/unapprove`, route({
+    access: read,
+    schema: { params: IidParams, response: { 201: ApprovalStateSchema } },
+  }), async (request, reply) => {
+    const { access, mr } = await loadMergeRequest(request);
+    await unapprove(cairn, access.user!, mr);
+    return reply.code(201).send(await approvalsResponse(request, access, mr));
+  });
+}

@@ -107,3 +107,18 @@ export const MergeRequestSimpleSchema = Type.Object(
   },
   strict,
 );
+
+/** GET .../approvals and the approve / unapprove answers (GitLab Free's approval state). */
+export const ApprovalStateSchema = Type.Object(
+  {
+    id: Type.Integer(), iid: Type.Integer(), project_id: Type.Integer(), title: Type.String(), description: Nullable(Type.String()),
+    state: State, created_at: Timestamp, updated_at: Timestamp, merge_status: Type.String(),
+    approved: Type.Boolean(), approvals_required: Type.Integer(), approvals_left: Type.Integer(), require_password_to_approve: Type.Boolean(),
+    approved_by: Type.Array(Type.Object({ user: UserBasicSchema }, strict)),
+    suggested_approvers: Type.Array(UserBasicSchema), approvers: Type.Array(UserBasicSchema), approver_groups: Type.Array(Type.Unknown()),
+    user_has_approved: Type.Boolean(), user_can_approve: Type.Boolean(),
+    approval_rules_left: Type.Array(Type.Unknown()), has_approval_rules: Type.Boolean(), merge_request_approvers_available: Type.Boolean(),
+    multiple_approval_rules_available: Type.Boolean(), invalid_approvers_rules: Type.Array(Type.Unknown()),
+  },
+  strict,
+);

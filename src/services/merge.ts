@@ -1,0 +1,359 @@
+import { sql } from 'kysely';
+import type { Cairn } from '../context.js';
+import type { User } from '../db/schema/core.js';
+import type { MergeRequest } from '../db/schema/work_items.js';
+import { findProjectRow, projectFullPath, type ProjectWithNamespace } from '../finders/projects.js';
+import { buildMerge, isAncestor, publish, rebaseOnto } from '../git/merge.js';
+import { readRef } from '../git/refs.js';
+import { fetchCommitFrom, ZERO_OID } from '../git/commits.js';
+import { compareAndSwapRef } from '../git/write.js';
+import { defineJob, enqueue } from '../jobs/queue.js';
+import { can, effectiveLevel, type ProjectSubject } from '../policies/abilities.js';
+import { projectAccessLevel } from '../policies/access.js';
+import { canMergeToBranch, canPushToBranch } from '../policies/branches.js';
+import { ApiError, apiError, forbidden, unauthorized } from '../plugins/errors.js';
+import { isDraftTitle } from '../presenters/merge_requests.js';
+import { MR_STATE, mergeRefName, refreshMergeRequest } from './merge_requests.js';
+import { gitDirOf } from './repository.js';
+
+/**
+ * Accepting a merge request, its merge ref, merge-when-pipeline-succeeds and rebase, as the spec's
+ * state table and error table have them. A merge takes the request from opened to locked with one
+ * guarded UPDATE (only one caller, in any process, gets it), builds the merge commit, publishes
+ * it with a compare-and-swap on the target branch, then records merged. A crash after the
+ * compare-and-swap leaves it locked with its commit in the target; `reconcileLocked` finishes it.
+ */
+
+export interface MergeOptions {
+  sha?: string;
+  squash?: boolean;
+  squash_commit_message?: string;
+  merge_commit_message?: string;
+  should_remove_source_branch?: boolean;
+  merge_when_pipeline_succeeds?: boolean;
+}
+
+/** May `user` accept (merge) this request: merge rights on the target branch, protected branches honoured. */
+export async function canAccept(cairn: Cairn, subject: ProjectSubject & { project: ProjectWithNamespace }, user: User | null, mr: MergeRequest): Promise<boolean> {
+  if (!user || !can(user, 'push_code', subject)) return false;
+  return canMergeToBranch(cairn.db, subject.project.id, user, subject.accessLevel, mr.target_branch);
+}
+
+function settings(project: ProjectWithNamespace): Record<string, unknown> {
+  return project.settings as Record<string, unknown>;
+}
+
+/** GitLab's default merge commit message. */
+export function defaultMergeMessage(project: ProjectWithNamespace, mr: MergeRequest): string {
+  const ref = `${projectFullPath(project)}!${mr.iid}`;
+  return `Merge branch '${mr.source_branch}' into '${mr.target_branch}'\n\n${mr.title}\n\nSee merge request ${ref}`;
+}
+
+/** The spec's 405 cases; 406 for conflicts; 409 for a stale sha. */
+function assertMergeable(mr: MergeRequest, opts: MergeOptions) {
+  if (mr.state_id !== MR_STATE.opened) throw apiError(405, '405 Method Not Allowed');
+  if (isDraftTitle(mr.title)) throw apiError(405, '405 Method Not Allowed');
+  if (mr.has_conflicts || mr.merge_status === 'cannot_be_merged') throw apiError(406, 'Branch cannot be merged');
+  if (opts.sha !== undefined && opts.sha !== mr.head_sha) throw apiError(409, 'SHA does not match HEAD of source branch: ' + (mr.head_sha ?? ''));
+}
+
+/** PUT .../merge. Returns the merge request as it is afterwards. */
+export async function acceptMergeRequest(
+  cairn: Cairn,
+  subject: ProjectSubject & { project: ProjectWithNamespace },
+  user: User,
+  initial: MergeRequest,
+  opts: MergeOptions,
+): Promise<MergeRequest> {
+  if (initial.state_id === MR_STATE.merged || initial.state_id === MR_STATE.closed) throw apiError(405, '405 Method Not Allowed');
+  if (!(await canAccept(cairn, subject, user, initial))) throw unauthorized();
+  // Merge status is recomputed if the branches moved since it was last checked.
+  const mr = initial.merge_status === 'can_be_merged' ? initial : await refreshMergeRequest(cairn, initial, subject.project);
+  assertMergeable(mr, opts);
+  const project = subject.project;
+  if (opts.squash && settings(project).squash_option === 'never') throw apiError(400, 'Squashing not allowed: This project doesn\'t allow you to squash commits when merging.');
+  const squash = settings(project).squash_option === 'always' ? true : opts.squash ?? mr.squash;
+
+  if (opts.merge_when_pipeline_succeeds && mr.head_pipeline_id !== null) {
+    // A pipeline is running for the head: merge when it succeeds (onPipelineSucceeded).
+    const flagged = await cairn.db
+      .updateTable('merge_requests')
+      .set({
+        merge_when_pipeline_succeeds: true,
+        merge_user_id: user.id,
+        merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, squash) }),
+        updated_at: sql`now()` as any,
+      })
+      .where('id', '=', mr.id)
+      .where('state_id', '=', MR_STATE.opened)
+      .returningAll()
+      .executeTakeFirst();
+    if (!flagged) throw apiError(405, '405 Method Not Allowed');
+    return flagged;
+  }
+  return performMerge(cairn, project, user, mr, { ...opts, squash });
+}
+
+function mergeParams(opts: MergeOptions, squash: boolean) {
+  return {
+    ...(opts.should_remove_source_branch !== undefined ? { should_remove_source_branch: opts.should_remove_source_branch } : {}),
+    ...(opts.merge_commit_message ? { commit_message: opts.merge_commit_message } : {}),
+    ...(opts.squash_commit_message ? { squash_commit_message: opts.squash_commit_message } : {}),
+    squash,
+  };
+}
+
+/** The merge itself: lock, build, compare-and-swap, record. */
+async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: User, mr: MergeRequest, opts: MergeOptions & { squash: boolean }): Promise<MergeRequest> {
+  const { db } = cairn;
+  const locked = await db
+    .updateTable('merge_requests')
+    .set({ state_id: MR_STATE.locked, merge_error: null, updated_at: sql`now()` as any })
+    .where('id', '=', mr.id)
+    .where('state_id', '=', MR_STATE.opened)
+    .where(sql<boolean>`head_sha is not distinct from ${mr.head_sha}`)
+    .returningAll()
+    .executeTakeFirst();
+  // Someone else is merging it, or it changed under us.
+  if (!locked) {
+    const now = await db.selectFrom('merge_requests').selectAll().where('id', '=', mr.id).executeTakeFirstOrThrow();
+    if (now.state_id === MR_STATE.merged || now.state_id === MR_STATE.locked) throw apiError(405, '405 Method Not Allowed');
+    if (opts.sha !== undefined && opts.sha !== now.head_sha) throw apiError(409, 'SHA does not match HEAD of source branch: ' + (now.head_sha ?? ''));
+    throw apiError(406, 'Branch cannot be merged');
+  }
+  const unlock = async (error: string | null) =>
+    db.updateTable('merge_requests').set({ state_id: MR_STATE.opened, merge_error: error, updated_at: sql`now()` as any })
+      .where('id', '=', mr.id).where('state_id', '=', MR_STATE.locked).execute();
+
+  const gitDir = gitDirOf(cairn, project);
+  try {
+    const targetOid = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
+    if (!targetOid || !mr.head_sha) {
+      await unlock('Target branch does not exist');
+      throw apiError(406, 'Branch cannot be merged');
+    }
+    const method = String(settings(project).merge_method ?? 'merge');
+    const ffOnly = method === 'ff' || method === 'rebase_merge';
+    if (ffOnly && !(await isAncestor(gitDir, targetOid, mr.head_sha))) {
+      await unlock(null);
+      throw apiError(406, 'Branch cannot be merged');
+    }
+    const committer = { name: user.name, email: user.commit_email || user.email };
+    const outcome = await buildMerge(gitDir, {
+      targetOid,
+      sourceOid: mr.head_sha,
+      mergeMessage: method === 'ff' ? null : opts.merge_commit_message || defaultMergeMessage(project, mr),
+      squash: opts.squash ? { message: opts.squash_commit_message || mr.title, author: committer } : null,
+      committer,
+    });
+    if (outcome.status === 'conflict') {
+      await db.updateTable('merge_requests').set({ has_conflicts: true, merge_status: 'cannot_be_merged' }).where('id', '=', mr.id).execute();
+      await unlock(null);
+      throw apiError(406, 'Branch cannot be merged');
+    }
+    if (outcome.status === 'empty') {
+      await unlock('Merge request is empty');
+      throw apiError(406, 'Branch cannot be merged');
+    }
+    if (!(await publish(gitDir, `refs/heads/${mr.target_branch}`, outcome.head, targetOid))) {
+      // The target moved while we merged: nothing was written; the caller may try again.
+      await db.updateTable('merge_requests').set({ merge_status: 'unchecked' }).where('id', '=', mr.id).execute();
+      await unlock(null);
+      throw apiError(406, 'Branch cannot be merged');
+    }
+    const merged = await db
+      .updateTable('merge_requests')
+      .set({
+        state_id: MR_STATE.merged,
+        merged_at: sql`now()` as any,
+        merge_user_id: user.id,
+        merge_commit_sha: outcome.mergeCommit,
+        squash_commit_sha: outcome.squashCommit,
+        squash: opts.squash,
+        merge_when_pipeline_succeeds: false,
+        merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, opts.squash) }),
+        updated_at: sql`now()` as any,
+      })
+      .where('id', '=', mr.id)
+      .where('state_id', '=', MR_STATE.locked)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await afterMerge(cairn, project, user, merged, opts);
+    return merged;
+  } catch (e) {
+    if (!(e instanceof ApiError)) await unlock('Something went wrong during merge').catch(() => undefined);
+    throw e;
+  }
+}
+
+/** Removes the source branch when asked (should_remove_source_branch, or force_remove_source_branch set at creation). */
+async function afterMerge(cairn: Cairn, project: ProjectWithNamespace, user: User, mr: MergeRequest, opts: MergeOptions) {
+  const params = mr.merge_params as Record<string, unknown>;
+  const remove = opts.should_remove_source_branch ?? (params.force_remove_source_branch === true);
+  if (!remove || mr.source_project_id === null) return;
+  const source = mr.source_project_id === project.id ? project : await findProjectRow(cairn.db, mr.source_project_id);
+  if (!source) return;
+  const gitDir = gitDirOf(cairn, source);
+  const oid = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.source_branch}`);
+  // Only the head that was merged is removed; a branch that moved on since is kept.
+  if (!oid || oid !== mr.head_sha || source.default_branch === mr.source_branch) return;
+  const level = effectiveLevel(user, await projectAccessLevel(cairn.db, user.id, source));
+  const decision = await canPushToBranch(cairn.db, source.id, user, level, mr.source_branch, { deletion: true });
+  if (!decision.allowed) return;
+  await compareAndSwapRef(gitDir, `refs/heads/${mr.source_branch}`, ZERO_OID, oid);
+}
+
+/** A merge left locked by a crash: merged if its head is in the target, opened again otherwise. */
+export async function reconcileLocked(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest): Promise<MergeRequest> {
+  if (mr.state_id !== MR_STATE.locked || Date.now() - new Date(mr.updated_at).getTime() < 60_000) return mr;
+  const gitDir = gitDirOf(cairn, project);
+  const target = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
+  const merged = !!(target && mr.head_sha && (await isAncestor(gitDir, mr.head_sha, target)));
+  const row = await cairn.db
+    .updateTable('merge_requests')
+    .set(merged ? { state_id: MR_STATE.merged, merged_at: sql`now()` as any } : { state_id: MR_STATE.opened })
+    .where('id', '=', mr.id)
+    .where('state_id', '=', MR_STATE.locked)
+    .returningAll()
+    .executeTakeFirst();
+  return row ?? mr;
+}
+
+/** POST .../cancel_merge_when_pipeline_succeeds: 401 / 405 / 406 as the spec's error table. */
+export async function cancelMergeWhenPipelineSucceeds(cairn: Cairn, subject: ProjectSubject & { project: ProjectWithNamespace }, user: User, mr: MergeRequest): Promise<MergeRequest> {
+  if (mr.author_id !== user.id && !can(user, 'update_merge_request', subject)) throw unauthorized();
+  if (mr.state_id === MR_STATE.merged || mr.state_id === MR_STATE.closed) throw apiError(405, '405 Method Not Allowed');
+  if (!mr.merge_when_pipeline_succeeds) throw apiError(406, '406 Not Acceptable');
+  const row = await cairn.db
+    .updateTable('merge_requests')
+    .set({ merge_when_pipeline_succeeds: false, merge_user_id: null, updated_at: sql`now()` as any })
+    .where('id', '=', mr.id)
+    .where('merge_when_pipeline_succeeds', '=', true)
+    .returningAll()
+    .executeTakeFirst();
+  if (!row) throw apiError(406, '406 Not Acceptable');
+  return row;
+}
+
+/**
+ * The hook CI calls when a pipeline finishes successfully: merge requests waiting on that head
+ * merge now, as the user who asked, with the options they gave.
+ */
+export async function onPipelineSucceeded(cairn: Cairn, projectId: number, sha: string): Promise<void> {
+  const waiting = await cairn.db
+    .selectFrom('merge_requests').selectAll()
+    .where('target_project_id', '=', projectId).where('head_sha', '=', sha)
+    .where('state_id', '=', MR_STATE.opened).where('merge_when_pipeline_succeeds', '=', true)
+    .execute();
+  for (const mr of waiting) {
+    const project = await findProjectRow(cairn.db, mr.target_project_id);
+    const user = mr.merge_user_id ? await cairn.db.selectFrom('users').selectAll().where('id', '=', mr.merge_user_id).executeTakeFirst() : undefined;
+    if (!project || !user) continue;
+    const p = mr.merge_params as Record<string, any>;
+    await performMerge(cairn, project, user, mr, {
+      squash: !!p.squash,
+      merge_commit_message: p.commit_message,
+      squash_commit_message: p.squash_commit_message,
+      should_remove_source_branch: p.should_remove_source_branch,
+    }).catch(() => undefined);
+  }
+}
+
+/** GET .../merge_ref: the merge of source into target at refs/merge-requests/:iid/merge; the target does not move. */
+export async function writeMergeRef(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest): Promise<string> {
+  if (mr.state_id === MR_STATE.merged) throw apiError(400, 'Merge request is already merged');
+  const gitDir = gitDirOf(cairn, project);
+  const targetOid = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
+  if (!targetOid || !mr.head_sha) throw apiError(400, 'Merge request is not mergeable');
+  const ident = { name: 'Cairn', email: 'noreply@cairn.local' };
+  const outcome = await buildMerge(gitDir, { targetOid, sourceOid: mr.head_sha, mergeMessage: defaultMergeMessage(project, mr), committer: ident });
+  if (outcome.status === 'conflict') throw apiError(400, 'Merge request is not mergeable');
+  if (outcome.status === 'empty') throw apiError(400, 'Merge request is empty');
+  const ref = mergeRefName(mr.iid);
+  const current = await readRef(cairn.catfile, gitDir, ref);
+  if (current !== outcome.head) await publish(gitDir, ref, outcome.head, current ?? ZERO_OID);
+  await cairn.db.updateTable('merge_requests').set({ merge_ref_sha: outcome.head }).where('id', '=', mr.id).execute();
+  return outcome.head;
+}
+
+/** PUT .../rebase: 403 without push rights on the source branch; the rebase runs in the queue (202). */
+export async function requestRebase(cairn: Cairn, user: User, mr: MergeRequest, opts: { skipCi?: boolean }): Promise<void> {
+  if (mr.source_project_id === null) throw forbidden('Cannot push to source branch');
+  const source = await findProjectRow(cairn.db, mr.source_project_id);
+  if (!source) throw forbidden('Cannot push to source branch');
+  const level = effectiveLevel(user, await projectAccessLevel(cairn.db, user.id, source));
+  const decision = await canPushToBranch(cairn.db, source.id, user, level, mr.source_branch);
+  if (!decision.allowed) throw forbidden('Cannot push to source branch');
+  if (mr.state_id !== MR_STATE.opened) throw apiError(405, '405 Method Not Allowed');
+  await cairn.db.transaction().execute(async (trx) => {
+    const started = await trx.updateTable('merge_requests').set({ rebase_in_progress: true, merge_error: null })
+      .where('id', '=', mr.id).where('rebase_in_progress', '=', false).returning('id').executeTakeFirst();
+    if (!started) throw new ApiError(409, { message: 'Rebase task is already in progress' });
+    await enqueue(trx, 'merge_request.rebase', { mergeRequestId: mr.id, userId: user.id, skipCi: !!opts.skipCi });
+  });
+}
+
+const REBASE_FAILED = 'Rebase failed: Rebase locally, resolve all conflicts, then push the branch.';
+
+defineJob('merge_request.rebase', async (cairn, payload) => {
+  const { db } = cairn;
+  const mr = await db.selectFrom('merge_requests').selectAll().where('id', '=', payload.mergeRequestId).executeTakeFirst();
+  if (!mr) return;
+  const finish = (error: string | null) =>
+    db.updateTable('merge_requests').set({ rebase_in_progress: false, merge_error: error, updated_at: sql`now()` as any }).where('id', '=', mr.id).execute();
+  try {
+    const target = await findProjectRow(db, mr.target_project_id);
+    const source = mr.source_project_id !== null ? await findProjectRow(db, mr.source_project_id) : undefined;
+    const user = await db.selectFrom('users').selectAll().where('id', '=', payload.userId).executeTakeFirst();
+    if (!target || !source || !user) return void (await finish(REBASE_FAILED));
+    const targetDir = gitDirOf(cairn, target);
+    const sourceDir = gitDirOf(cairn, source);
+    const ontoOid = await readRef(cairn.catfile, targetDir, `refs/heads/${mr.target_branch}`);
+    const headOid = await readRef(cairn.catfile, sourceDir, `refs/heads/${mr.source_branch}`);
+    if (!ontoOid || !headOid) return void (await finish(REBASE_FAILED));
+    if (sourceDir !== targetDir) {
+      await fetchCommitFrom(sourceDir, targetDir, ontoOid, `refs/merge-requests/${mr.iid}/rebase-onto`);
+    }
+    const out = await rebaseOnto(cairn.catfile, sourceDir, ontoOid, headOid, { name: user.name, email: user.commit_email || user.email });
+    if (out.status === 'conflict') return void (await finish(REBASE_FAILED));
+    if (out.status === 'rebased' && !(await publish(sourceDir, `refs/heads/${mr.source_branch}`, out.head, headOid))) {
+      return void (await finish('Rebase failed: the source branch moved while it was being rebased. Try again.'));
+    }
+    await finish(null);
+    const fresh = await db.selectFrom('merge_requests').selectAll().where('id', '=', mr.id).executeTakeFirstOrThrow();
+    await refreshMergeRequest(cairn, fresh, target);
+    if (out.status === 'rebased') {
+      const event = { projectId: source.id, userId: user.id, changes: [{ ref: `refs/heads/${mr.source_branch}`, oldSha: headOid, newSha: out.head }], pushOptions: payload.skipCi ? ['ci.skip'] : [] };
+      await Promise.allSettled(cairn.postReceiveHooks.map((hook) => hook(event)));
+    }
+  } catch (e) {
+    await finish(REBASE_FAILED);
+    throw e;
+  }
+});
+
+/**
+ * Approvals (GitLab Free's optional approvals): developers and up approve once, authors only when
+ * the project allows it (merge_requests_author_approval). Approving twice, or without the right,
+ * is 401 as GitLab answers.
+ */
+export async function approve(cairn: Cairn, subject: ProjectSubject, user: User, mr: MergeRequest, sha: string | undefined): Promise<void> {
+  const settings = (subject.project.settings ?? {}) as Record<string, unknown>;
+  if (mr.state_id !== MR_STATE.opened) throw unauthorized();
+  if (!can(user, 'update_merge_request', subject)) throw unauthorized();
+  if (mr.author_id === user.id && settings.merge_requests_author_approval !== true) throw unauthorized();
+  if (sha !== undefined && sha !== mr.head_sha) throw apiError(409, 'SHA does not match HEAD of source branch: ' + (mr.head_sha ?? ''));
+  const inserted = await cairn.db.insertInto('merge_request_approvals').values({ merge_request_id: mr.id, user_id: user.id })
+    .onConflict((oc) => oc.doNothing()).returning('user_id').executeTakeFirst();
+  if (!inserted) throw unauthorized();
+}
+
+export async function unapprove(cairn: Cairn, user: User, mr: MergeRequest): Promise<void> {
+  const removed = await cairn.db.deleteFrom('merge_request_approvals').where('merge_request_id', '=', mr.id).where('user_id', '=', user.id).returning('user_id').executeTakeFirst();
+  if (!removed) throw apiError(404, '404 Not found');
+}
+
+export async function approvalsOf(cairn: Cairn, mr: MergeRequest): Promise<User[]> {
+  return cairn.db.selectFrom('merge_request_approvals as a').innerJoin('users as u', 'u.id', 'a.user_id').selectAll('u')
+    .where('a.merge_request_id', '=', mr.id).orderBy('a.created_at').execute();
+}
