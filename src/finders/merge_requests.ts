@@ -170,7 +170,8 @@ export async function listMergeRequests(db: Database, actor: User | null, f: Mer
   const rows = await listQuery(db, actor, f)
     .selectAll('mr')
     .select(totalCount)
-    .orderBy(sql.ref(column), sql.raw(f.orderBy === 'merged_at' ? `${dir} nulls last` : dir))
+    // `column` and `dir` come from fixed lists above, never from the request's text.
+    .orderBy(sql.raw(`${column} ${dir}${f.orderBy === 'merged_at' ? ' nulls last' : ''}`))
     .orderBy('mr.id', dir)
     .limit(page.limit)
     .offset(page.offset)
