@@ -1,7 +1,8 @@
 import { git, GitError } from './command.js';
 import { parseCommit, type ParsedCommit } from './catfile.js';
 import { HistoryMemo, replaceRefsState } from './history_memo.js';
-import { EMPTY_TREE_OID, mergeBase } from './refs.js';
+import { mergeBase } from './refs.js';
+import { EMPTY_TREE_OID } from './validate.js';
 
 /**
  * History and diff reads that walk many objects: one git process each, with optional extra

@@ -123,8 +123,6 @@ export interface ReceivePackHead {
 
 export class InvalidPushError extends Error {}
 
-export const isZeroSha = (sha: string) => /^0+$/.test(sha);
-
 const COMMAND_RE = /^([0-9a-f]{40}|[0-9a-f]{64}) ([0-9a-f]{40}|[0-9a-f]{64}) (refs\/\S+)$/;
 
 /** Push options receive-pack accepts at most (its own limit is the same order). */

@@ -1,6 +1,7 @@
 import type { Cairn } from '../context.js';
 import type { Project, User } from '../db/schema/core.js';
-import { isZeroSha, type RefUpdate } from '../git/http.js';
+import type { RefUpdate } from '../git/http.js';
+import { isZeroOid } from '../git/validate.js';
 import { AccessLevel, projectAccessLevel } from '../policies/access.js';
 import { canPushToBranch } from '../policies/branches.js';
 
@@ -43,8 +44,8 @@ export async function checkRefUpdates(
       refusals.set(u.ref, PUSH_MESSAGES.pushCode);
       continue;
     }
-    const creation = isZeroSha(u.oldSha);
-    const deletion = isZeroSha(u.newSha);
+    const creation = isZeroOid(u.oldSha);
+    const deletion = isZeroOid(u.newSha);
     if (u.ref.startsWith('refs/heads/')) {
       const branch = u.ref.slice('refs/heads/'.length);
       if (deletion && project.default_branch && branch === project.default_branch) {
