@@ -131,7 +131,7 @@ function resolveSymbolic(gitDir: string, target: string, packed: PackedRefs, dep
 }
 
 /** Compares as strcmp does on UTF-8 bytes: by code point. */
-export function compareRefNames(a: string, b: string): number {
+function compareRefNames(a: string, b: string): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {
     const x = a.codePointAt(i)!;

@@ -217,7 +217,7 @@ export interface ParsedTag {
   message: string;
 }
 
-export function parseTagObject(oid: string, data: Buffer): ParsedTag {
+function parseTagObject(oid: string, data: Buffer): ParsedTag {
   const text = data.toString('utf8');
   const split = text.indexOf('\n\n');
   const head = split < 0 ? text : text.slice(0, split);

@@ -30,7 +30,7 @@ import { projectRepoPath, recordRefActivity } from './projects.js';
  * createCommit for what happens when two writers race.
  */
 
-export async function findCommit(cairn: Cairn, project: ProjectWithNamespace, rev: string): Promise<ParsedCommit | null> {
+async function findCommit(cairn: Cairn, project: ProjectWithNamespace, rev: string): Promise<ParsedCommit | null> {
   return resolveCommit(cairn.catfile, projectRepoPath(cairn, project), rev);
 }
 
@@ -95,7 +95,7 @@ export interface CreateCommitInput {
 const ACTIONS = ['create', 'delete', 'move', 'update', 'chmod'];
 const CAS_ATTEMPTS = 30;
 
-export function userIdentity(user: User): Identity {
+function userIdentity(user: User): Identity {
   return { name: user.name || user.username, email: user.commit_email || user.email };
 }
 
@@ -118,7 +118,7 @@ interface CheckedAction extends TreeAction {
 }
 
 /** Grape-level checks of the actions array, with Grape's wording. */
-export function checkActions(actions: ActionInput[] | undefined, maxBytes: number): CheckedAction[] {
+function checkActions(actions: ActionInput[] | undefined, maxBytes: number): CheckedAction[] {
   if (actions === undefined || actions === null) throw missingParam('actions');
   if (!Array.isArray(actions)) throw invalidParam('actions');
   if (!actions.length) throw new ApiError(400, { error: 'actions is empty' });

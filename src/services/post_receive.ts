@@ -10,7 +10,7 @@ import { projectRepoPath } from './projects.js';
  * Which branch becomes the default when the current one does not exist: the only branch, the
  * one HEAD names, then main, then master, then the first by name (as Gitaly picks it).
  */
-export function pickDefaultBranch(branches: string[], preferred: (string | null)[]): string | null {
+function pickDefaultBranch(branches: string[], preferred: (string | null)[]): string | null {
   if (!branches.length) return null;
   if (branches.length === 1) return branches[0];
   for (const name of [...preferred, 'main', 'master']) if (name && branches.includes(name)) return name;

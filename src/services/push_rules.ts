@@ -5,8 +5,6 @@ import { isZeroOid } from '../git/validate.js';
 import { AccessLevel, projectAccessLevel } from '../policies/access.js';
 import { canPushToBranch } from '../policies/branches.js';
 
-export type { RefUpdate } from '../git/http.js';
-
 export interface RefUpdateDecision {
   /** ref -> why it may not be updated; a push with any refusal moves no ref at all. */
   refusals: Map<string, string>;
@@ -14,7 +12,7 @@ export interface RefUpdateDecision {
   noForceRefs: string[];
 }
 
-export const PUSH_MESSAGES = {
+const PUSH_MESSAGES = {
   pushCode: 'You are not allowed to push code to this project.',
   deleteDefaultBranch: 'The default branch of a project cannot be deleted.',
   changeTags: 'You are not allowed to change existing tags on this project.',

@@ -22,13 +22,13 @@ export function linkContext(cairn: Cairn, project: ProjectWithNamespace): Commit
 }
 
 /** `ref` or the default branch, as a commit id; null when there is no such commit. */
-export async function resolveRefOrDefault(cairn: Cairn, project: ProjectWithNamespace, ref: string | undefined): Promise<string | null> {
+async function resolveRefOrDefault(cairn: Cairn, project: ProjectWithNamespace, ref: string | undefined): Promise<string | null> {
   const name = ref === undefined || ref === '' ? (project.default_branch ?? 'HEAD') : ref;
   return (await resolveCommit(cairn.catfile, projectRepoPath(cairn, project), name))?.oid ?? null;
 }
 
 /** A caller-given repository path, or a 400. */
-export function checkedPath(value: string | undefined, param = 'path'): string {
+function checkedPath(value: string | undefined, param = 'path'): string {
   if (value === undefined) return '';
   const p = normalizeRepoPath(value);
   if (p === null) throw badRequest(`${param} is invalid`);
@@ -82,7 +82,7 @@ export interface Archive {
   filename: string;
 }
 
-export const ARCHIVE_EXTENSIONS: Record<ArchiveFormat, string> = { 'tar.gz': 'tar.gz', 'tar.bz2': 'tar.bz2', tar: 'tar', zip: 'zip' };
+const ARCHIVE_EXTENSIONS: Record<ArchiveFormat, string> = { 'tar.gz': 'tar.gz', 'tar.bz2': 'tar.bz2', tar: 'tar', zip: 'zip' };
 
 /**
  * A streamed archive named as GitLab names it: `<project>-<ref>-<sha>[-<path>]`, which is

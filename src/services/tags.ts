@@ -21,7 +21,7 @@ async function tagView(cairn: Cairn, gitDir: string, ref: RefEntry): Promise<Tag
 export type TagOrder = 'name' | 'updated' | 'version';
 
 /** Compares version-like names ("v1.10.0" after "v1.9.2"), numbers numerically. */
-export function compareVersions(a: string, b: string): number {
+function compareVersions(a: string, b: string): number {
   const pa = a.replace(/^v/i, '').split(/[.\-+_]/);
   const pb = b.replace(/^v/i, '').split(/[.\-+_]/);
   for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
