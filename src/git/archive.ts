@@ -90,7 +90,7 @@ async function runArchive(gitDir: string, opts: ArchiveRequest): Promise<Running
 }
 
 /** Streams `git archive` of a commit (optionally one path of it); see runArchive. */
-export async function streamArchive(gitDir: string, opts: ArchiveRequest): Promise<Readable> {
+async function streamArchive(gitDir: string, opts: ArchiveRequest): Promise<Readable> {
   return (await runArchive(gitDir, opts)).stdout;
 }
 

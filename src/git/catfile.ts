@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { assertSafeArg, git, GitError, spawnGit } from './command.js';
 import { replaceRefsState } from './history_memo.js';
+import { isObjectId } from './validate.js';
 
 /**
  * Long-lived `git cat-file --batch-command` processes, one per repository in a bounded pool,
@@ -144,8 +145,6 @@ export interface CatFilePoolOptions {
   cacheObjectBytes?: number;
 }
 
-const FULL_OID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
-
 /** Objects by repository and id, least recently used first, bounded by their summed size. */
 class ObjectCache {
   private readonly entries = new Map<string, GitObject>();
@@ -242,7 +241,7 @@ export class CatFilePool {
   /** Type and size of an object or revision (`main`, `HEAD:README.md`, an oid), or null. */
   async info(gitDir: string, name: string): Promise<ObjectInfo | null> {
     checkName(name);
-    if (FULL_OID.test(name)) {
+    if (isObjectId(name)) {
       const kept = this.objects.get(`${gitDir}\0${name}`);
       if (kept && (await replaceRefsState(gitDir))) return { oid: kept.oid, type: kept.type, size: kept.size };
     }
@@ -255,7 +254,7 @@ export class CatFilePool {
    */
   async read(gitDir: string, name: string): Promise<GitObject | null> {
     checkName(name);
-    if (!FULL_OID.test(name) || !this.cacheObjectBytes) return (await this.acquire(gitDir).request('contents', name)) as GitObject | null;
+    if (!isObjectId(name) || !this.cacheObjectBytes) return (await this.acquire(gitDir).request('contents', name)) as GitObject | null;
     const key = `${gitDir}\0${name}`;
     const state = await replaceRefsState(gitDir);
     if (!state) return (await this.acquire(gitDir).request('contents', name)) as GitObject | null;

@@ -63,6 +63,19 @@ export function assertSafeArg(value: string, what = 'argument'): string {
   return value;
 }
 
+/**
+ * `work`'s result, or `fallback` when git fails: a repository directory that is missing or
+ * broken reads as "nothing there". Other errors propagate.
+ */
+export async function orWhenGitFails<T>(work: () => Promise<T>, fallback: T): Promise<T> {
+  try {
+    return await work();
+  } catch (e) {
+    if (e instanceof GitError) return fallback;
+    throw e;
+  }
+}
+
 function fullArgs(args: string[], opts: GitOptions): string[] {
   return opts.gitDir ? ['--git-dir', opts.gitDir, ...args] : args;
 }

@@ -1,63 +1,18 @@
 import { assertSafeArg, git, GitError, gitText } from './command.js';
-import { parseCommit, parseTree, type CatFilePool, type ParsedCommit } from './catfile.js';
+import { parseTree, type CatFilePool, type ParsedCommit } from './catfile.js';
 import { HistoryMemo, replaceRefsState } from './history_memo.js';
 import { treeAtPath } from './refs.js';
+import { EMPTY_TREE_OID, isOid, isSafeRevision, isSafeRevisionRange, splitRevisionRange } from './validate.js';
 
 /**
- * Read-side commit plumbing: resolving revisions, walking history with rev-list, per-commit
- * stats, diffs with GitLab's size limits, refs containing a commit, blame and last commit of a
- * path. Objects are read through the long-lived cat-file pool; only walks spawn git.
+ * History and its derivatives: walking history with rev-list, per-commit stats, diffs with
+ * GitLab's size limits, refs containing a commit, blame and last commit of a path. Objects are
+ * read through the long-lived cat-file pool (refs.ts reads single commits and refs); only walks
+ * spawn git.
  */
-
-export const ZERO_OID = '0000000000000000000000000000000000000000';
-export const EMPTY_TREE = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
 
 /** Pathspecs are taken literally (no globs, no `:(magic)`). */
 const LITERAL = { GIT_LITERAL_PATHSPECS: '1' };
-
-export function isOid(value: string): boolean {
-  return /^[0-9a-f]{40}$/.test(value);
-}
-
-/** A revision the caller named (branch, tag, hash, `main~2`), peeled to its commit; null when unknown. */
-export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<ParsedCommit | null> {
-  if (!isSafeRevision(rev)) return null;
-  // A commit id is read by id (the pool may hold it); anything else is resolved and peeled by git.
-  const direct = isOid(rev) ? await pool.read(gitDir, rev) : null;
-  if (direct?.type === 'commit') return parseCommit(direct.oid, direct.data);
-  const obj = await pool.read(gitDir, `${rev}^{commit}`);
-  if (!obj || obj.type !== 'commit') return null;
-  return parseCommit(obj.oid, obj.data);
-}
-
-export async function readCommits(pool: CatFilePool, gitDir: string, oids: string[]): Promise<ParsedCommit[]> {
-  const objs = await Promise.all(oids.map((oid) => pool.read(gitDir, oid)));
-  return objs.filter((o) => o && o.type === 'commit').map((o) => parseCommit(o!.oid, o!.data));
-}
-
-/** A value usable as a revision: no option lookalikes, no control characters, no whitespace. */
-export function isSafeRevision(rev: string): boolean {
-  if (typeof rev !== 'string' || !rev || rev.startsWith('-') || /[\x00-\x20\x7f]/.test(rev) || rev.length > 1024) return false;
-  return true;
-}
-
-/** The object id a full ref points at (refs/heads/x), or null. */
-export async function readRef(gitDir: string, ref: string): Promise<string | null> {
-  assertSafeArg(ref, 'ref');
-  const res = await git(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], { gitDir, okCodes: [1, 128] });
-  const out = res.stdout.toString().trim();
-  return res.exitCode === 0 && isOid(out) ? out : null;
-}
-
-export async function branchExists(gitDir: string, branch: string): Promise<boolean> {
-  return (await readRef(gitDir, `refs/heads/${branch}`)) !== null;
-}
-
-/** True when the repository has no branches at all (GitLab's empty_repo?). */
-export async function hasNoBranches(gitDir: string): Promise<boolean> {
-  const out = await gitText(['for-each-ref', '--count=1', '--format=%(refname)', 'refs/heads/'], { gitDir });
-  return out.trim() === '';
-}
 
 export interface LogOptions {
   /** A revision or range (`a..b`, `a...b`); ignored with `all`. */
@@ -69,14 +24,6 @@ export interface LogOptions {
   firstParent?: boolean;
   topo?: boolean;
   author?: string | null;
-}
-
-/** Splits `a..b` / `a...b` and checks each side; null when unusable. */
-export function revisionArgs(ref: string): string[] | null {
-  const m = /^(.*?)(\.\.\.?)(.*)$/.exec(ref);
-  const parts = m ? [m[1], m[3]].filter(Boolean) : [ref];
-  if (!parts.length || !parts.every(isSafeRevision)) return null;
-  return [ref];
 }
 
 function logArgs(opts: LogOptions): string[] | null {
@@ -91,9 +38,8 @@ function logArgs(opts: LogOptions): string[] | null {
   if (opts.author) args.push('--regexp-ignore-case', '--fixed-strings', `--author=${opts.author}`);
   if (opts.all) args.push('--all');
   else {
-    const revs = opts.ref ? revisionArgs(opts.ref) : null;
-    if (!revs) return null;
-    args.push(...revs);
+    if (!isSafeRevisionRange(opts.ref)) return null;
+    args.push(opts.ref);
   }
   args.push('--');
   if (opts.path) args.push(opts.path);
@@ -136,8 +82,8 @@ const historyMemo = new HistoryMemo();
  * walk from the names themselves). An empty side of a range is HEAD, as for git.
  */
 async function pinRevisions(pool: CatFilePool, gitDir: string, ref: string): Promise<string | null> {
-  const range = /^(.*?)(\.\.\.?)(.*)$/.exec(ref);
-  const sides = range ? [range[1] || 'HEAD', range[3] || 'HEAD'] : [ref];
+  const range = splitRevisionRange(ref);
+  const sides = range ? [range.from || 'HEAD', range.to || 'HEAD'] : [ref];
   const oids: string[] = [];
   for (const rev of sides) {
     if (!isSafeRevision(rev) || rev.startsWith('^') || /\^[!@-]/.test(rev)) return null;
@@ -149,7 +95,7 @@ async function pinRevisions(pool: CatFilePool, gitDir: string, ref: string): Pro
     if (!info || info.type !== 'commit') return null;
     oids.push(info.oid);
   }
-  return range ? `${oids[0]}${range[2]}${oids[1]}` : oids[0];
+  return range ? `${oids[0]}${range.operator}${oids[1]}` : oids[0];
 }
 
 /**
@@ -233,7 +179,7 @@ export async function commitStats(gitDir: string, commits: ParsedCommit[]): Prom
 }
 
 /** GitLab's diff limits (Gitlab::Git::DiffCollection / Commit): files over the safe limits are collapsed, the rest cut off. */
-export const DIFF_LIMITS = {
+const DIFF_LIMITS = {
   /** A single file's patch above this is "too large": its diff is empty. */
   maxPatchBytes: 100 * 1024,
   /** After these many files / lines / bytes further files are collapsed (diff ""). */
@@ -309,7 +255,7 @@ function splitPatches(out: string): string[] {
  * patch, which list files in the same order.
  */
 export async function diffTrees(gitDir: string, from: string | null, to: string, opts: { limits?: boolean } = {}): Promise<DiffFile[]> {
-  const base = from ?? EMPTY_TREE;
+  const base = from ?? EMPTY_TREE_OID;
   const [raw, patch] = await Promise.all([
     gitText(['diff-tree', '-r', '-M', '-z', '--raw', '--no-color', base, to], { gitDir }),
     gitText(['diff-tree', '-r', '-M', '-p', '--no-color', '--no-ext-diff', '--full-index', base, to], { gitDir, maxOutputBytes: 256 * 1024 * 1024 }),

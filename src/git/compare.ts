@@ -1,7 +1,8 @@
 import { git, GitError } from './command.js';
 import { parseCommit, type ParsedCommit } from './catfile.js';
 import { HistoryMemo, replaceRefsState } from './history_memo.js';
-import { EMPTY_TREE_OID, mergeBase } from './refs.js';
+import { mergeBase } from './refs.js';
+import { EMPTY_TREE_OID } from './validate.js';
 
 /**
  * History and diff reads that walk many objects: one git process each, with optional extra
@@ -19,7 +20,7 @@ function envFor(opts: ReadOptions): Record<string, string> | undefined {
 }
 
 /** Commits reachable from `to` but not from `from` (`from..to`), oldest first. */
-export async function commitsBetween(gitDir: string, from: string | null, to: string, opts: ReadOptions & { limit?: number } = {}): Promise<string[]> {
+async function commitsBetween(gitDir: string, from: string | null, to: string, opts: ReadOptions & { limit?: number } = {}): Promise<string[]> {
   const args = ['rev-list', '--reverse'];
   if (opts.limit) args.push(`--max-count=${opts.limit}`);
   args.push(to);
@@ -29,7 +30,7 @@ export async function commitsBetween(gitDir: string, from: string | null, to: st
 }
 
 /** Reads commits in one `cat-file --batch` run (so alternates apply). */
-export async function readCommitsOnce(gitDir: string, oids: string[], opts: ReadOptions = {}): Promise<ParsedCommit[]> {
+async function readCommitsOnce(gitDir: string, oids: string[], opts: ReadOptions = {}): Promise<ParsedCommit[]> {
   if (!oids.length) return [];
   const res = await git(['cat-file', '--batch'], { gitDir, env: envFor(opts), input: oids.join('\n') + '\n', timeoutMs: opts.timeoutMs });
   const buf = res.stdout;
@@ -73,7 +74,7 @@ export interface DiffLimits {
   maxPatchBytes: number;
 }
 
-export const DEFAULT_DIFF_LIMITS: DiffLimits = { maxFiles: 1000, maxLines: 50_000, maxPatchBytes: 200 * 1024 };
+const DEFAULT_DIFF_LIMITS: DiffLimits = { maxFiles: 1000, maxLines: 50_000, maxPatchBytes: 200 * 1024 };
 
 export interface DiffResult {
   diffs: DiffEntry[];
@@ -89,7 +90,7 @@ function mode(m: string): string {
  * The diff from `base` to `head` (rename detection on), one entry per file, as GitLab
  * presents diffs: the patch text starts at the first hunk.
  */
-export async function diffCommits(gitDir: string, base: string, head: string, opts: ReadOptions & { limits?: DiffLimits } = {}): Promise<DiffResult> {
+async function diffCommits(gitDir: string, base: string, head: string, opts: ReadOptions & { limits?: DiffLimits } = {}): Promise<DiffResult> {
   const limits = opts.limits ?? DEFAULT_DIFF_LIMITS;
   const env = envFor(opts);
   const common = ['--no-color', '--no-ext-diff', '-M', '--full-index'];

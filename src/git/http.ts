@@ -12,12 +12,12 @@ export type GitService = 'git-upload-pack' | 'git-receive-pack';
 
 export const GIT_SERVICES: readonly GitService[] = ['git-upload-pack', 'git-receive-pack'];
 
-export const FLUSH_PKT = Buffer.from('0000');
+const FLUSH_PKT = Buffer.from('0000');
 
 /** Largest pkt-line payload (65520 bytes minus the 4-byte length). */
 const MAX_PKT_PAYLOAD = 65516;
 
-export function pktLine(data: string | Buffer): Buffer {
+function pktLine(data: string | Buffer): Buffer {
   const payload = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
   if (payload.length > MAX_PKT_PAYLOAD) throw new Error('pkt-line payload too long');
   return Buffer.concat([Buffer.from((payload.length + 4).toString(16).padStart(4, '0')), payload]);
@@ -123,8 +123,6 @@ export interface ReceivePackHead {
 
 export class InvalidPushError extends Error {}
 
-export const isZeroSha = (sha: string) => /^0+$/.test(sha);
-
 const COMMAND_RE = /^([0-9a-f]{40}|[0-9a-f]{64}) ([0-9a-f]{40}|[0-9a-f]{64}) (refs\/\S+)$/;
 
 /** Push options receive-pack accepts at most (its own limit is the same order). */
@@ -151,7 +149,7 @@ function readPkt(buf: Buffer, pos: number): { payload: string | 'flush'; next: n
  * client asked for `push-options`; null when more bytes are needed. A request that is only a
  * flush-pkt (git's probe before a large push, or a push with nothing to do) has no updates.
  */
-export function parseReceivePackCommands(buf: Buffer): ParsedHead | null {
+function parseReceivePackCommands(buf: Buffer): ParsedHead | null {
   const updates: RefUpdate[] = [];
   let capabilities: string[] = [];
   let pos = 0;

@@ -1,7 +1,6 @@
 import { parseTree, type CatFilePool } from './catfile.js';
 import { assertSafeArg, git, gitText } from './command.js';
-
-export const ZERO_OID = '0000000000000000000000000000000000000000';
+import { ZERO_OID } from './validate.js';
 
 export interface Signature {
   name: string;
@@ -13,17 +12,6 @@ export interface Signature {
 export interface NewFile {
   path: string;
   content: string | Buffer;
-}
-
-/** Is `name` acceptable as a branch name to git (refs/heads/<name>)? */
-export async function isValidBranchName(name: string): Promise<boolean> {
-  try {
-    assertSafeArg(name, 'branch');
-    await git(['check-ref-format', `refs/heads/${name}`]);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**
@@ -55,18 +43,6 @@ export async function createRootCommit(
   const commit = (await gitText(['commit-tree', tree], { gitDir, env, input: opts.message.endsWith('\n') ? opts.message : opts.message + '\n' })).trim();
   await git(['update-ref', `refs/heads/${opts.branch}`, commit, ZERO_OID], { gitDir });
   return commit;
-}
-
-/** Points HEAD (the default branch) at refs/heads/<branch>. */
-export async function setHeadBranch(gitDir: string, branch: string): Promise<void> {
-  assertSafeArg(branch, 'branch');
-  await git(['symbolic-ref', 'HEAD', `refs/heads/${branch}`], { gitDir });
-}
-
-export async function branchExists(gitDir: string, branch: string): Promise<boolean> {
-  assertSafeArg(branch, 'branch');
-  const res = await git(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}^{commit}`], { gitDir, okCodes: [1, 128] });
-  return res.exitCode === 0;
 }
 
 /** Does the repository have any branch or tag? */

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, statSync, type Dirent, type Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { isObjectId, isValidRefComponent, isValidRefName } from './validate.js';
 
 /**
  * Reads a repository's refs the way git's files backend stores them, without starting git:
@@ -76,21 +77,6 @@ export async function readPackedRefs(gitDir: string): Promise<PackedRefs | null>
   return packed;
 }
 
-export function isObjectId(value: string): boolean {
-  return /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(value);
-}
-
-const BAD_REF_CHARS = /[\x00-\x20\x7f~^:?*[\\]/;
-
-/** git's check_refname_format for one path component of a ref read from disk. */
-function validComponent(name: string): boolean {
-  return !!name && !name.startsWith('.') && !name.endsWith('.lock') && !name.includes('..') && !name.includes('@{') && !BAD_REF_CHARS.test(name);
-}
-
-function validRefName(name: string): boolean {
-  return name.split('/').every(validComponent) && !name.endsWith('.') && name !== '@';
-}
-
 function readSmallFile(file: string): string | null {
   try {
     return readFileSync(file, 'utf8');
@@ -114,7 +100,7 @@ function readLooseRefs(gitDir: string, prefix: string): Map<string, string> {
       return;
     }
     for (const e of entries) {
-      if (!validComponent(e.name)) continue;
+      if (!isValidRefComponent(e.name)) continue;
       const name = `${dir}/${e.name}`;
       if (e.isDirectory()) walk(name);
       else {
@@ -136,7 +122,7 @@ function looseValue(content: string): { oid: string } | { target: string } | nul
 }
 
 function resolveSymbolic(gitDir: string, target: string, packed: PackedRefs, depth: number): string | null {
-  if (depth > 5 || !target.startsWith('refs/') || !validRefName(target)) return null;
+  if (depth > 5 || !target.startsWith('refs/') || !isValidRefName(target)) return null;
   const content = readSmallFile(path.join(gitDir, target));
   if (content === null) return packed.refs.get(target) ?? null;
   const value = looseValue(content.trim());
@@ -145,7 +131,7 @@ function resolveSymbolic(gitDir: string, target: string, packed: PackedRefs, dep
 }
 
 /** Compares as strcmp does on UTF-8 bytes: by code point. */
-export function compareRefNames(a: string, b: string): number {
+function compareRefNames(a: string, b: string): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {
     const x = a.codePointAt(i)!;
@@ -174,7 +160,7 @@ export async function readRefs(gitDir: string, prefix: string): Promise<RefValue
   const packed = await readPackedRefs(gitDir);
   if (!packed) return null;
   const values = new Map<string, string>();
-  for (const [ref, oid] of packed.refs) if (ref.startsWith(prefix) && validRefName(ref)) values.set(ref, oid);
+  for (const [ref, oid] of packed.refs) if (ref.startsWith(prefix) && isValidRefName(ref)) values.set(ref, oid);
   for (const [ref, content] of loose) {
     const value = looseValue(content);
     const oid = !value ? null : 'oid' in value ? value.oid : resolveSymbolic(gitDir, value.target, packed, 1);

@@ -1,71 +1,37 @@
-import { git, GitError } from './command.js';
+import { assertSafeArg, git, GitError, gitText, orWhenGitFails } from './command.js';
 import { parseCommit, parseTree, type CatFilePool, type ParsedCommit, type TreeEntry } from './catfile.js';
 import { HistoryMemo, replaceRefsState } from './history_memo.js';
 import { readRefs } from './ref_files.js';
+import { isOid, isReadableRefName, isSafeRevision, ZERO_OID } from './validate.js';
 
 /**
- * Reading and updating refs and trees of one bare repository. Reads go through the
- * long-lived cat-file pool, ref listings read the ref files (ref_files.ts); updates spawn git.
+ * Reading and updating one bare repository's refs and objects: what a ref points at, the commit
+ * a revision names, commits, blobs and trees by id. Reads go through the long-lived cat-file
+ * pool, ref listings read the ref files (ref_files.ts); updates spawn git. History walks, diffs
+ * and blame are in commits.ts; what a name may be is decided in validate.ts.
  */
-export const ZERO_OID = '0000000000000000000000000000000000000000';
-export const EMPTY_TREE_OID = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
 
 /**
- * Is this a revision a caller may name (branch, tag, sha, `main~2`)? Refuses option-like
- * values, control characters, ranges (`..`), path lookups (`:`), whitespace and backslashes,
- * so a revision can only ever name a commit-ish.
+ * The commit a revision names (branch, tag, id, `main~2`; tags are peeled), or null when it names
+ * none, or is not a single revision (see isSafeRevision).
  */
-export function isSafeRevision(rev: unknown): rev is string {
-  return (
-    typeof rev === 'string' &&
-    rev.length > 0 &&
-    rev.length <= 1024 &&
-    !rev.startsWith('-') &&
-    !/[\x00-\x20\x7f:\\]/.test(rev) &&
-    !rev.includes('..')
-  );
-}
-
-/**
- * A repository path as a caller may name it (trailing slashes dropped), or null when it is
- * absolute, option-like, has `.`/`..`/empty segments or control characters.
- */
-export function normalizeRepoPath(p: string): string | null {
-  if (/[\x00-\x1f\x7f]/.test(p) || p.startsWith('/') || p.startsWith('-')) return null;
-  const trimmed = p.replace(/\/+$/, '');
-  if (trimmed === '') return '';
-  const parts = trimmed.split('/');
-  if (parts.some((s) => s === '' || s === '.' || s === '..')) return null;
-  return trimmed;
-}
-
-async function safely<T>(work: () => Promise<T>, fallback: T): Promise<T> {
-  try {
-    return await work();
-  } catch (e) {
-    // A repository directory that is missing or broken reads as "nothing there".
-    if (e instanceof GitError) return fallback;
-    throw e;
-  }
-}
-
-/** The commit a revision names (peeling tags), or null. */
-export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<string | null> {
+export async function resolveCommit(pool: CatFilePool, gitDir: string, rev: string): Promise<ParsedCommit | null> {
   if (!isSafeRevision(rev)) return null;
-  // A commit id is looked up by id (the pool may hold it); anything else is resolved and peeled by git.
-  const direct = /^[0-9a-f]{40}$/.test(rev) ? await safely(() => pool.info(gitDir, rev), null) : null;
-  if (direct?.type === 'commit') return direct.oid;
-  const info = await safely(() => pool.info(gitDir, `${rev}^{commit}`), null);
-  return info && info.type === 'commit' ? info.oid : null;
-}
-
-export async function readCommit(pool: CatFilePool, gitDir: string, oid: string): Promise<ParsedCommit | null> {
-  if (!isSafeRevision(oid)) return null;
-  const obj = await safely(() => pool.read(gitDir, oid), null);
+  // A commit id is read by id (the pool may hold it); anything else is resolved and peeled by git.
+  const direct = isOid(rev) ? await orWhenGitFails(() => pool.read(gitDir, rev), null) : null;
+  if (direct?.type === 'commit') return parseCommit(direct.oid, direct.data);
+  const obj = await orWhenGitFails(() => pool.read(gitDir, `${rev}^{commit}`), null);
   return obj && obj.type === 'commit' ? parseCommit(obj.oid, obj.data) : null;
 }
 
-/** Many commits at once (pipelined on the pool); missing ones are left out. */
+/** A commit by id, or null. */
+export async function readCommit(pool: CatFilePool, gitDir: string, oid: string): Promise<ParsedCommit | null> {
+  if (!isSafeRevision(oid)) return null;
+  const obj = await orWhenGitFails(() => pool.read(gitDir, oid), null);
+  return obj && obj.type === 'commit' ? parseCommit(obj.oid, obj.data) : null;
+}
+
+/** Many commits by id at once (pipelined on the pool), by id; missing ones are left out. */
 export async function readCommits(pool: CatFilePool, gitDir: string, oids: string[]): Promise<Map<string, ParsedCommit>> {
   const unique = [...new Set(oids)];
   const commits = await Promise.all(unique.map((oid) => readCommit(pool, gitDir, oid)));
@@ -77,6 +43,26 @@ export async function readCommits(pool: CatFilePool, gitDir: string, oids: strin
   return map;
 }
 
+/**
+ * What the full ref (`refs/heads/main`) points at (a tag object for an annotated tag), or null
+ * when there is no such ref or `fullRef` is not a plain ref name (see isReadableRefName).
+ */
+export async function readRef(pool: CatFilePool, gitDir: string, fullRef: string): Promise<string | null> {
+  if (!isReadableRefName(fullRef)) return null;
+  const info = await orWhenGitFails(() => pool.info(gitDir, fullRef), null);
+  return info ? info.oid : null;
+}
+
+export async function branchExists(pool: CatFilePool, gitDir: string, branch: string): Promise<boolean> {
+  return (await readRef(pool, gitDir, `refs/heads/${branch}`)) !== null;
+}
+
+/** True when the repository has no branches at all (GitLab's empty_repo?). */
+export async function hasNoBranches(gitDir: string): Promise<boolean> {
+  const out = await gitText(['for-each-ref', '--count=1', '--format=%(refname)', 'refs/heads/'], { gitDir });
+  return out.trim() === '';
+}
+
 export interface BlobData {
   oid: string;
   size: number;
@@ -86,7 +72,7 @@ export interface BlobData {
 /** A blob by object id (full or abbreviated hex only), or null. */
 export async function readBlob(pool: CatFilePool, gitDir: string, oid: string): Promise<BlobData | null> {
   if (!/^[0-9a-fA-F]{4,64}$/.test(oid)) return null;
-  const obj = await safely(() => pool.read(gitDir, oid.toLowerCase()), null);
+  const obj = await orWhenGitFails(() => pool.read(gitDir, oid.toLowerCase()), null);
   return obj && obj.type === 'blob' ? { oid: obj.oid, size: obj.size, data: obj.data } : null;
 }
 
@@ -97,7 +83,7 @@ export interface PathEntry extends TreeEntry {
 /** The object at `path` inside a commit ('' = its root tree), or null. */
 export async function objectAtPath(pool: CatFilePool, gitDir: string, commitOid: string, path: string) {
   const name = path === '' ? `${commitOid}^{tree}` : `${commitOid}:${path}`;
-  return safely(() => pool.info(gitDir, name), null);
+  return orWhenGitFails(() => pool.info(gitDir, name), null);
 }
 
 /**
@@ -106,14 +92,14 @@ export async function objectAtPath(pool: CatFilePool, gitDir: string, commitOid:
  * from the pool's memory.
  */
 export async function treeAtPath(pool: CatFilePool, gitDir: string, commitOid: string, parts: string[]) {
-  const commit = await safely(() => pool.read(gitDir, commitOid), null);
+  const commit = await orWhenGitFails(() => pool.read(gitDir, commitOid), null);
   if (!commit || commit.type !== 'commit') return null;
-  let tree = await safely(() => pool.read(gitDir, parseCommit(commit.oid, commit.data).tree), null);
+  let tree = await orWhenGitFails(() => pool.read(gitDir, parseCommit(commit.oid, commit.data).tree), null);
   for (const part of parts) {
     if (!tree || tree.type !== 'tree') return null;
     const entry = parseTree(tree.data).find((e) => e.name === part);
     if (!entry || entry.type !== 'tree') return null;
-    tree = await safely(() => pool.read(gitDir, entry.oid), null);
+    tree = await orWhenGitFails(() => pool.read(gitDir, entry.oid), null);
   }
   return tree && tree.type === 'tree' ? tree : null;
 }
@@ -166,7 +152,7 @@ export interface RefEntry {
 export async function listRefs(gitDir: string, prefix: 'refs/heads/' | 'refs/tags/', opts: { mergedInto?: string } = {}): Promise<RefEntry[]> {
   if (opts.mergedInto) {
     const args = ['for-each-ref', '--format=%(objectname) %(refname)', `--merged=${opts.mergedInto}`, prefix];
-    const out = await safely(async () => (await git(args, { gitDir })).stdout.toString('utf8'), '');
+    const out = await orWhenGitFails(async () => (await git(args, { gitDir })).stdout.toString('utf8'), '');
     const refs: RefEntry[] = [];
     for (const line of out.split('\n')) {
       const sp = line.indexOf(' ');
@@ -177,21 +163,6 @@ export async function listRefs(gitDir: string, prefix: 'refs/heads/' | 'refs/tag
   // Unreadable refs read as none, as a failing for-each-ref did.
   const values = (await readRefs(gitDir, prefix)) ?? [];
   return values.map((v) => ({ name: v.ref.slice(prefix.length), oid: v.oid }));
-}
-
-/** The full ref's current value, or null. */
-export async function readRef(pool: CatFilePool, gitDir: string, fullRef: string): Promise<string | null> {
-  // Only a plain ref name: no revision operators that would name some other object.
-  if (!isSafeRevision(fullRef) || /[~^?*[]|@\{/.test(fullRef) || fullRef.endsWith('/')) return null;
-  const info = await safely(() => pool.info(gitDir, fullRef), null);
-  return info ? info.oid : null;
-}
-
-/** Does `git check-ref-format` accept this full ref name? */
-export async function isValidRefName(fullRef: string): Promise<boolean> {
-  if (!fullRef || fullRef.length > 1024 || /[\x00-\x1f\x7f]/.test(fullRef)) return false;
-  const res = await git(['check-ref-format', fullRef], { okCodes: [1, 128] });
-  return res.exitCode === 0;
 }
 
 export class RefUpdateConflict extends Error {}
@@ -211,9 +182,9 @@ export async function updateRef(gitDir: string, fullRef: string, newOid: string,
   }
 }
 
-/** Points HEAD at a branch (the repository's default branch). */
+/** Points HEAD at refs/heads/<branch> (the repository's default branch). */
 export async function setHead(gitDir: string, branch: string): Promise<void> {
-  await git(['symbolic-ref', 'HEAD', `refs/heads/${branch}`], { gitDir });
+  await git(['symbolic-ref', 'HEAD', `refs/heads/${assertSafeArg(branch, 'branch')}`], { gitDir });
 }
 
 /** The best common ancestor of the commits, or null when they share none. */
@@ -246,7 +217,7 @@ export interface ParsedTag {
   message: string;
 }
 
-export function parseTagObject(oid: string, data: Buffer): ParsedTag {
+function parseTagObject(oid: string, data: Buffer): ParsedTag {
   const text = data.toString('utf8');
   const split = text.indexOf('\n\n');
   const head = split < 0 ? text : text.slice(0, split);
@@ -271,6 +242,6 @@ export function parseTagObject(oid: string, data: Buffer): ParsedTag {
 }
 
 export async function readTag(pool: CatFilePool, gitDir: string, oid: string): Promise<ParsedTag | null> {
-  const obj = await safely(() => pool.read(gitDir, oid), null);
+  const obj = await orWhenGitFails(() => pool.read(gitDir, oid), null);
   return obj && obj.type === 'tag' ? parseTagObject(obj.oid, obj.data) : null;
 }

@@ -2,7 +2,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { assertSafeArg, git, GitError, gitText } from './command.js';
-import { EMPTY_TREE, isOid, treeEntries, ZERO_OID } from './commits.js';
+import { treeEntries } from './commits.js';
+import { isOid, ZERO_OID } from './validate.js';
 
 /**
  * Building commits without a work tree: a temporary index (GIT_INDEX_FILE in a temp dir) is
@@ -232,10 +233,6 @@ export async function compareAndSwapRef(gitDir: string, ref: string, newOid: str
   return res.exitCode === 0;
 }
 
-export async function setHead(gitDir: string, branch: string): Promise<void> {
-  await git(['symbolic-ref', 'HEAD', `refs/heads/${assertSafeArg(branch, 'branch')}`], { gitDir });
-}
-
 export interface PickResult {
   status: 'ok' | 'conflict' | 'empty';
   tree?: string;
@@ -261,5 +258,3 @@ export async function mergeTrees(gitDir: string, baseTree: string | null, oursTr
   if (tree === oursTree) return { status: 'empty' };
   return { status: 'ok', tree };
 }
-
-export { EMPTY_TREE };

@@ -13,8 +13,6 @@ export const AccessLevel = {
   ADMIN: 60,
 } as const;
 
-export const VALID_ACCESS_LEVELS = [0, 5, 10, 20, 30, 40, 50];
-
 export const Visibility = { PRIVATE: 0, INTERNAL: 10, PUBLIC: 20 } as const;
 export const VISIBILITY_NAMES: Record<number, 'private' | 'internal' | 'public'> = { 0: 'private', 10: 'internal', 20: 'public' };
 export const VISIBILITY_LEVELS: Record<string, number> = { private: 0, internal: 10, public: 20 };

@@ -1,25 +1,15 @@
 import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
-import { recordRefActivity } from './projects.js';
-import {
-  isValidRefName,
-  listRefs,
-  readCommits,
-  readRef,
-  RefUpdateConflict,
-  resolveCommit,
-  setHead,
-  updateRef,
-  ZERO_OID,
-} from '../git/refs.js';
+import { listRefs, readCommits, readRef, RefUpdateConflict, resolveCommit, setHead, updateRef } from '../git/refs.js';
+import { isValidBranchName, ZERO_OID } from '../git/validate.js';
 import { apiError, ApiError, forbidden, notFound } from '../plugins/errors.js';
 import { AccessLevel } from '../policies/access.js';
 import { developersCan, projectProtection, protectionOf, pushDecision, type BranchProtection } from '../policies/branches.js';
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { BranchView } from '../presenters/branches.js';
 import { mergedInto } from '../git/commits.js';
-import { gitDirOf } from './repository.js';
+import { projectRepoPath, recordRefActivity } from './projects.js';
 
 export interface Caller {
   user: User | null;
@@ -47,7 +37,7 @@ function cachedProtection(cairn: Cairn, projectId: number): Promise<BranchProtec
 }
 
 async function views(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, refs: { name: string; oid: string }[]): Promise<BranchView[]> {
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const [protection, commits, merged] = await Promise.all([
     cachedProtection(cairn, project.id),
     readCommits(cairn.catfile, gitDir, refs.map((r) => r.oid)),
@@ -89,7 +79,7 @@ async function branchView(
 async function mergedNames(cairn: Cairn, project: ProjectWithNamespace, refs: { name: string; oid: string }[]): Promise<Set<string>> {
   const others = refs.filter((r) => r.name !== project.default_branch);
   if (!others.length || !project.default_branch) return new Set();
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const target = await readRef(cairn.catfile, gitDir, `refs/heads/${project.default_branch}`);
   if (!target) return new Set();
   const merged = await mergedInto(gitDir, target, others.map((r) => r.oid));
@@ -99,7 +89,7 @@ async function mergedNames(cairn: Cairn, project: ProjectWithNamespace, refs: { 
 export type BranchSort = 'name_asc' | 'updated_asc' | 'updated_desc';
 
 export async function listBranches(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, opts: { search?: string; sort?: BranchSort }): Promise<BranchView[]> {
-  const refs = (await listRefs(gitDirOf(cairn, project), 'refs/heads/')).filter((r) => matchesSearch(r.name, opts.search));
+  const refs = (await listRefs(projectRepoPath(cairn, project), 'refs/heads/')).filter((r) => matchesSearch(r.name, opts.search));
   const list = await views(cairn, project, caller, refs);
   const sort = opts.sort ?? 'name_asc';
   if (sort !== 'name_asc') {
@@ -111,19 +101,12 @@ export async function listBranches(cairn: Cairn, project: ProjectWithNamespace, 
 
 /** One branch by name, or 404 Branch Not Found. */
 export async function findBranch(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, name: string): Promise<BranchView> {
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const oid = await readRef(cairn.catfile, gitDir, `refs/heads/${name}`);
   if (!oid) throw notFound('Branch');
   const [view] = await views(cairn, project, caller, [{ name, oid }]);
   if (!view) throw notFound('Branch');
   return view;
-}
-
-/** GitLab's rules for a new branch name, on top of git's own. */
-export async function isValidBranchName(name: string): Promise<boolean> {
-  if (!name || name.startsWith('-') || name === 'HEAD' || name.startsWith('refs/heads/') || name.startsWith('refs/remotes/')) return false;
-  if (/^[0-9a-f]{40}$/i.test(name) || /^[0-9a-f]{64}$/i.test(name)) return false;
-  return isValidRefName(`refs/heads/${name}`);
 }
 
 async function assertCanPush(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, branch: string) {
@@ -136,13 +119,13 @@ async function assertCanPush(cairn: Cairn, project: ProjectWithNamespace, caller
 export async function createBranch(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, name: string, ref: string): Promise<BranchView> {
   assertRepositoryWritable(project);
   await assertCanPush(cairn, project, caller, name);
-  if (!(await isValidBranchName(name))) throw apiError(400, 'Branch name is invalid');
-  const gitDir = gitDirOf(cairn, project);
+  if (!isValidBranchName(name)) throw apiError(400, 'Branch name is invalid');
+  const gitDir = projectRepoPath(cairn, project);
   if (await readRef(cairn.catfile, gitDir, `refs/heads/${name}`)) throw apiError(400, 'Branch already exists');
   const target = await resolveCommit(cairn.catfile, gitDir, ref);
   if (!target) throw apiError(400, `Invalid reference name: ${ref}`);
   try {
-    await updateRef(gitDir, `refs/heads/${name}`, target, ZERO_OID, 'branch: created through the API');
+    await updateRef(gitDir, `refs/heads/${name}`, target.oid, ZERO_OID, 'branch: created through the API');
   } catch (e) {
     if (e instanceof RefUpdateConflict) throw apiError(400, 'Branch already exists');
     throw e;
@@ -153,7 +136,7 @@ export async function createBranch(cairn: Cairn, project: ProjectWithNamespace, 
 
 export async function deleteBranch(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, name: string): Promise<void> {
   assertRepositoryWritable(project);
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const oid = await readRef(cairn.catfile, gitDir, `refs/heads/${name}`);
   if (!oid) throw notFound('Branch');
   if (name === project.default_branch) throw apiError(405, 'The default branch of a project cannot be deleted.');
@@ -182,7 +165,7 @@ export async function deleteBranch(cairn: Cairn, project: ProjectWithNamespace, 
 export async function deleteMergedBranches(cairn: Cairn, project: ProjectWithNamespace, caller: Caller): Promise<string[]> {
   assertRepositoryWritable(project);
   if (!caller.user || caller.accessLevel < AccessLevel.DEVELOPER) throw forbidden();
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const target = project.default_branch ? await readRef(cairn.catfile, gitDir, `refs/heads/${project.default_branch}`) : null;
   if (!target) return [];
   const all = await projectProtection(cairn.db, project.id);
@@ -208,8 +191,8 @@ export async function deleteMergedBranches(cairn: Cairn, project: ProjectWithNam
  */
 export async function setDefaultBranch(cairn: Cairn, project: ProjectWithNamespace, branch: string): Promise<void> {
   assertRepositoryWritable(project);
-  const gitDir = gitDirOf(cairn, project);
-  if (!(await isValidBranchName(branch))) throw apiError(400, 'Branch name is invalid');
+  const gitDir = projectRepoPath(cairn, project);
+  if (!isValidBranchName(branch)) throw apiError(400, 'Branch name is invalid');
   const exists = await readRef(cairn.catfile, gitDir, `refs/heads/${branch}`);
   const anyBranch = (await listRefs(gitDir, 'refs/heads/')).length > 0;
   if (!exists && anyBranch) throw new ApiError(400, { message: { base: [`Could not change HEAD: branch '${branch}' does not exist`] } });

@@ -6,25 +6,20 @@ import type { NotePosition } from '../db/schema/notes.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { ParsedCommit } from '../git/catfile.js';
 import {
-  branchExists,
   commitStats,
   deleteRef,
-  EMPTY_TREE,
   diffLines,
   diffTrees,
   fetchCommitFrom,
-  hasNoBranches,
-  isOid,
   lastCommitForPath,
   listHistory,
-  readCommits,
-  readRef,
   refsContaining,
-  resolveCommit,
   type CommitStats,
   type LogOptions,
 } from '../git/commits.js';
-import { buildCommit, checkWritablePath, writeActionBlobs, commitTree, compareAndSwapRef, mergeTrees, setHead, TreeActionError, type Identity, type TreeAction } from '../git/write.js';
+import { branchExists, hasNoBranches, readCommits, readRef, resolveCommit, setHead } from '../git/refs.js';
+import { EMPTY_TREE_OID, isOid, isValidBranchName, ZERO_OID } from '../git/validate.js';
+import { buildCommit, checkWritablePath, writeActionBlobs, commitTree, compareAndSwapRef, mergeTrees, TreeActionError, type Identity, type TreeAction } from '../git/write.js';
 import { assertCanPushToBranch, assertRepositoryWritable } from '../policies/code.js';
 import { ApiError, apiError, invalidParam, missingParam, notFound } from '../plugins/errors.js';
 import { projectRepoPath, recordRefActivity } from './projects.js';
@@ -35,12 +30,8 @@ import { projectRepoPath, recordRefActivity } from './projects.js';
  * createCommit for what happens when two writers race.
  */
 
-export function repoDir(cairn: Cairn, project: ProjectWithNamespace): string {
-  return projectRepoPath(cairn, project);
-}
-
-export async function findCommit(cairn: Cairn, project: ProjectWithNamespace, rev: string): Promise<ParsedCommit | null> {
-  return resolveCommit(cairn.catfile, repoDir(cairn, project), rev);
+async function findCommit(cairn: Cairn, project: ProjectWithNamespace, rev: string): Promise<ParsedCommit | null> {
+  return resolveCommit(cairn.catfile, projectRepoPath(cairn, project), rev);
 }
 
 export async function findCommitOrFail(cairn: Cairn, project: ProjectWithNamespace, rev: string): Promise<ParsedCommit> {
@@ -50,23 +41,24 @@ export async function findCommitOrFail(cairn: Cairn, project: ProjectWithNamespa
 }
 
 export async function statsFor(cairn: Cairn, project: ProjectWithNamespace, commits: ParsedCommit[]): Promise<Map<string, CommitStats>> {
-  return commitStats(repoDir(cairn, project), commits);
+  return commitStats(projectRepoPath(cairn, project), commits);
 }
 
 /** One page of history and the number of commits in all of it. */
 export async function listCommits(cairn: Cairn, project: ProjectWithNamespace, opts: LogOptions, page: { offset: number; limit: number }) {
-  const gitDir = repoDir(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const { oids, total } = await listHistory(cairn.catfile, gitDir, opts, page);
-  const commits = await readCommits(cairn.catfile, gitDir, oids);
+  const byOid = await readCommits(cairn.catfile, gitDir, oids);
+  const commits = oids.flatMap((oid) => byOid.get(oid) ?? []);
   return { commits, total };
 }
 
 export async function commitRefs(cairn: Cairn, project: ProjectWithNamespace, commit: ParsedCommit, type: 'branch' | 'tag' | 'all') {
-  return refsContaining(repoDir(cairn, project), commit.oid, type);
+  return refsContaining(projectRepoPath(cairn, project), commit.oid, type);
 }
 
 export async function commitDiff(cairn: Cairn, project: ProjectWithNamespace, commit: ParsedCommit) {
-  return diffTrees(repoDir(cairn, project), commit.parents[0] ?? null, commit.oid);
+  return diffTrees(projectRepoPath(cairn, project), commit.parents[0] ?? null, commit.oid);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -103,16 +95,8 @@ export interface CreateCommitInput {
 const ACTIONS = ['create', 'delete', 'move', 'update', 'chmod'];
 const CAS_ATTEMPTS = 30;
 
-export function userIdentity(user: User): Identity {
+function userIdentity(user: User): Identity {
   return { name: user.name || user.username, email: user.commit_email || user.email };
-}
-
-/** git check-ref-format's rules for a branch name, plus GitLab's refusal of HEAD. */
-export function validBranchName(name: string): boolean {
-  if (!name || name === 'HEAD' || name === '@' || name.startsWith('-') || name.startsWith('/') || name.endsWith('/') || name.endsWith('.')) return false;
-  if (name.startsWith('refs/')) return false;
-  if (/[\x00-\x20\x7f~^:?*[\\]/.test(name) || name.includes('..') || name.includes('@{') || name.includes('//')) return false;
-  return name.split('/').every((c) => c && !c.startsWith('.') && !c.endsWith('.lock'));
 }
 
 function decodeContent(a: ActionInput, index: number, maxBytes: number, path: string): Buffer | null {
@@ -134,7 +118,7 @@ interface CheckedAction extends TreeAction {
 }
 
 /** Grape-level checks of the actions array, with Grape's wording. */
-export function checkActions(actions: ActionInput[] | undefined, maxBytes: number): CheckedAction[] {
+function checkActions(actions: ActionInput[] | undefined, maxBytes: number): CheckedAction[] {
   if (actions === undefined || actions === null) throw missingParam('actions');
   if (!Array.isArray(actions)) throw invalidParam('actions');
   if (!actions.length) throw new ApiError(400, { error: 'actions is empty' });
@@ -166,14 +150,14 @@ const defaultStale = (path: string) => `The file has changed since you started e
 
 async function notifyPush(cairn: Cairn, project: ProjectWithNamespace, user: User, ref: string, oldSha: string | null, newSha: string) {
   await recordRefActivity(cairn.db, project, { branchWritten: true });
-  const event = { projectId: project.id, userId: user.id, changes: [{ ref, oldSha: oldSha ?? '0'.repeat(40), newSha }], pushOptions: [] };
+  const event = { projectId: project.id, userId: user.id, changes: [{ ref, oldSha: oldSha ?? ZERO_OID, newSha }], pushOptions: [] };
   await Promise.allSettled(cairn.postReceiveHooks.map((hook) => hook(event)));
 }
 
 /** After the first branch of an empty repository is created elsewhere than HEAD, HEAD follows it. */
 async function adoptFirstBranch(cairn: Cairn, project: ProjectWithNamespace, gitDir: string, branch: string) {
   const def = project.default_branch ?? 'main';
-  if (def === branch || (await branchExists(gitDir, def))) return;
+  if (def === branch || (await branchExists(cairn.catfile, gitDir, def))) return;
   await setHead(gitDir, branch);
   await cairn.db.updateTable('projects').set({ default_branch: branch }).where('id', '=', project.id).execute();
 }
@@ -217,19 +201,19 @@ async function inTurn<T>(key: string, fn: () => Promise<T>): Promise<T> {
  */
 export async function createCommit(cairn: Cairn, input: CreateCommitInput): Promise<ParsedCommit> {
   const { project, user, branch } = input;
-  const gitDir = repoDir(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const startProject = input.startProject ?? project;
   const crossProject = startProject.id !== project.id;
-  const startDir = crossProject ? repoDir(cairn, startProject) : gitDir;
+  const startDir = crossProject ? projectRepoPath(cairn, startProject) : gitDir;
   const startSha = input.startSha || null;
   const startBranch = input.startBranch || (startSha ? null : branch);
   const stale = input.staleMessage ?? defaultStale;
   const fail = (message: string) => apiError(400, message);
 
   assertRepositoryWritable(project);
-  if (!validBranchName(branch)) throw fail(`Something went wrong when we tried to create '${branch}' for you: Branch name is invalid`);
-  if (input.startBranch && !validBranchName(input.startBranch)) throw fail('You can only create or edit files when you are on a branch');
-  const targetAtStart = await readRef(gitDir, `refs/heads/${branch}`);
+  if (!isValidBranchName(branch)) throw fail(`Something went wrong when we tried to create '${branch}' for you: Branch name is invalid`);
+  if (input.startBranch && !isValidBranchName(input.startBranch)) throw fail('You can only create or edit files when you are on a branch');
+  const targetAtStart = await readRef(cairn.catfile, gitDir, `refs/heads/${branch}`);
   await assertCanPushToBranch(cairn.db, project, user, input.accessLevel, branch, { force: Boolean(input.force && targetAtStart) });
   if (!input.message) throw missingParam('commit_message');
   const actions = checkActions(input.actions, cairn.config.maxFileSize);
@@ -257,11 +241,11 @@ export async function createCommit(cairn: Cairn, input: CreateCommitInput): Prom
   return inTurn(`${gitDir}\0${branch}`, async () => {
     try {
       for (let attempt = 1; ; attempt++) {
-        const target = await readRef(gitDir, `refs/heads/${branch}`);
+        const target = await readRef(cairn.catfile, gitDir, `refs/heads/${branch}`);
         let parent: string | null;
         if (startSha) parent = startSha;
         else {
-          parent = startBranch === branch && !crossProject ? target : await readRef(startDir, `refs/heads/${startBranch}`);
+          parent = startBranch === branch && !crossProject ? target : await readRef(cairn.catfile, startDir, `refs/heads/${startBranch}`);
           if (!parent && !(await hasNoBranches(startDir))) throw fail('You can only create or edit files when you are on a branch');
         }
         if (different && target && !input.force) {
@@ -329,8 +313,8 @@ function pickError(kind: 'cherry_pick' | 'revert', code: 'empty' | 'conflict') {
  */
 export async function pickCommit(cairn: Cairn, kind: 'cherry_pick' | 'revert', input: PickInput): Promise<PickOutcome> {
   const { project, user, commit, branch } = input;
-  const gitDir = repoDir(cairn, project);
-  if (!validBranchName(branch) || !(await readRef(gitDir, `refs/heads/${branch}`))) throw notFound('Branch');
+  const gitDir = projectRepoPath(cairn, project);
+  if (!isValidBranchName(branch) || !(await readRef(cairn.catfile, gitDir, `refs/heads/${branch}`))) throw notFound('Branch');
   assertRepositoryWritable(project);
   await assertCanPushToBranch(cairn.db, project, user, input.accessLevel, branch);
 
@@ -338,12 +322,12 @@ export async function pickCommit(cairn: Cairn, kind: 'cherry_pick' | 'revert', i
   const parentTree = parent ? parent.tree : null;
   const base = kind === 'cherry_pick' ? parentTree : commit.tree;
   const committer = userIdentity(user);
-  const emptyTree = parentTree ?? EMPTY_TREE;
+  const emptyTree = parentTree ?? EMPTY_TREE_OID;
   const theirs = kind === 'cherry_pick' ? commit.tree : emptyTree;
 
   return inTurn(`${gitDir}\0${branch}`, async (): Promise<PickOutcome> => {
     for (let attempt = 1; ; attempt++) {
-      const tipOid = await readRef(gitDir, `refs/heads/${branch}`);
+      const tipOid = await readRef(cairn.catfile, gitDir, `refs/heads/${branch}`);
       if (!tipOid) throw notFound('Branch');
       const tip = (await resolveCommit(cairn.catfile, gitDir, tipOid))!;
       const merged = await mergeTrees(gitDir, base, tip.tree, theirs);
@@ -413,7 +397,7 @@ export async function createCommitNote(cairn: Cairn, input: CommentInput) {
   let position: NotePosition | null = null;
   let lineCode: string | null = null;
   if (input.path && input.line && input.lineType) {
-    const diffs = await diffTrees(repoDir(cairn, input.project), input.commit.parents[0] ?? null, input.commit.oid, { limits: false });
+    const diffs = await diffTrees(projectRepoPath(cairn, input.project), input.commit.parents[0] ?? null, input.commit.oid, { limits: false });
     const file = diffs.find((d) => d.newPath === input.path);
     if (file) {
       const hit = diffLines(file.diff).find((l) => l.type === input.lineType && (input.lineType === 'new' ? l.newLine : l.oldLine) === input.line);

@@ -2,10 +2,11 @@ import crypto from 'node:crypto';
 import type { Cairn } from '../context.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { ParsedCommit } from '../git/catfile.js';
-import { blame, lastCommitForPath, pathEntry, readCommits, resolveCommit, type BlameRange } from '../git/commits.js';
+import { blame, lastCommitForPath, pathEntry, type BlameRange } from '../git/commits.js';
+import { readCommits, resolveCommit } from '../git/refs.js';
 import { apiError, badRequest, notFound } from '../plugins/errors.js';
 import type { RepositoryFile } from '../presenters/commits.js';
-import { repoDir } from './commits.js';
+import { projectRepoPath } from './projects.js';
 
 /**
  * The repository files API's reads: a blob at a path of a ref with its last commit, and blame.
@@ -19,7 +20,7 @@ export function validFilePath(p: string): boolean {
 }
 
 export async function readFile(cairn: Cairn, project: ProjectWithNamespace, ref: string, path: string): Promise<RepositoryFile> {
-  const gitDir = repoDir(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const commit = await resolveCommit(cairn.catfile, gitDir, ref);
   if (!commit) throw notFound('Commit');
   const entry = await pathEntry(cairn.catfile, gitDir, commit.oid, path);
@@ -48,7 +49,7 @@ export async function blameFile(
   range?: { start: number; end: number },
 ): Promise<{ file: RepositoryFile; ranges: { range: BlameRange; commit: ParsedCommit }[] }> {
   const file = await readFile(cairn, project, ref, path);
-  const gitDir = repoDir(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   let lines = file.content.length ? file.content.toString('utf8').split('\n').length : 0;
   if (file.content.length && file.content[file.content.length - 1] === 10) lines--;
   if (range) {
@@ -58,7 +59,6 @@ export async function blameFile(
   }
   if (!lines) return { file, ranges: [] };
   const ranges = await blame(gitDir, file.commitId, path, range);
-  const commits = await readCommits(cairn.catfile, gitDir, [...new Set(ranges.map((r) => r.commit))]);
-  const byOid = new Map(commits.map((c) => [c.oid, c]));
+  const byOid = await readCommits(cairn.catfile, gitDir, ranges.map((r) => r.commit));
   return { file, ranges: ranges.map((r) => ({ range: r, commit: byOid.get(r.commit)! })) };
 }

@@ -3,7 +3,6 @@ import type { Database } from '../db/index.js';
 import type { DeployKeysProject, Key, KeyUsageType } from '../db/schema/keys.js';
 import { parseSshPublicKey, type ParsedSshKey } from '../lib/ssh-keys.js';
 
-export const KEY_USAGE_TYPES: KeyUsageType[] = ['auth', 'signing', 'auth_and_signing'];
 export const MIN_RSA_BITS = 1024;
 const ALLOWED_FAMILIES = 'RSA, ECDSA, ED25519, ECDSA_SK, or ED25519_SK';
 

@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
 import type { Cairn, PostReceiveEvent } from '../context.js';
 import type { Project } from '../db/schema/core.js';
-import { headBranch, isZeroSha, refSnapshot, type RefUpdate } from '../git/http.js';
+import { headBranch, refSnapshot, type RefUpdate } from '../git/http.js';
+import { isZeroOid } from '../git/validate.js';
 import { setHead } from '../git/refs.js';
 import { projectRepoPath } from './projects.js';
 
@@ -9,7 +10,7 @@ import { projectRepoPath } from './projects.js';
  * Which branch becomes the default when the current one does not exist: the only branch, the
  * one HEAD names, then main, then master, then the first by name (as Gitaly picks it).
  */
-export function pickDefaultBranch(branches: string[], preferred: (string | null)[]): string | null {
+function pickDefaultBranch(branches: string[], preferred: (string | null)[]): string | null {
   if (!branches.length) return null;
   if (branches.length === 1) return branches[0];
   for (const name of [...preferred, 'main', 'master']) if (name && branches.includes(name)) return name;
@@ -32,7 +33,7 @@ export async function recordPush(
   const gitDir = projectRepoPath(cairn, project);
   const { values, branches } = await refSnapshot(gitDir, updates.map((u) => u.ref));
   const changes = updates
-    .filter((u) => (isZeroSha(u.newSha) ? !values.has(u.ref) : values.get(u.ref) === u.newSha))
+    .filter((u) => (isZeroOid(u.newSha) ? !values.has(u.ref) : values.get(u.ref) === u.newSha))
     .map((u) => ({ ref: u.ref, oldSha: u.oldSha, newSha: u.newSha }));
   if (!changes.length) return null;
 

@@ -59,8 +59,6 @@ const LEGACY_ENABLED: Record<string, string> = {
   container_registry_enabled: 'container_registry_access_level',
 };
 
-export const PROJECT_SETTING_PARAMS = [...Object.keys(SETTING_KINDS), ...Object.keys(LEGACY_ENABLED), 'emails_disabled', 'build_coverage_regex'];
-
 /**
  * Picks and checks the settings among request parameters. Returns the settings to merge into
  * projects.settings, or the per-parameter errors (GitLab's "does not have a valid value").

@@ -6,7 +6,9 @@ import { randomToken } from '../lib/secrets.js';
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Namespace, Project, User } from '../db/schema/core.js';
-import { createRootCommit, branchExists, hasRefs, isValidBranchName, rootReadme, setHeadBranch } from '../git/plumbing.js';
+import { createRootCommit, hasRefs, rootReadme } from '../git/plumbing.js';
+import { branchExists, setHead } from '../git/refs.js';
+import { isValidBranchName } from '../git/validate.js';
 import { scheduleRepositoryRemoval } from './repository_removal.js';
 import { pathError, pathFromName } from '../lib/paths.js';
 import { AccessLevel, groupAccessLevel, VISIBILITY_LEVELS, VISIBILITY_NAMES } from '../policies/access.js';
@@ -173,7 +175,7 @@ export async function createProject(cairn: Cairn, input: CreateProjectInput): Pr
   const visibilityProblem = visibilityAllowedIn(ns, visibility);
   if (visibilityProblem) problems.visibility_level = [visibilityProblem];
   const defaultBranch = typeof params.default_branch === 'string' && params.default_branch ? params.default_branch : await namespaceDefaultBranch(db, ns);
-  if (!(await isValidBranchName(defaultBranch))) problems.default_branch = ['is invalid'];
+  if (!isValidBranchName(defaultBranch)) problems.default_branch = ['is invalid'];
   if (Object.keys(problems).length) throw validationFailed(problems);
 
   const project = await insertProject(cairn, {
@@ -262,8 +264,8 @@ export async function updateProject(cairn: Cairn, input: UpdateProjectInput): Pr
   let newHead: string | null = null;
   if (typeof params.default_branch === 'string' && params.default_branch !== project.default_branch) {
     const branch = params.default_branch;
-    if (!(await isValidBranchName(branch))) problems.default_branch = ['is invalid'];
-    else if ((await hasRefs(repo)) && !(await branchExists(repo, branch))) {
+    if (!isValidBranchName(branch)) problems.default_branch = ['is invalid'];
+    else if ((await hasRefs(repo)) && !(await branchExists(cairn.catfile, repo, branch))) {
       throw apiError(400, `Could not change HEAD: branch '${branch}' does not exist`);
     } else {
       changes.default_branch = branch;
@@ -281,7 +283,7 @@ export async function updateProject(cairn: Cairn, input: UpdateProjectInput): Pr
     })
     .where('id', '=', project.id)
     .execute();
-  if (newHead) await setHeadBranch(repo, newHead);
+  if (newHead) await setHead(repo, newHead);
 }
 
 /**

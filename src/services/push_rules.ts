@@ -1,10 +1,9 @@
 import type { Cairn } from '../context.js';
 import type { Project, User } from '../db/schema/core.js';
-import { isZeroSha, type RefUpdate } from '../git/http.js';
+import type { RefUpdate } from '../git/http.js';
+import { isZeroOid } from '../git/validate.js';
 import { AccessLevel, projectAccessLevel } from '../policies/access.js';
 import { canPushToBranch } from '../policies/branches.js';
-
-export type { RefUpdate } from '../git/http.js';
 
 export interface RefUpdateDecision {
   /** ref -> why it may not be updated; a push with any refusal moves no ref at all. */
@@ -13,7 +12,7 @@ export interface RefUpdateDecision {
   noForceRefs: string[];
 }
 
-export const PUSH_MESSAGES = {
+const PUSH_MESSAGES = {
   pushCode: 'You are not allowed to push code to this project.',
   deleteDefaultBranch: 'The default branch of a project cannot be deleted.',
   changeTags: 'You are not allowed to change existing tags on this project.',
@@ -43,8 +42,8 @@ export async function checkRefUpdates(
       refusals.set(u.ref, PUSH_MESSAGES.pushCode);
       continue;
     }
-    const creation = isZeroSha(u.oldSha);
-    const deletion = isZeroSha(u.newSha);
+    const creation = isZeroOid(u.oldSha);
+    const deletion = isZeroOid(u.newSha);
     if (u.ref.startsWith('refs/heads/')) {
       const branch = u.ref.slice('refs/heads/'.length);
       if (deletion && project.default_branch && branch === project.default_branch) {

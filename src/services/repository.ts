@@ -4,17 +4,8 @@ import type { Cairn } from '../context.js';
 import type { ParsedCommit } from '../git/catfile.js';
 import type { ArchiveFormat } from '../git/archive.js';
 import { authorCounts, compareCommits, type AuthorCount } from '../git/compare.js';
-import {
-  listTree,
-  mergeBase,
-  normalizeRepoPath,
-  objectAtPath,
-  readBlob,
-  readCommit,
-  resolveCommit,
-  type BlobData,
-  type PathEntry,
-} from '../git/refs.js';
+import { listTree, mergeBase, objectAtPath, readBlob, readCommit, resolveCommit, type BlobData, type PathEntry } from '../git/refs.js';
+import { normalizeRepoPath } from '../git/validate.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import { projectFullPath } from '../finders/projects.js';
 import { apiError, badRequest, notFound } from '../plugins/errors.js';
@@ -26,22 +17,18 @@ import { projectRepoPath } from './projects.js';
  * Reads of a project's repository for the repository API: trees, blobs, archives,
  * comparisons, contributors and merge bases. Object reads use the process's cat-file pool.
  */
-export function gitDirOf(cairn: Cairn, project: ProjectWithNamespace): string {
-  return projectRepoPath(cairn, project);
-}
-
 export function linkContext(cairn: Cairn, project: ProjectWithNamespace): CommitContext {
   return { baseUrl: cairn.config.externalUrl, projectFullPath: projectFullPath(project) };
 }
 
 /** `ref` or the default branch, as a commit id; null when there is no such commit. */
-export async function resolveRefOrDefault(cairn: Cairn, project: ProjectWithNamespace, ref: string | undefined): Promise<string | null> {
+async function resolveRefOrDefault(cairn: Cairn, project: ProjectWithNamespace, ref: string | undefined): Promise<string | null> {
   const name = ref === undefined || ref === '' ? (project.default_branch ?? 'HEAD') : ref;
-  return resolveCommit(cairn.catfile, gitDirOf(cairn, project), name);
+  return (await resolveCommit(cairn.catfile, projectRepoPath(cairn, project), name))?.oid ?? null;
 }
 
 /** A caller-given repository path, or a 400. */
-export function checkedPath(value: string | undefined, param = 'path'): string {
+function checkedPath(value: string | undefined, param = 'path'): string {
   if (value === undefined) return '';
   const p = normalizeRepoPath(value);
   if (p === null) throw badRequest(`${param} is invalid`);
@@ -52,7 +39,7 @@ export async function treeEntries(cairn: Cairn, project: ProjectWithNamespace, o
   const p = checkedPath(opts.path);
   const commit = await resolveRefOrDefault(cairn, project, opts.ref);
   if (!commit) throw notFound('Tree');
-  const entries = await listTree(cairn.catfile, gitDirOf(cairn, project), commit, p, opts.recursive);
+  const entries = await listTree(cairn.catfile, projectRepoPath(cairn, project), commit, p, opts.recursive);
   if (!entries) throw notFound('Tree');
   return entries;
 }
@@ -80,7 +67,7 @@ export function keysetTreePage(entries: PathEntry[], perPage: number, pageToken:
 }
 
 export async function blobById(cairn: Cairn, project: ProjectWithNamespace, sha: string): Promise<BlobData> {
-  const blob = await readBlob(cairn.catfile, gitDirOf(cairn, project), sha);
+  const blob = await readBlob(cairn.catfile, projectRepoPath(cairn, project), sha);
   if (!blob) throw notFound('Blob');
   return blob;
 }
@@ -95,7 +82,7 @@ export interface Archive {
   filename: string;
 }
 
-export const ARCHIVE_EXTENSIONS: Record<ArchiveFormat, string> = { 'tar.gz': 'tar.gz', 'tar.bz2': 'tar.bz2', tar: 'tar', zip: 'zip' };
+const ARCHIVE_EXTENSIONS: Record<ArchiveFormat, string> = { 'tar.gz': 'tar.gz', 'tar.bz2': 'tar.bz2', tar: 'tar', zip: 'zip' };
 
 /**
  * A streamed archive named as GitLab names it: `<project>-<ref>-<sha>[-<path>]`, which is
@@ -104,14 +91,14 @@ export const ARCHIVE_EXTENSIONS: Record<ArchiveFormat, string> = { 'tar.gz': 'ta
 export async function projectArchive(cairn: Cairn, project: ProjectWithNamespace, opts: { sha?: string; path?: string; format: ArchiveFormat }): Promise<Archive> {
   const ref = opts.sha || project.default_branch || 'HEAD';
   const archivePath = checkedPath(opts.path);
-  const commit = await resolveCommit(cairn.catfile, gitDirOf(cairn, project), ref);
+  const commit = (await resolveCommit(cairn.catfile, projectRepoPath(cairn, project), ref))?.oid;
   if (!commit) throw notFound('File');
-  if (archivePath && !(await objectAtPath(cairn.catfile, gitDirOf(cairn, project), commit, archivePath))) throw notFound('File');
+  if (archivePath && !(await objectAtPath(cairn.catfile, projectRepoPath(cairn, project), commit, archivePath))) throw notFound('File');
   const segments = [project.path, ref.replace(/\//g, '-'), commit];
   if (archivePath) segments.push(archivePath.replace(/\//g, '-'));
   const prefix = segments.join('-');
   try {
-    const stream = await cairn.archives.open(gitDirOf(cairn, project), { commit, format: opts.format, prefix, path: archivePath || undefined });
+    const stream = await cairn.archives.open(projectRepoPath(cairn, project), { commit, format: opts.format, prefix, path: archivePath || undefined });
     return { stream, filename: `${prefix}.${ARCHIVE_EXTENSIONS[opts.format]}` };
   } catch {
     throw notFound('File');
@@ -130,10 +117,10 @@ const COMPARE_TIMEOUT_MS = 30_000;
 const COMPARE_MAX_COMMITS = 10_000;
 
 export async function compare(cairn: Cairn, project: ProjectWithNamespace, opts: CompareOptions): Promise<Comparison> {
-  const gitDir = gitDirOf(cairn, project);
-  const fromDir = opts.fromProject ? gitDirOf(cairn, opts.fromProject) : gitDir;
-  const toOid = await resolveCommit(cairn.catfile, gitDir, opts.to);
-  const fromOid = await resolveCommit(cairn.catfile, fromDir, opts.from);
+  const gitDir = projectRepoPath(cairn, project);
+  const fromDir = opts.fromProject ? projectRepoPath(cairn, opts.fromProject) : gitDir;
+  const toOid = (await resolveCommit(cairn.catfile, gitDir, opts.to))?.oid;
+  const fromOid = (await resolveCommit(cairn.catfile, fromDir, opts.from))?.oid;
   if (!toOid || !fromOid) throw notFound('Ref');
   // Another project's objects are read through a read-only alternate, never copied in.
   const alternates = fromDir !== gitDir ? [path.join(fromDir, 'objects')] : undefined;
@@ -150,7 +137,7 @@ export async function compare(cairn: Cairn, project: ProjectWithNamespace, opts:
 export async function contributors(cairn: Cairn, project: ProjectWithNamespace, ref: string | undefined): Promise<AuthorCount[]> {
   const commit = await resolveRefOrDefault(cairn, project, ref);
   if (!commit) return [];
-  return authorCounts(gitDirOf(cairn, project), commit);
+  return authorCounts(projectRepoPath(cairn, project), commit);
 }
 
 export function sortContributors(list: AuthorCount[], orderBy: 'name' | 'email' | 'commits', sort: 'asc' | 'desc'): AuthorCount[] {
@@ -164,8 +151,8 @@ export function sortContributors(list: AuthorCount[], orderBy: 'name' | 'email' 
 
 export async function mergeBaseOf(cairn: Cairn, project: ProjectWithNamespace, refs: string[]): Promise<ParsedCommit> {
   if (refs.length < 2) throw apiError(400, 'Provide at least 2 refs');
-  const gitDir = gitDirOf(cairn, project);
-  const oids = await Promise.all(refs.map((r) => resolveCommit(cairn.catfile, gitDir, r)));
+  const gitDir = projectRepoPath(cairn, project);
+  const oids = await Promise.all(refs.map(async (r) => (await resolveCommit(cairn.catfile, gitDir, r))?.oid));
   const unknown = refs.filter((_r, i) => !oids[i]);
   if (unknown.length) throw apiError(400, `Could not find ${unknown.length === 1 ? 'ref' : 'refs'}: ${unknown.join(', ')}`);
   const base = await mergeBase(gitDir, oids as string[]);

@@ -1,39 +1,27 @@
 import type { Cairn } from '../context.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
-import { recordRefActivity } from './projects.js';
-import {
-  isValidRefName,
-  listRefs,
-  readCommit,
-  readRef,
-  readTag,
-  RefUpdateConflict,
-  resolveCommit,
-  updateRef,
-  writeTagObject,
-  ZERO_OID,
-  type RefEntry,
-} from '../git/refs.js';
+import { listRefs, readRef, readTag, RefUpdateConflict, resolveCommit, updateRef, writeTagObject, type RefEntry } from '../git/refs.js';
+import { isValidTagName, ZERO_OID } from '../git/validate.js';
 import { apiError, forbidden, notFound } from '../plugins/errors.js';
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { TagView } from '../presenters/tags.js';
 import { matchesSearch, type Caller } from './branches.js';
-import { gitDirOf } from './repository.js';
+import { projectRepoPath, recordRefActivity } from './projects.js';
 
 async function tagView(cairn: Cairn, gitDir: string, ref: RefEntry): Promise<TagView> {
   const info = await cairn.catfile.info(gitDir, ref.oid).catch(() => null);
-  const [annotation, commitOid] = await Promise.all([
+  // The tag's target peeled to its commit (a lightweight tag names the commit itself).
+  const [annotation, commit] = await Promise.all([
     info?.type === 'tag' ? readTag(cairn.catfile, gitDir, ref.oid) : Promise.resolve(null),
-    info?.type === 'commit' ? Promise.resolve(ref.oid) : resolveCommit(cairn.catfile, gitDir, `${ref.oid}^{commit}`),
+    resolveCommit(cairn.catfile, gitDir, ref.oid),
   ]);
-  const commit = commitOid ? await readCommit(cairn.catfile, gitDir, commitOid) : null;
   return { name: ref.name, target: ref.oid, annotation, commit, protected: false };
 }
 
 export type TagOrder = 'name' | 'updated' | 'version';
 
 /** Compares version-like names ("v1.10.0" after "v1.9.2"), numbers numerically. */
-export function compareVersions(a: string, b: string): number {
+function compareVersions(a: string, b: string): number {
   const pa = a.replace(/^v/i, '').split(/[.\-+_]/);
   const pb = b.replace(/^v/i, '').split(/[.\-+_]/);
   for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
@@ -51,7 +39,7 @@ export function compareVersions(a: string, b: string): number {
 }
 
 export async function listTags(cairn: Cairn, project: ProjectWithNamespace, opts: { search?: string; orderBy?: TagOrder; sort?: 'asc' | 'desc' }): Promise<TagView[]> {
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const refs = (await listRefs(gitDir, 'refs/tags/')).filter((r) => matchesSearch(r.name, opts.search));
   const tags = await Promise.all(refs.map((r) => tagView(cairn, gitDir, r)));
   const orderBy = opts.orderBy ?? 'updated';
@@ -66,7 +54,7 @@ export async function listTags(cairn: Cairn, project: ProjectWithNamespace, opts
 }
 
 export async function findTag(cairn: Cairn, project: ProjectWithNamespace, name: string): Promise<TagView> {
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const oid = await readRef(cairn.catfile, gitDir, `refs/tags/${name}`);
   if (!oid) throw notFound('Tag');
   return tagView(cairn, gitDir, { name, oid });
@@ -80,16 +68,16 @@ function pushAllowed(caller: Caller) {
 export async function createTag(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, p: { name: string; ref: string; message?: string }) {
   assertRepositoryWritable(project);
   pushAllowed(caller);
-  if (!p.name || p.name.startsWith('-') || !(await isValidRefName(`refs/tags/${p.name}`))) throw apiError(400, 'Tag name invalid');
-  const gitDir = gitDirOf(cairn, project);
+  if (!isValidTagName(p.name)) throw apiError(400, 'Tag name invalid');
+  const gitDir = projectRepoPath(cairn, project);
   if (await readRef(cairn.catfile, gitDir, `refs/tags/${p.name}`)) throw apiError(400, `Tag ${p.name} already exists`);
   const commit = await resolveCommit(cairn.catfile, gitDir, p.ref);
   if (!commit) throw apiError(400, `Target ${p.ref} is invalid`);
-  let target = commit;
+  let target = commit.oid;
   if (p.message) {
     const user = caller.user!;
     target = await writeTagObject(gitDir, {
-      object: commit,
+      object: commit.oid,
       type: 'commit',
       name: p.name,
       tagger: { name: user.name, email: user.email, time: Math.floor(Date.now() / 1000), tz: '+0000' },
@@ -109,7 +97,7 @@ export async function createTag(cairn: Cairn, project: ProjectWithNamespace, cal
 export async function deleteTag(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, name: string): Promise<void> {
   assertRepositoryWritable(project);
   pushAllowed(caller);
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const oid = await readRef(cairn.catfile, gitDir, `refs/tags/${name}`);
   if (!oid) throw notFound('Tag');
   try {

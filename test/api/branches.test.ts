@@ -187,4 +187,29 @@ describe('branches API', () => {
     await assert.rejects(setDefaultBranch(t.app.cairn, loaded, 'nope'));
     await setDefaultBranch(t.app.cairn, loaded, 'main');
   });
+
+  it('one branch-name rule: the branches API, the commits API and a default branch refuse and accept the same names', async () => {
+    const commitOn = (branch: string) =>
+      t.post(`/api/v4/projects/${project.id}/repository/commits`, { branch, start_branch: 'main', commit_message: 'c', actions: [{ action: 'create', file_path: `${t.unique('f')}.txt`, content: 'c' }] });
+    for (const bad of ['f'.repeat(40), 'A'.repeat(40), 'HEAD', 'bad..name', '-x', 'refs/heads/x', 'x.lock', 'a:b']) {
+      const branch = await t.post(api('branches'), { branch: bad, ref: 'main' });
+      assert.equal(branch.status, 400, `branches ${bad}`);
+      assert.deepEqual(branch.body, { message: 'Branch name is invalid' }, `branches ${bad}`);
+      const commit = await commitOn(bad);
+      assert.equal(commit.status, 400, `commits ${bad}: ${commit.text}`);
+      assert.match(commit.body.message, /Branch name is invalid/, `commits ${bad}`);
+      const project_ = await t.put(`/api/v4/projects/${project.id}`, { default_branch: bad });
+      assert.equal(project_.status, 400, `default_branch ${bad}: ${project_.text}`);
+      assert.deepEqual(project_.body.message?.default_branch, ['is invalid'], `default_branch ${bad}`);
+    }
+    for (const good of ['a'.repeat(39), 'g'.repeat(40), 'refs/tags/not-a-tag', 'at@sign']) {
+      assert.equal((await t.post(api('branches'), { branch: good, ref: 'main' })).status, 201, `branches ${good}`);
+      const commit = await commitOn(`${good}-c`);
+      assert.equal(commit.status, 201, `commits ${good}-c: ${commit.text}`);
+      const moved = await t.put(`/api/v4/projects/${project.id}`, { default_branch: good });
+      assert.equal(moved.status, 200, `default_branch ${good}: ${moved.text}`);
+      assert.equal(moved.body.default_branch, good);
+    }
+    assert.equal((await t.put(`/api/v4/projects/${project.id}`, { default_branch: 'main' })).status, 200);
+  });
 });

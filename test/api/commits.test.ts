@@ -361,6 +361,29 @@ describe('commits API', () => {
     assert.equal((await t.get(`${url}/repository/commits/-bad`)).status, 404);
   });
 
+  it('a sha that is not one revision (object syntax, a range, an option) is 404 Commit Not Found, never 500', async () => {
+    for (const sha of ['main:../../', 'main:README.md', 'main:', 'main..main', 'main...main', '-main', '--all']) {
+      const id = encodeURIComponent(sha);
+      for (const read of [`${url}/repository/commits/${id}`, `${url}/repository/commits/${id}/refs`, `${url}/repository/commits/${id}/diff`]) {
+        const res = await t.get(read);
+        assert.equal(res.status, 404, `${read}: ${res.text}`);
+        assert.deepEqual(res.body, { message: '404 Commit Not Found' }, read);
+      }
+      const pick = await t.post(`${url}/repository/commits/${id}/cherry_pick`, { branch: 'main' });
+      assert.equal(pick.status, 404, `cherry_pick ${sha}: ${pick.text}`);
+    }
+    const plain = await t.get(`${url}/repository/commits/main:../../`);
+    assert.equal(plain.status, 404, plain.text);
+    // ref_name of the list may be a range, but each side must be one revision: anything else lists nothing.
+    for (const ref of ['main:../../', '-main', '--all', 'main..main:../../']) {
+      const list = await t.get(`${url}/repository/commits`, { query: { ref_name: ref } });
+      assert.equal(list.status, 200, `ref_name=${ref}: ${list.text}`);
+      assert.deepEqual(list.body, [], `ref_name=${ref}`);
+      assert.equal(list.headers['x-total'], '0', `ref_name=${ref}`);
+    }
+    assert.equal((await t.get(`${url}/repository/commits/main`)).status, 200);
+  });
+
   it('lists refs containing a commit by type, paginated', async () => {
     const first = gitIn(project, 'rev-list', '--max-parents=0', 'main').trim();
     const all = await t.get(`${url}/repository/commits/${first}/refs`);

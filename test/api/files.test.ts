@@ -81,6 +81,23 @@ describe('repository files API', () => {
     assert.equal((await t.get(`${files}/nope/raw`)).status, 404);
   });
 
+  it('a ref that is not one revision (object syntax, a range, an option) is 404 Commit Not Found, never 500', async () => {
+    const readme = `${files}/docs%2Freadme.md`;
+    for (const ref of ['main:../../', 'main:docs/readme.md', 'main:', 'main..main', '-main', '--output=/tmp/x', 'main\\x']) {
+      for (const read of [`${readme}/raw`, readme, `${readme}/blame`]) {
+        const res = await t.get(read, { query: { ref } });
+        assert.equal(res.status, 404, `${read}?ref=${ref}: ${res.text}`);
+        assert.deepEqual(res.body, { message: '404 Commit Not Found' }, `${read}?ref=${ref}`);
+      }
+    }
+    // As a client writes it, unencoded.
+    const plain = await t.get(`${readme}/raw?ref=main:../../`);
+    assert.equal(plain.status, 404, plain.text);
+    assert.deepEqual(plain.body, { message: '404 Commit Not Found' });
+    // Reads go on working afterwards.
+    assert.equal((await t.get(`${readme}/raw`, { query: { ref: 'main' } })).status, 200);
+  });
+
   it('blame, with ranges', async () => {
     await t.put(`${files}/docs%2Freadme.md`, { branch: 'main', commit_message: 'edit line 2', content: 'line 1\nLINE TWO\nline 3\n' });
     const blame = await t.get(`${files}/docs%2Freadme.md/blame`, { query: { ref: 'main' } });

@@ -4,7 +4,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { diffLines, readRef } from '../../src/git/commits.js';
+import { CatFilePool } from '../../src/git/catfile.js';
+import { diffLines } from '../../src/git/commits.js';
+import { readRef } from '../../src/git/refs.js';
 import { initBareRepository } from '../../src/git/repository.js';
 import { buildCommit, compareAndSwapRef, mergeTrees, TreeActionError } from '../../src/git/write.js';
 
@@ -13,13 +15,17 @@ describe('git write plumbing', () => {
   let repo: string;
   const who = { name: 'T', email: 't@example.com', time: 1700000000, tz: '+0200' };
   const git = (...args: string[]) => execFileSync('git', ['--git-dir', repo, ...args], { encoding: 'utf8' }).trim();
+  const pool = new CatFilePool();
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'write-'));
     repo = path.join(dir, 'r.git');
     await initBareRepository(repo);
   });
-  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  after(async () => {
+    await pool.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
 
   it('builds commits from actions with a temporary index and exact identities', async () => {
     const first = await buildCommit(repo, {
@@ -65,7 +71,7 @@ describe('git write plumbing', () => {
     assert.equal(await compareAndSwapRef(repo, 'refs/heads/cas', c2.commit, c2.commit), false);
     const results = await Promise.all(Array.from({ length: 20 }, () => compareAndSwapRef(repo, 'refs/heads/cas', c2.commit, c1.commit)));
     assert.equal(results.filter(Boolean).length, 1);
-    assert.equal(await readRef(repo, 'refs/heads/cas'), c2.commit);
+    assert.equal(await readRef(pool, repo, 'refs/heads/cas'), c2.commit);
   });
 
   it('three-way merges over an explicit base: clean, empty and conflicting', async () => {
