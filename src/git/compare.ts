@@ -20,7 +20,7 @@ function envFor(opts: ReadOptions): Record<string, string> | undefined {
 }
 
 /** Commits reachable from `to` but not from `from` (`from..to`), oldest first. */
-async function commitsBetween(gitDir: string, from: string | null, to: string, opts: ReadOptions & { limit?: number } = {}): Promise<string[]> {
+export async function commitsBetween(gitDir: string, from: string | null, to: string, opts: ReadOptions & { limit?: number } = {}): Promise<string[]> {
   const args = ['rev-list', '--reverse'];
   if (opts.limit) args.push(`--max-count=${opts.limit}`);
   args.push(to);
@@ -30,7 +30,7 @@ async function commitsBetween(gitDir: string, from: string | null, to: string, o
 }
 
 /** Reads commits in one `cat-file --batch` run (so alternates apply). */
-async function readCommitsOnce(gitDir: string, oids: string[], opts: ReadOptions = {}): Promise<ParsedCommit[]> {
+export async function readCommitsOnce(gitDir: string, oids: string[], opts: ReadOptions = {}): Promise<ParsedCommit[]> {
   if (!oids.length) return [];
   const res = await git(['cat-file', '--batch'], { gitDir, env: envFor(opts), input: oids.join('\n') + '\n', timeoutMs: opts.timeoutMs });
   const buf = res.stdout;
@@ -90,7 +90,7 @@ function mode(m: string): string {
  * The diff from `base` to `head` (rename detection on), one entry per file, as GitLab
  * presents diffs: the patch text starts at the first hunk.
  */
-async function diffCommits(gitDir: string, base: string, head: string, opts: ReadOptions & { limits?: DiffLimits } = {}): Promise<DiffResult> {
+export async function diffCommits(gitDir: string, base: string, head: string, opts: ReadOptions & { limits?: DiffLimits } = {}): Promise<DiffResult> {
   const limits = opts.limits ?? DEFAULT_DIFF_LIMITS;
   const env = envFor(opts);
   const common = ['--no-color', '--no-ext-diff', '-M', '--full-index'];

@@ -1,4 +1,5 @@
-import { EMPTY_TREE, isOid, resolveCommit } from './commits.js';
+import { resolveCommit } from './refs.js';
+import { EMPTY_TREE_OID as EMPTY_TREE, isOid } from './validate.js';
 import { assertSafeArg, git, gitText } from './command.js';
 import type { CatFilePool } from './catfile.js';
 import { commitTree, compareAndSwapRef, mergeTrees, type Identity } from './write.js';

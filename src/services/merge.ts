@@ -5,7 +5,8 @@ import type { MergeRequest } from '../db/schema/work_items.js';
 import { findProjectRow, projectFullPath, type ProjectWithNamespace } from '../finders/projects.js';
 import { buildMerge, isAncestor, publish, rebaseOnto } from '../git/merge.js';
 import { readRef } from '../git/refs.js';
-import { fetchCommitFrom, ZERO_OID } from '../git/commits.js';
+import { fetchCommitFrom } from '../git/commits.js';
+import { ZERO_OID } from '../git/validate.js';
 import { compareAndSwapRef } from '../git/write.js';
 import { defineJob, enqueue } from '../jobs/queue.js';
 import { can, effectiveLevel, type ProjectSubject } from '../policies/abilities.js';
@@ -14,7 +15,7 @@ import { canMergeToBranch, canPushToBranch } from '../policies/branches.js';
 import { ApiError, apiError, forbidden, unauthorized } from '../plugins/errors.js';
 import { isDraftTitle } from '../presenters/merge_requests.js';
 import { MR_STATE, mergeRefName, refreshMergeRequest } from './merge_requests.js';
-import { gitDirOf } from './repository.js';
+import { projectRepoPath } from './projects.js';
 
 /**
  * Accepting a merge request, its merge ref, merge-when-pipeline-succeeds and rebase, as the spec's
@@ -125,7 +126,7 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
     db.updateTable('merge_requests').set({ state_id: MR_STATE.opened, merge_error: error, updated_at: sql`now()` as any })
       .where('id', '=', mr.id).where('state_id', '=', MR_STATE.locked).execute();
 
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   try {
     const targetOid = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
     if (!targetOid || !mr.head_sha) {
@@ -193,7 +194,7 @@ async function afterMerge(cairn: Cairn, project: ProjectWithNamespace, user: Use
   if (!remove || mr.source_project_id === null) return;
   const source = mr.source_project_id === project.id ? project : await findProjectRow(cairn.db, mr.source_project_id);
   if (!source) return;
-  const gitDir = gitDirOf(cairn, source);
+  const gitDir = projectRepoPath(cairn, source);
   const oid = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.source_branch}`);
   // Only the head that was merged is removed; a branch that moved on since is kept.
   if (!oid || oid !== mr.head_sha || source.default_branch === mr.source_branch) return;
@@ -206,7 +207,7 @@ async function afterMerge(cairn: Cairn, project: ProjectWithNamespace, user: Use
 /** A merge left locked by a crash: merged if its head is in the target, opened again otherwise. */
 export async function reconcileLocked(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest): Promise<MergeRequest> {
   if (mr.state_id !== MR_STATE.locked || Date.now() - new Date(mr.updated_at).getTime() < 60_000) return mr;
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const target = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
   const merged = !!(target && mr.head_sha && (await isAncestor(gitDir, mr.head_sha, target)));
   const row = await cairn.db
@@ -262,7 +263,7 @@ export async function onPipelineSucceeded(cairn: Cairn, projectId: number, sha: 
 /** GET .../merge_ref: the merge of source into target at refs/merge-requests/:iid/merge; the target does not move. */
 export async function writeMergeRef(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest): Promise<string> {
   if (mr.state_id === MR_STATE.merged) throw apiError(400, 'Merge request is already merged');
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   const targetOid = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
   if (!targetOid || !mr.head_sha) throw apiError(400, 'Merge request is not mergeable');
   const ident = { name: 'Cairn', email: 'noreply@cairn.local' };
@@ -306,8 +307,8 @@ defineJob('merge_request.rebase', async (cairn, payload) => {
     const source = mr.source_project_id !== null ? await findProjectRow(db, mr.source_project_id) : undefined;
     const user = await db.selectFrom('users').selectAll().where('id', '=', payload.userId).executeTakeFirst();
     if (!target || !source || !user) return void (await finish(REBASE_FAILED));
-    const targetDir = gitDirOf(cairn, target);
-    const sourceDir = gitDirOf(cairn, source);
+    const targetDir = projectRepoPath(cairn, target);
+    const sourceDir = projectRepoPath(cairn, source);
     const ontoOid = await readRef(cairn.catfile, targetDir, `refs/heads/${mr.target_branch}`);
     const headOid = await readRef(cairn.catfile, sourceDir, `refs/heads/${mr.source_branch}`);
     if (!ontoOid || !headOid) return void (await finish(REBASE_FAILED));

@@ -10,7 +10,7 @@ import { readRef } from '../git/refs.js';
 import { changedPathCount, checkMerge, divergence, mergeBaseOf } from '../git/merge.js';
 import { ApiError, apiError } from '../plugins/errors.js';
 import { nextInternalId } from './internal_ids.js';
-import { gitDirOf } from './repository.js';
+import { projectRepoPath } from './projects.js';
 
 /**
  * Merge requests: create, update, close and reopen, delete, and keeping each one's view of git
@@ -108,7 +108,7 @@ async function replaceUserLinks(cairn: Cairn, table: 'merge_request_assignees' |
 export async function refreshMergeRequest(cairn: Cairn, mr: MergeRequest, target?: ProjectWithNamespace): Promise<MergeRequest> {
   const targetProject = target ?? (await findProjectRow(cairn.db, mr.target_project_id));
   if (!targetProject) return mr;
-  const targetDir = gitDirOf(cairn, targetProject);
+  const targetDir = projectRepoPath(cairn, targetProject);
   let headSha: string | null = null;
   if (mr.source_project_id === mr.target_project_id) {
     headSha = await readRef(cairn.catfile, targetDir, `refs/heads/${mr.source_branch}`);
@@ -116,7 +116,7 @@ export async function refreshMergeRequest(cairn: Cairn, mr: MergeRequest, target
   } else if (mr.source_project_id !== null) {
     const source = await findProjectRow(cairn.db, mr.source_project_id);
     if (source) {
-      const sourceDir = gitDirOf(cairn, source);
+      const sourceDir = projectRepoPath(cairn, source);
       headSha = await readRef(cairn.catfile, sourceDir, `refs/heads/${mr.source_branch}`);
       if (headSha) await fetchCommitFrom(targetDir, sourceDir, headSha, headRef(mr.iid));
     }
@@ -170,9 +170,9 @@ export async function createMergeRequest(cairn: Cairn, input: CreateInput): Prom
   const targetBranch = params.target_branch!;
   const errors: string[] = [];
   if (sourceProject.id === targetProject.id && sourceBranch === targetBranch) errors.push('You can\'t use same project/branch for source and target');
-  const sourceHead = await readRef(cairn.catfile, gitDirOf(cairn, sourceProject), `refs/heads/${sourceBranch}`);
+  const sourceHead = await readRef(cairn.catfile, projectRepoPath(cairn, sourceProject), `refs/heads/${sourceBranch}`);
   if (!sourceHead) errors.push('Source branch does not exist');
-  const targetHead = await readRef(cairn.catfile, gitDirOf(cairn, targetProject), `refs/heads/${targetBranch}`);
+  const targetHead = await readRef(cairn.catfile, projectRepoPath(cairn, targetProject), `refs/heads/${targetBranch}`);
   if (!targetHead) errors.push('Target branch does not exist');
   if (errors.length) throw validationError(errors);
   await checkMilestone(cairn, targetProject, params.milestone_id);
@@ -247,7 +247,7 @@ export async function updateMergeRequest(cairn: Cairn, project: ProjectWithNames
   if (params.title !== undefined) set.title = params.title.trim();
   if (params.description !== undefined) set.description = params.description;
   if (params.target_branch !== undefined && params.target_branch !== mr.target_branch) {
-    const exists = await readRef(cairn.catfile, gitDirOf(cairn, project), `refs/heads/${params.target_branch}`);
+    const exists = await readRef(cairn.catfile, projectRepoPath(cairn, project), `refs/heads/${params.target_branch}`);
     if (!exists) throw validationError(['Target branch does not exist']);
     if (params.target_branch === mr.source_branch && mr.source_project_id === mr.target_project_id) {
       throw validationError(["You can't use same project/branch for source and target"]);
@@ -322,14 +322,14 @@ export async function deleteMergeRequest(cairn: Cairn, project: ProjectWithNames
     await trx.deleteFrom('notes').where('noteable_type', '=', 'MergeRequest').where('noteable_id', '=', mr.id).execute();
     await trx.deleteFrom('merge_requests').where('id', '=', mr.id).execute();
   });
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   await deleteRef(gitDir, headRef(mr.iid));
   await deleteRef(gitDir, mergeRefName(mr.iid));
 }
 
 /** The single form's computed parts: changes_count (GitLab caps the count shown at 1000 as "1000+"), diverged commits. */
 export async function mergeRequestGitFacts(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest, opts: { diverged?: boolean }) {
-  const gitDir = gitDirOf(cairn, project);
+  const gitDir = projectRepoPath(cairn, project);
   let changesCount: string | null = null;
   if (mr.head_sha && mr.base_sha) {
     const n = await changedPathCount(gitDir, mr.base_sha, mr.head_sha);

@@ -25,7 +25,7 @@ import {
 } from '../../services/merge_requests.js';
 import { isSubscribed, setSubscription } from '../../services/subscriptions.js';
 import { acceptMergeRequest, approvalsOf, approve, cancelMergeWhenPipelineSucceeds, reconcileLocked, requestRebase, unapprove, writeMergeRef } from '../../services/merge.js';
-import { gitDirOf } from '../../services/repository.js';
+import { projectRepoPath } from '../../services/projects.js';
 import { IdParams, RowId } from '../params.js';
 import { groupOf, NoContent, projectOf, route } from '../route.js';
 import { mergeRequestFilters, MergeRequestListQuery } from './filters.js';
@@ -252,7 +252,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   }), async (request, reply) => {
     const { access, mr } = await loadMergeRequest(request);
     if (!mr.head_sha) return paginateArray(request, reply, []);
-    const gitDir = gitDirOf(cairn, access.project);
+    const gitDir = projectRepoPath(cairn, access.project);
     // Newest first, as GitLab lists a merge request's commits.
     const oids = (await commitsBetween(gitDir, mr.base_sha ?? mr.start_sha, mr.head_sha)).reverse();
     const page = paginateArray(request, reply, oids);
@@ -271,7 +271,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   }), async (request) => {
     const { access, mr } = await loadMergeRequest(request);
     const single = await renderSingle(request, access, mr);
-    const diff = mr.head_sha && mr.base_sha ? await diffCommits(gitDirOf(cairn, access.project), mr.base_sha, mr.head_sha) : { diffs: [], overflow: false };
+    const diff = mr.head_sha && mr.base_sha ? await diffCommits(projectRepoPath(cairn, access.project), mr.base_sha, mr.head_sha) : { diffs: [], overflow: false };
     return { ...single, changes: diff.diffs.map(presentDiff), overflow: diff.overflow };
   });
 
@@ -281,7 +281,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     schema: { params: IidParams, querystring: Type.Object({ unidiff: Type.Optional(Type.Boolean()) }), response: { 200: Type.Array(DiffSchema) } },
   }), async (request, reply) => {
     const { access, mr } = await loadMergeRequest(request);
-    const diff = mr.head_sha && mr.base_sha ? await diffCommits(gitDirOf(cairn, access.project), mr.base_sha, mr.head_sha) : { diffs: [] };
+    const diff = mr.head_sha && mr.base_sha ? await diffCommits(projectRepoPath(cairn, access.project), mr.base_sha, mr.head_sha) : { diffs: [] };
     return paginateArray(request, reply, diff.diffs).map(presentDiff);
   });
 
