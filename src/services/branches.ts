@@ -14,7 +14,7 @@ import {
   ZERO_OID,
 } from '../git/refs.js';
 import { apiError, ApiError, forbidden, notFound } from '../plugins/errors.js';
-import { AccessLevel } from '../policies/access.js';
+import { can } from '../policies/abilities.js';
 import { developersCan, projectProtection, protectionOf, pushDecision, type BranchProtection } from '../policies/branches.js';
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { BranchView } from '../presenters/branches.js';
@@ -72,7 +72,7 @@ async function branchView(
   merged: boolean,
 ): Promise<BranchView> {
   const own = protectionOf(all, name);
-  const canPush = caller.user ? (await pushDecision(cairn.db, own, caller.user, caller.accessLevel)).allowed : false;
+  const canPush = caller.user ? (await pushDecision(cairn.db, own, caller.user, { project, accessLevel: caller.accessLevel })).allowed : false;
   return {
     name,
     commit,
@@ -129,7 +129,7 @@ export async function isValidBranchName(name: string): Promise<boolean> {
 async function assertCanPush(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, branch: string) {
   if (!caller.user) throw forbidden();
   const all = await projectProtection(cairn.db, project.id);
-  const decision = await pushDecision(cairn.db, protectionOf(all, branch), caller.user, caller.accessLevel);
+  const decision = await pushDecision(cairn.db, protectionOf(all, branch), caller.user, { project, accessLevel: caller.accessLevel });
   if (!decision.allowed) throw forbidden('You are not allowed to push into this branch');
 }
 
@@ -160,7 +160,7 @@ export async function deleteBranch(cairn: Cairn, project: ProjectWithNamespace, 
   const own = protectionOf(await projectProtection(cairn.db, project.id), name);
   if (own.rules.length) {
     // Protected branches go only through the API/web, and only for maintainers.
-    if (caller.accessLevel < AccessLevel.MAINTAINER) {
+    if (!can(caller.user, 'delete_protected_branch', { project, accessLevel: caller.accessLevel })) {
       throw forbidden('You are not allowed to delete protected branches from this project. Only a project maintainer or owner can delete a protected branch.');
     }
   } else {
@@ -181,7 +181,7 @@ export async function deleteBranch(cairn: Cairn, project: ProjectWithNamespace, 
  */
 export async function deleteMergedBranches(cairn: Cairn, project: ProjectWithNamespace, caller: Caller): Promise<string[]> {
   assertRepositoryWritable(project);
-  if (!caller.user || caller.accessLevel < AccessLevel.DEVELOPER) throw forbidden();
+  if (!can(caller.user, 'push_code', { project, accessLevel: caller.accessLevel })) throw forbidden();
   const gitDir = gitDirOf(cairn, project);
   const target = project.default_branch ? await readRef(cairn.catfile, gitDir, `refs/heads/${project.default_branch}`) : null;
   if (!target) return [];

@@ -15,6 +15,7 @@ import {
   type RefEntry,
 } from '../git/refs.js';
 import { apiError, forbidden, notFound } from '../plugins/errors.js';
+import { can, type ProjectAbility } from '../policies/abilities.js';
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { TagView } from '../presenters/tags.js';
 import { matchesSearch, type Caller } from './branches.js';
@@ -72,14 +73,14 @@ export async function findTag(cairn: Cairn, project: ProjectWithNamespace, name:
   return tagView(cairn, gitDir, { name, oid });
 }
 
-function pushAllowed(caller: Caller) {
-  if (!caller.user || caller.accessLevel < 30) throw forbidden();
+function assertCan(caller: Caller, ability: ProjectAbility, project: ProjectWithNamespace) {
+  if (!can(caller.user, ability, { project, accessLevel: caller.accessLevel })) throw forbidden();
 }
 
 /** Lightweight tag, or annotated (with the caller as tagger) when a message is given. */
 export async function createTag(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, p: { name: string; ref: string; message?: string }) {
   assertRepositoryWritable(project);
-  pushAllowed(caller);
+  assertCan(caller, 'create_tag', project);
   if (!p.name || p.name.startsWith('-') || !(await isValidRefName(`refs/tags/${p.name}`))) throw apiError(400, 'Tag name invalid');
   const gitDir = gitDirOf(cairn, project);
   if (await readRef(cairn.catfile, gitDir, `refs/tags/${p.name}`)) throw apiError(400, `Tag ${p.name} already exists`);
@@ -108,7 +109,7 @@ export async function createTag(cairn: Cairn, project: ProjectWithNamespace, cal
 
 export async function deleteTag(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, name: string): Promise<void> {
   assertRepositoryWritable(project);
-  pushAllowed(caller);
+  assertCan(caller, 'delete_tag', project);
   const gitDir = gitDirOf(cairn, project);
   const oid = await readRef(cairn.catfile, gitDir, `refs/tags/${name}`);
   if (!oid) throw notFound('Tag');
