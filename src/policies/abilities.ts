@@ -92,6 +92,8 @@ const PROJECT_RULES = {
   admin_project_member: member(AccessLevel.MAINTAINER),
   /** Rename, change visibility, archive, transfer, delete. */
   owner_project: member(AccessLevel.OWNER),
+  /** Delete a tag through the API (GitLab's admin_tag: developers; a push that deletes one needs update_tag). */
+  delete_tag: (a, s) => !!a && downloadCode(a, s) && s.accessLevel >= AccessLevel.DEVELOPER,
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>

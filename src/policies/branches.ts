@@ -1,7 +1,8 @@
 import type { Database } from '../db/index.js';
 import type { ProtectedBranch, ProtectedBranchAccessLevel } from '../db/schema/branches.js';
-import type { User } from '../db/schema/core.js';
+import type { Project, User } from '../db/schema/core.js';
 import { sql } from 'kysely';
+import { can, type ProjectSubject } from './abilities.js';
 import { AccessLevel, activeMembership } from './access.js';
 
 /** GitLab's wildcard protection: `*` matches any run of characters (including '/'). */
@@ -82,32 +83,36 @@ export interface PushDecision {
   message?: string;
 }
 
+/** The project fields the push rules read: its id (protection rules) and what the push_code ability looks at. */
+export type PushProject = Pick<Project, 'id'> & ProjectSubject['project'];
+
 /**
- * May `user` (with `accessLevel` on the project) push to `branch`? Developers and up push to
- * unprotected branches; on a protected branch every matching rule must admit the user, and a
+ * May `user` (with `accessLevel` on the project) push to `branch`? Whoever may push code pushes
+ * to unprotected branches; on a protected branch every matching rule must admit the user, and a
  * force push (non-fast-forward or deletion) needs allow_force_push on all of them.
  */
 export async function canPushToBranch(
   db: Database,
-  projectId: number,
+  project: PushProject,
   user: User,
   accessLevel: number,
   branch: string,
   opts: { force?: boolean; deletion?: boolean } = {},
 ): Promise<PushDecision> {
-  if (accessLevel < AccessLevel.DEVELOPER) return { allowed: false, message: 'You are not allowed to push code to this project.' };
-  return pushDecision(db, await protectionFor(db, projectId, branch), user, accessLevel, opts);
+  if (!can(user, 'push_code', { project, accessLevel })) return { allowed: false, message: 'You are not allowed to push code to this project.' };
+  return pushDecision(db, await protectionFor(db, project.id, branch), user, { project, accessLevel }, opts);
 }
 
-/** canPushToBranch on an already loaded protection (see protectionOf). */
+/** canPushToBranch on an already loaded protection (see protectionOf); `subject` is the project and the user's level on it. */
 export async function pushDecision(
   db: Database,
   protection: BranchProtection,
   user: User,
-  accessLevel: number,
+  subject: ProjectSubject,
   opts: { force?: boolean; deletion?: boolean } = {},
 ): Promise<PushDecision> {
-  if (accessLevel < AccessLevel.DEVELOPER) return { allowed: false, message: 'You are not allowed to push code to this project.' };
+  if (!can(user, 'push_code', subject)) return { allowed: false, message: 'You are not allowed to push code to this project.' };
+  const { accessLevel } = subject;
   const { rules, levels } = protection;
   if (!rules.length) return { allowed: true };
   if (opts.deletion) return { allowed: false, message: 'You can only delete protected branches using the web interface.' };
@@ -124,9 +129,9 @@ export async function pushDecision(
 }
 
 /** May `user` merge into `branch` (merge requests, and commits API on protected branches via merge rights)? */
-export async function canMergeToBranch(db: Database, projectId: number, user: User, accessLevel: number, branch: string): Promise<boolean> {
-  if (accessLevel < AccessLevel.DEVELOPER) return false;
-  const { rules, levels } = await protectionFor(db, projectId, branch);
+export async function canMergeToBranch(db: Database, project: PushProject, user: User, accessLevel: number, branch: string): Promise<boolean> {
+  if (!can(user, 'push_code', { project, accessLevel })) return false;
+  const { rules, levels } = await protectionFor(db, project.id, branch);
   for (const rule of rules) {
     if (!(await admitted(db, levels.filter((l) => l.protected_branch_id === rule.id), 'merge', user, accessLevel))) return false;
   }

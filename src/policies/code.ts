@@ -1,7 +1,7 @@
 import type { Database } from '../db/index.js';
 import type { Project, User } from '../db/schema/core.js';
 import { ApiError, forbidden } from '../plugins/errors.js';
-import { canPushToBranch } from './branches.js';
+import { canPushToBranch, type PushProject } from './branches.js';
 
 /**
  * What keeps a repository from being written whatever the caller may do: a storage move in
@@ -15,7 +15,7 @@ export function assertRepositoryWritable(project: Pick<Project, 'repository_read
 }
 
 /** Push rights on one branch, honouring protected branches; 403 as GitLab's authorize_push_to_branch!. */
-export async function assertCanPushToBranch(db: Database, project: Pick<Project, 'id'>, user: User, accessLevel: number, branch: string, opts: { force?: boolean } = {}) {
-  const decision = await canPushToBranch(db, project.id, user, accessLevel, branch, opts);
+export async function assertCanPushToBranch(db: Database, project: PushProject, user: User, accessLevel: number, branch: string, opts: { force?: boolean } = {}) {
+  const decision = await canPushToBranch(db, project, user, accessLevel, branch, opts);
   if (!decision.allowed) throw forbidden('You are not allowed to push into this branch');
 }

@@ -4,7 +4,7 @@ import type { ProjectWithNamespace } from '../finders/projects.js';
 import { listRefs, readCommits, readRef, RefUpdateConflict, resolveCommit, setHead, updateRef } from '../git/refs.js';
 import { isValidBranchName, ZERO_OID } from '../git/validate.js';
 import { apiError, ApiError, forbidden, notFound } from '../plugins/errors.js';
-import { AccessLevel } from '../policies/access.js';
+import { can } from '../policies/abilities.js';
 import { developersCan, projectProtection, protectionOf, pushDecision, type BranchProtection } from '../policies/branches.js';
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { BranchView } from '../presenters/branches.js';
@@ -62,7 +62,7 @@ async function branchView(
   merged: boolean,
 ): Promise<BranchView> {
   const own = protectionOf(all, name);
-  const canPush = caller.user ? (await pushDecision(cairn.db, own, caller.user, caller.accessLevel)).allowed : false;
+  const canPush = caller.user ? (await pushDecision(cairn.db, own, caller.user, { project, accessLevel: caller.accessLevel })).allowed : false;
   return {
     name,
     commit,
@@ -112,7 +112,7 @@ export async function findBranch(cairn: Cairn, project: ProjectWithNamespace, ca
 async function assertCanPush(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, branch: string) {
   if (!caller.user) throw forbidden();
   const all = await projectProtection(cairn.db, project.id);
-  const decision = await pushDecision(cairn.db, protectionOf(all, branch), caller.user, caller.accessLevel);
+  const decision = await pushDecision(cairn.db, protectionOf(all, branch), caller.user, { project, accessLevel: caller.accessLevel });
   if (!decision.allowed) throw forbidden('You are not allowed to push into this branch');
 }
 
@@ -143,7 +143,7 @@ export async function deleteBranch(cairn: Cairn, project: ProjectWithNamespace, 
   const own = protectionOf(await projectProtection(cairn.db, project.id), name);
   if (own.rules.length) {
     // Protected branches go only through the API/web, and only for maintainers.
-    if (caller.accessLevel < AccessLevel.MAINTAINER) {
+    if (!can(caller.user, 'delete_protected_branch', { project, accessLevel: caller.accessLevel })) {
       throw forbidden('You are not allowed to delete protected branches from this project. Only a project maintainer or owner can delete a protected branch.');
     }
   } else {
@@ -164,7 +164,7 @@ export async function deleteBranch(cairn: Cairn, project: ProjectWithNamespace, 
  */
 export async function deleteMergedBranches(cairn: Cairn, project: ProjectWithNamespace, caller: Caller): Promise<string[]> {
   assertRepositoryWritable(project);
-  if (!caller.user || caller.accessLevel < AccessLevel.DEVELOPER) throw forbidden();
+  if (!can(caller.user, 'push_code', { project, accessLevel: caller.accessLevel })) throw forbidden();
   const gitDir = projectRepoPath(cairn, project);
   const target = project.default_branch ? await readRef(cairn.catfile, gitDir, `refs/heads/${project.default_branch}`) : null;
   if (!target) return [];

@@ -37,7 +37,7 @@ export interface MergeOptions {
 /** May `user` accept (merge) this request: merge rights on the target branch, protected branches honoured. */
 export async function canAccept(cairn: Cairn, subject: ProjectSubject & { project: ProjectWithNamespace }, user: User | null, mr: MergeRequest): Promise<boolean> {
   if (!user || !can(user, 'push_code', subject)) return false;
-  return canMergeToBranch(cairn.db, subject.project.id, user, subject.accessLevel, mr.target_branch);
+  return canMergeToBranch(cairn.db, subject.project, user, subject.accessLevel, mr.target_branch);
 }
 
 function settings(project: ProjectWithNamespace): Record<string, unknown> {
@@ -199,7 +199,7 @@ async function afterMerge(cairn: Cairn, project: ProjectWithNamespace, user: Use
   // Only the head that was merged is removed; a branch that moved on since is kept.
   if (!oid || oid !== mr.head_sha || source.default_branch === mr.source_branch) return;
   const level = effectiveLevel(user, await projectAccessLevel(cairn.db, user.id, source));
-  const decision = await canPushToBranch(cairn.db, source.id, user, level, mr.source_branch, { deletion: true });
+  const decision = await canPushToBranch(cairn.db, source, user, level, mr.source_branch, { deletion: true });
   if (!decision.allowed) return;
   await compareAndSwapRef(gitDir, `refs/heads/${mr.source_branch}`, ZERO_OID, oid);
 }
@@ -283,7 +283,7 @@ export async function requestRebase(cairn: Cairn, user: User, mr: MergeRequest, 
   const source = await findProjectRow(cairn.db, mr.source_project_id);
   if (!source) throw forbidden('Cannot push to source branch');
   const level = effectiveLevel(user, await projectAccessLevel(cairn.db, user.id, source));
-  const decision = await canPushToBranch(cairn.db, source.id, user, level, mr.source_branch);
+  const decision = await canPushToBranch(cairn.db, source, user, level, mr.source_branch);
   if (!decision.allowed) throw forbidden('Cannot push to source branch');
   if (mr.state_id !== MR_STATE.opened) throw apiError(405, '405 Method Not Allowed');
   await cairn.db.transaction().execute(async (trx) => {

@@ -2,8 +2,9 @@ import type { Cairn } from '../context.js';
 import type { Project, User } from '../db/schema/core.js';
 import type { RefUpdate } from '../git/http.js';
 import { isZeroOid } from '../git/validate.js';
-import { AccessLevel, projectAccessLevel } from '../policies/access.js';
-import { canPushToBranch } from '../policies/branches.js';
+import { can, effectiveLevel } from '../policies/abilities.js';
+import { projectAccessLevel } from '../policies/access.js';
+import { canPushToBranch, type PushProject } from '../policies/branches.js';
 
 export interface RefUpdateDecision {
   /** ref -> why it may not be updated; a push with any refusal moves no ref at all. */
@@ -25,20 +26,17 @@ const PUSH_MESSAGES = {
  */
 export async function checkRefUpdates(
   cairn: Cairn,
-  project: Pick<Project, 'id' | 'namespace_id' | 'default_branch'>,
+  project: PushProject & Pick<Project, 'namespace_id' | 'default_branch'>,
   user: User | null,
   updates: RefUpdate[],
   accessLevel?: number,
 ): Promise<RefUpdateDecision> {
   const refusals = new Map<string, string>();
   const noForceRefs: string[] = [];
-  let level = 0;
-  if (user) {
-    level = accessLevel ?? (await projectAccessLevel(cairn.db, user.id, project));
-    if (user.admin) level = Math.max(level, AccessLevel.OWNER);
-  }
+  const level = user ? effectiveLevel(user, accessLevel ?? (await projectAccessLevel(cairn.db, user.id, project))) : 0;
+  const subject = { project, accessLevel: level };
   for (const u of updates) {
-    if (!user || level < AccessLevel.DEVELOPER) {
+    if (!user || !can(user, 'push_code', subject)) {
       refusals.set(u.ref, PUSH_MESSAGES.pushCode);
       continue;
     }
@@ -50,17 +48,17 @@ export async function checkRefUpdates(
         refusals.set(u.ref, PUSH_MESSAGES.deleteDefaultBranch);
         continue;
       }
-      const decision = await canPushToBranch(cairn.db, project.id, user, level, branch, { deletion });
+      const decision = await canPushToBranch(cairn.db, project, user, level, branch, { deletion });
       if (!decision.allowed) {
         refusals.set(u.ref, decision.message ?? PUSH_MESSAGES.pushCode);
         continue;
       }
       if (!creation && !deletion) {
-        const force = await canPushToBranch(cairn.db, project.id, user, level, branch, { force: true });
+        const force = await canPushToBranch(cairn.db, project, user, level, branch, { force: true });
         if (!force.allowed) noForceRefs.push(u.ref);
       }
     } else if (u.ref.startsWith('refs/tags/')) {
-      if (!creation && level < AccessLevel.MAINTAINER) refusals.set(u.ref, PUSH_MESSAGES.changeTags);
+      if (!creation && !can(user, 'update_tag', subject)) refusals.set(u.ref, PUSH_MESSAGES.changeTags);
     }
   }
   return { refusals, noForceRefs };

@@ -3,6 +3,7 @@ import type { ProjectWithNamespace } from '../finders/projects.js';
 import { listRefs, readRef, readTag, RefUpdateConflict, resolveCommit, updateRef, writeTagObject, type RefEntry } from '../git/refs.js';
 import { isValidTagName, ZERO_OID } from '../git/validate.js';
 import { apiError, forbidden, notFound } from '../plugins/errors.js';
+import { can, type ProjectAbility } from '../policies/abilities.js';
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { TagView } from '../presenters/tags.js';
 import { matchesSearch, type Caller } from './branches.js';
@@ -60,14 +61,14 @@ export async function findTag(cairn: Cairn, project: ProjectWithNamespace, name:
   return tagView(cairn, gitDir, { name, oid });
 }
 
-function pushAllowed(caller: Caller) {
-  if (!caller.user || caller.accessLevel < 30) throw forbidden();
+function assertCan(caller: Caller, ability: ProjectAbility, project: ProjectWithNamespace) {
+  if (!can(caller.user, ability, { project, accessLevel: caller.accessLevel })) throw forbidden();
 }
 
 /** Lightweight tag, or annotated (with the caller as tagger) when a message is given. */
 export async function createTag(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, p: { name: string; ref: string; message?: string }) {
   assertRepositoryWritable(project);
-  pushAllowed(caller);
+  assertCan(caller, 'create_tag', project);
   if (!isValidTagName(p.name)) throw apiError(400, 'Tag name invalid');
   const gitDir = projectRepoPath(cairn, project);
   if (await readRef(cairn.catfile, gitDir, `refs/tags/${p.name}`)) throw apiError(400, `Tag ${p.name} already exists`);
@@ -96,7 +97,7 @@ export async function createTag(cairn: Cairn, project: ProjectWithNamespace, cal
 
 export async function deleteTag(cairn: Cairn, project: ProjectWithNamespace, caller: Caller, name: string): Promise<void> {
   assertRepositoryWritable(project);
-  pushAllowed(caller);
+  assertCan(caller, 'delete_tag', project);
   const gitDir = projectRepoPath(cairn, project);
   const oid = await readRef(cairn.catfile, gitDir, `refs/tags/${name}`);
   if (!oid) throw notFound('Tag');

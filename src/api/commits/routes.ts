@@ -7,6 +7,14 @@ import { ApiError, invalidParam, notFound, unauthorized } from '../../plugins/er
 import { pageParams, paginateArray, PaginationQuery, setPaginationHeaders } from '../../plugins/pagination.js';
 import { authorizeProject } from '../../policies/projects.js';
 import {
+  CherryPickDryRunSchema,
+  CommitDetailSchema,
+  CommitRefSchema,
+  CommitSchema,
+  CommitWithStatsSchema,
+  DiffSchema,
+} from '../../presenters/schemas/commits.js';
+import {
   presentCommit,
   presentCommitDetail,
   presentCommitNote,
@@ -27,6 +35,7 @@ import {
   statsFor,
 } from '../../services/commits.js';
 import { IdParams, ShaParams } from '../params.js';
+import { projectOf, route } from '../route.js';
 
 const ListQuery = Type.Object({
   ref_name: Type.Optional(Type.String()),
@@ -39,7 +48,6 @@ const ListQuery = Type.Object({
   first_parent: Type.Optional(Type.Boolean()),
   order: Type.Optional(Type.Union([Type.Literal('default'), Type.Literal('topo')])),
   trailers: Type.Optional(Type.Boolean()),
-  ...PaginationQuery,
 });
 
 const Action = Type.Object({
@@ -102,8 +110,21 @@ export default async function commitRoutes(fastify: FastifyInstance) {
   const cairn = fastify.cairn;
   const base = '/api/v4/projects/:id/repository/commits';
 
-  app.get(base, { schema: { params: IdParams, querystring: ListQuery } }, async (request, reply) => {
-    const { project } = await authorizeProject(request, request.params.id, 'download_code');
+  const read = { project: 'download_code' } as const;
+  /**
+   * Writers must read the code; whether they may push to the branch (protected branches,
+   * archived projects) is the commit service's decision, in GitLab's words. Anonymous callers
+   * get 401 once the project is known to be readable (the handler's requireUser).
+   */
+  const write = { project: 'download_code' } as const;
+
+  app.get(base, route({
+    access: read,
+    paginated: true,
+    // with_stats=true adds stats to each commit.
+    schema: { params: IdParams, querystring: ListQuery, response: { 200: Type.Union([Type.Array(CommitSchema), Type.Array(CommitWithStatsSchema)]) } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
     const q = request.query;
     const page = pageParams(request);
     const { commits, total } = await listCommits(
@@ -129,12 +150,17 @@ export default async function commitRoutes(fastify: FastifyInstance) {
     return commits.map((c) => presentCommitWithStats(ctx, c, stats.get(c.oid), opts));
   });
 
-  app.post(base, { bodyLimit: contentBodyLimit(cairn.config), schema: { params: IdParams, body: CreateBody } }, async (request, reply) => {
-    const access = await authorizeProject(request, request.params.id, 'download_code');
+  app.post(base, route({
+    access: write,
+    bodyLimit: contentBodyLimit(cairn.config),
+    schema: { params: IdParams, body: CreateBody, response: { 201: CommitDetailSchema } },
+  }), async (request, reply) => {
+    const access = projectOf(request);
     const user = requireUser(request);
     const body = request.body;
     let startProject: ProjectWithNamespace | null = null;
     if (body.start_project !== undefined && body.start_project !== '' && String(body.start_project) !== String(access.project.id)) {
+      // Another project, which the caller must be able to read too.
       try {
         startProject = (await authorizeProject(request, body.start_project, 'download_code')).project;
       } catch (e) {
@@ -160,32 +186,37 @@ export default async function commitRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentCommitDetail(commitContext(request, access.project), commit, stats));
   });
 
-  app.get(`${base}/:sha`, { schema: { params: ShaParams, querystring: Type.Object({ stats: Type.Optional(Type.Boolean()) }) } }, async (request) => {
-    const { project } = await authorizeProject(request, request.params.id, 'download_code');
+  app.get(`${base}/:sha`, route({
+    access: read,
+    schema: { params: ShaParams, querystring: Type.Object({ stats: Type.Optional(Type.Boolean()) }), response: { 200: CommitDetailSchema } },
+  }), async (request) => {
+    const { project } = projectOf(request);
     const commit = await findCommitOrFail(cairn, project, request.params.sha);
     const stats = request.query.stats === false ? null : (await statsFor(cairn, project, [commit])).get(commit.oid)!;
     return presentCommitDetail(commitContext(request, project), commit, stats);
   });
 
-  app.get(
-    `${base}/:sha/refs`,
-    {
-      schema: {
-        params: ShaParams,
-        querystring: Type.Object({ type: Type.Optional(Type.Union([Type.Literal('branch'), Type.Literal('tag'), Type.Literal('all')])), ...PaginationQuery }),
-      },
+  app.get(`${base}/:sha/refs`, route({
+    access: read,
+    paginated: true,
+    schema: {
+      params: ShaParams,
+      querystring: Type.Object({ type: Type.Optional(Type.Union([Type.Literal('branch'), Type.Literal('tag'), Type.Literal('all')])) }),
+      response: { 200: Type.Array(CommitRefSchema) },
     },
-    async (request, reply) => {
-      const { project } = await authorizeProject(request, request.params.id, 'download_code');
-      const commit = await findCommitOrFail(cairn, project, request.params.sha);
-      const refs = await commitRefs(cairn, project, commit, request.query.type ?? 'all');
-      return paginateArray(request, reply, refs);
-    },
-  );
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const commit = await findCommitOrFail(cairn, project, request.params.sha);
+    const refs = await commitRefs(cairn, project, commit, request.query.type ?? 'all');
+    return paginateArray(request, reply, refs);
+  });
 
   for (const kind of ['cherry_pick', 'revert'] as const) {
-    app.post(`${base}/:sha/${kind}`, { schema: { params: ShaParams, body: PickBody } }, async (request, reply) => {
-      const access = await authorizeProject(request, request.params.id, 'download_code');
+    app.post(`${base}/:sha/${kind}`, route({
+      access: write,
+      schema: { params: ShaParams, body: PickBody, response: { 200: CherryPickDryRunSchema, 201: CommitSchema } },
+    }), async (request, reply) => {
+      const access = projectOf(request);
       const user = requireUser(request);
       const commit = await findCommitOrFail(cairn, access.project, request.params.sha);
       const outcome = await pickCommit(cairn, kind, {
@@ -202,8 +233,12 @@ export default async function commitRoutes(fastify: FastifyInstance) {
     });
   }
 
-  app.get(`${base}/:sha/diff`, { schema: { params: ShaParams, querystring: Type.Object({ ...PaginationQuery }) } }, async (request, reply) => {
-    const { project } = await authorizeProject(request, request.params.id, 'download_code');
+  app.get(`${base}/:sha/diff`, route({
+    access: read,
+    paginated: true,
+    schema: { params: ShaParams, response: { 200: Type.Array(DiffSchema) } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
     const commit = await findCommitOrFail(cairn, project, request.params.sha);
     const diffs = await commitDiff(cairn, project, commit);
     return paginateArray(request, reply, diffs).map(presentDiff);

@@ -3,10 +3,11 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { contentBodyLimit } from '../../config.js';
 import { ApiError, unauthorized } from '../../plugins/errors.js';
-import { authorizeProject } from '../../policies/projects.js';
 import { fileHeaders, presentBlameRange, presentFile } from '../../presenters/commits.js';
+import { BlameRangeSchema, FileWriteSchema, RepositoryFileSchema } from '../../presenters/schemas/files.js';
 import { createCommit } from '../../services/commits.js';
 import { blameFile, readFile, validFilePath } from '../../services/files.js';
+import { NoContent, projectOf, RawBody, route } from '../route.js';
 
 const FileParams = Type.Object({ id: Type.String(), file_path: Type.String() });
 
@@ -55,61 +56,69 @@ export default async function fileRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const cairn = fastify.cairn;
   const base = '/api/v4/projects/:id/repository/files/:file_path';
+  const read = { project: 'download_code' } as const;
+  /**
+   * Writers must read the code; whether they may push to the branch (protected branches,
+   * archived projects) is the commit service's decision, in GitLab's words. Anonymous callers
+   * get 401 once the project is known to be readable (the handler's requireUser).
+   */
+  const write = { project: 'download_code' } as const;
 
-  app.get(base, { schema: { params: FileParams, querystring: Type.Object({ ref: Type.String() }, { required: ['ref'] }) } }, async (request, reply) => {
+  app.get(base, route({
+    access: read,
+    schema: { params: FileParams, querystring: Type.Object({ ref: Type.String() }), response: { 200: RepositoryFileSchema } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
     const path = filePath(request.params);
-    const { project } = await authorizeProject(request, request.params.id, 'download_code');
     const file = await readFile(cairn, project, request.query.ref, path);
     reply.headers(fileHeaders(file));
     return presentFile(file);
   });
 
-  app.get(
-    `${base}/raw`,
-    { schema: { params: FileParams, querystring: Type.Object({ ref: Type.Optional(Type.String()), lfs: Type.Optional(Type.Boolean()) }) } },
-    async (request, reply) => {
-      const path = filePath(request.params);
-      const { project } = await authorizeProject(request, request.params.id, 'download_code');
-      const file = await readFile(cairn, project, request.query.ref || project.default_branch || 'HEAD', path);
-      const name = path.split('/').pop()!;
-      reply.headers(fileHeaders(file));
-      reply.header('content-disposition', `inline; filename="${name.replace(/[^\x20-\x7e]|["\\]/g, '_')}"; filename*=UTF-8''${encodeURIComponent(name)}`);
-      reply.header('x-content-type-options', 'nosniff');
-      return reply.type(rawContentType(file.content)).send(file.content);
+  app.get(`${base}/raw`, route({
+    access: read,
+    schema: {
+      params: FileParams,
+      querystring: Type.Object({ ref: Type.Optional(Type.String()), lfs: Type.Optional(Type.Boolean()) }),
+      response: { 200: RawBody('text/plain or application/octet-stream') },
     },
-  );
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const path = filePath(request.params);
+    const file = await readFile(cairn, project, request.query.ref || project.default_branch || 'HEAD', path);
+    const name = path.split('/').pop()!;
+    reply.headers(fileHeaders(file));
+    reply.header('content-disposition', `inline; filename="${name.replace(/[^\x20-\x7e]|["\\]/g, '_')}"; filename*=UTF-8''${encodeURIComponent(name)}`);
+    reply.header('x-content-type-options', 'nosniff');
+    return reply.type(rawContentType(file.content)).send(file.content);
+  });
 
-  app.get(
-    `${base}/blame`,
-    {
-      schema: {
-        params: FileParams,
-        querystring: Type.Object(
-          {
-            ref: Type.String(),
-            range: Type.Optional(Type.Object({ start: Type.Integer(), end: Type.Integer() }, { required: ['start', 'end'] })),
-          },
-          { required: ['ref'] },
-        ),
-      },
+  app.get(`${base}/blame`, route({
+    access: read,
+    schema: {
+      params: FileParams,
+      querystring: Type.Object({
+        ref: Type.String(),
+        range: Type.Optional(Type.Object({ start: Type.Integer(), end: Type.Integer() })),
+      }),
+      response: { 200: Type.Array(BlameRangeSchema) },
     },
-    async (request, reply) => {
-      const path = filePath(request.params);
-      const { project } = await authorizeProject(request, request.params.id, 'download_code');
-      const { file, ranges } = await blameFile(cairn, project, request.query.ref, path, request.query.range);
-      reply.headers(fileHeaders(file));
-      return ranges.map((r) => presentBlameRange(r.range, r.commit));
-    },
-  );
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const path = filePath(request.params);
+    const { file, ranges } = await blameFile(cairn, project, request.query.ref, path, request.query.range);
+    reply.headers(fileHeaders(file));
+    return ranges.map((r) => presentBlameRange(r.range, r.commit));
+  });
 
-  const write = async (
+  const commitFile = async (
     request: FastifyRequest,
     params: { id: string; file_path: string },
     action: 'create' | 'update' | 'delete',
     body: { branch: string; commit_message: string; start_branch?: string; encoding?: string; author_email?: string; author_name?: string; content?: string; last_commit_id?: string; execute_filemode?: boolean },
   ) => {
+    const access = projectOf(request);
     const path = filePath(params);
-    const access = await authorizeProject(request, params.id, 'download_code');
     const user = requireUser(request);
     await createCommit(cairn, {
       project: access.project,
@@ -140,12 +149,23 @@ export default async function fileRoutes(fastify: FastifyInstance) {
 
   // File content (possibly base64) needs more room than an ordinary body.
   const bodyLimit = contentBodyLimit(cairn.config);
-  app.post(base, { bodyLimit, schema: { params: FileParams, body: CreateBody } }, async (request, reply) => {
-    return reply.code(201).send(await write(request, request.params, 'create', request.body));
+  app.post(base, route({
+    access: write,
+    bodyLimit,
+    schema: { params: FileParams, body: CreateBody, response: { 201: FileWriteSchema } },
+  }), async (request, reply) => {
+    return reply.code(201).send(await commitFile(request, request.params, 'create', request.body));
   });
-  app.put(base, { bodyLimit, schema: { params: FileParams, body: UpdateBody } }, async (request) => write(request, request.params, 'update', request.body));
-  app.delete(base, { schema: { params: FileParams, querystring: DeleteQuery } }, async (request, reply) => {
-    await write(request, request.params, 'delete', request.query);
+  app.put(base, route({
+    access: write,
+    bodyLimit,
+    schema: { params: FileParams, body: UpdateBody, response: { 200: FileWriteSchema } },
+  }), async (request) => commitFile(request, request.params, 'update', request.body));
+  app.delete(base, route({
+    access: write,
+    schema: { params: FileParams, querystring: DeleteQuery, response: { 204: NoContent } },
+  }), async (request, reply) => {
+    await commitFile(request, request.params, 'delete', request.query);
     return reply.code(204).send();
   });
 }

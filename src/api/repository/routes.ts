@@ -1,13 +1,15 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
 import { ARCHIVE_FORMATS } from '../../git/archive.js';
 import { ApiError, apiError, forbidden, invalidParam, missingParam } from '../../plugins/errors.js';
-import { paginateArray, paginateArrayWithKeyset, PaginationQuery } from '../../plugins/pagination.js';
+import { paginateArray, paginateArrayWithKeyset } from '../../plugins/pagination.js';
 import { checkRateLimit } from '../../plugins/rate_limit.js';
 import { authorizeProject } from '../../policies/projects.js';
 import { presentCommit } from '../../presenters/commits.js';
 import { presentBlob, presentComparison, presentContributor, presentTreeEntry } from '../../presenters/repository.js';
+import { CommitSchema } from '../../presenters/schemas/commits.js';
+import { BlobSchema, CompareSchema, ContributorSchema, TreeEntrySchema } from '../../presenters/schemas/repository.js';
 import {
   blobById,
   compare,
@@ -21,46 +23,67 @@ import {
   treeEntries,
 } from '../../services/repository.js';
 import { IdParams, ShaParams } from '../params.js';
-
+import { projectOf, RawBody, route } from '../route.js';
 
 const ARCHIVE_RATE_LIMITED = { message: { error: 'This archive has been requested too many times. Try again later.' } };
+
+const TreeQuery = Type.Object({
+  ref: Type.Optional(Type.String()),
+  path: Type.Optional(Type.String()),
+  recursive: Type.Optional(Type.Boolean({ default: false })),
+  pagination: Type.Optional(Type.Union([Type.Literal('legacy'), Type.Literal('keyset'), Type.Literal('none')])),
+  page_token: Type.Optional(Type.String()),
+});
+
+const ArchiveQuery = Type.Object({ sha: Type.Optional(Type.String()), path: Type.Optional(Type.String()), format: Type.Optional(Type.String()) });
+const ArchiveParams = Type.Object({ id: Type.String(), format: Type.String() });
+
+const CompareQuery = Type.Object({
+  from: Type.String(),
+  to: Type.String(),
+  from_project_id: Type.Optional(Type.Integer()),
+  straight: Type.Optional(Type.Boolean({ default: false })),
+});
+
+const ContributorsQuery = Type.Object({
+  ref: Type.Optional(Type.String()),
+  order_by: Type.Optional(Type.Union([Type.Literal('name'), Type.Literal('email'), Type.Literal('commits')])),
+  sort: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])),
+});
+
+const MergeBaseQuery = Type.Object({ refs: Type.Union([Type.Array(Type.String()), Type.String()]) });
 
 export default async function repositoryRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const cairn = app.cairn;
+  const read = { project: 'download_code' } as const;
 
-  app.get(
-    '/api/v4/projects/:id/repository/tree',
-    {
-      schema: {
-        params: IdParams,
-        querystring: Type.Object({
-          ref: Type.Optional(Type.String()),
-          path: Type.Optional(Type.String()),
-          recursive: Type.Optional(Type.Boolean({ default: false })),
-          pagination: Type.Optional(Type.Union([Type.Literal('legacy'), Type.Literal('keyset'), Type.Literal('none')])),
-          page_token: Type.Optional(Type.String()),
-          ...PaginationQuery,
-        }),
-      },
-    },
-    async (request, reply) => {
-      const { project } = await authorizeProject(request, request.params.id, 'download_code');
-      const q = request.query;
-      if (q.pagination === 'none' && !q.recursive) throw invalidParam('pagination', 'cannot be "none" unless "recursive" is true');
-      const entries = await treeEntries(cairn, project, { ref: q.ref, path: q.path, recursive: !!q.recursive });
-      if (q.pagination === 'none') return entries.map(presentTreeEntry);
-      return paginateArrayWithKeyset(request, reply, entries, keysetTreePage).map(presentTreeEntry);
-    },
-  );
+  app.get('/api/v4/projects/:id/repository/tree', route({
+    access: read,
+    paginated: true,
+    schema: { params: IdParams, querystring: TreeQuery, response: { 200: Type.Array(TreeEntrySchema) } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const q = request.query;
+    if (q.pagination === 'none' && !q.recursive) throw invalidParam('pagination', 'cannot be "none" unless "recursive" is true');
+    const entries = await treeEntries(cairn, project, { ref: q.ref, path: q.path, recursive: !!q.recursive });
+    if (q.pagination === 'none') return entries.map(presentTreeEntry);
+    return paginateArrayWithKeyset(request, reply, entries, keysetTreePage).map(presentTreeEntry);
+  });
 
-  app.get('/api/v4/projects/:id/repository/blobs/:sha', { schema: { params: ShaParams } }, async (request) => {
-    const { project } = await authorizeProject(request, request.params.id, 'download_code');
+  app.get('/api/v4/projects/:id/repository/blobs/:sha', route({
+    access: read,
+    schema: { params: ShaParams, response: { 200: BlobSchema } },
+  }), async (request) => {
+    const { project } = projectOf(request);
     return presentBlob(await blobById(cairn, project, request.params.sha));
   });
 
-  app.get('/api/v4/projects/:id/repository/blobs/:sha/raw', { schema: { params: ShaParams } }, async (request, reply) => {
-    const { project } = await authorizeProject(request, request.params.id, 'download_code');
+  app.get('/api/v4/projects/:id/repository/blobs/:sha/raw', route({
+    access: read,
+    schema: { params: ShaParams, response: { 200: RawBody('text/plain or application/octet-stream') } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
     const blob = await blobById(cairn, project, request.params.sha);
     return reply
       .headers({
@@ -74,14 +97,13 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
       .send(blob.data);
   });
 
-  const archiveQuery = Type.Object({ sha: Type.Optional(Type.String()), path: Type.Optional(Type.String()), format: Type.Optional(Type.String()) });
-  const archive = async (request: any, reply: any, suffix: string | undefined) => {
-    const { project } = await authorizeProject(request, request.params.id, 'download_code');
-    const formatName = suffix ?? request.query.format ?? 'tar.gz';
+  const archive = async (request: FastifyRequest, reply: FastifyReply, query: Static<typeof ArchiveQuery>, suffix: string | undefined) => {
+    const { project } = projectOf(request);
+    const formatName = suffix ?? query.format ?? 'tar.gz';
     const format = ARCHIVE_FORMATS[formatName];
     if (!format) throw apiError(404, '404 Not Found');
     await checkRateLimit(request, { name: 'archive', limit: cairn.config.archiveRateLimit, body: ARCHIVE_RATE_LIMITED });
-    const { stream, filename } = await projectArchive(cairn, project, { sha: request.query.sha, path: request.query.path, format });
+    const { stream, filename } = await projectArchive(cairn, project, { sha: query.sha, path: query.path, format });
     return reply
       .headers({
         'content-type': 'application/octet-stream',
@@ -90,76 +112,55 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
       })
       .send(stream);
   };
-  app.get('/api/v4/projects/:id/repository/archive', { schema: { params: IdParams, querystring: archiveQuery } }, (request, reply) =>
-    archive(request, reply, undefined),
-  );
-  app.get(
-    '/api/v4/projects/:id/repository/archive.:format',
-    { schema: { params: Type.Object({ id: Type.String(), format: Type.String() }), querystring: archiveQuery } },
-    (request, reply) => archive(request, reply, request.params.format),
-  );
+  app.get('/api/v4/projects/:id/repository/archive', route({
+    access: read,
+    schema: { params: IdParams, querystring: ArchiveQuery, response: { 200: RawBody('application/octet-stream') } },
+  }), (request, reply) => archive(request, reply, request.query, undefined));
+  app.get('/api/v4/projects/:id/repository/archive.:format', route({
+    access: read,
+    schema: { params: ArchiveParams, querystring: ArchiveQuery, response: { 200: RawBody('application/octet-stream') } },
+  }), (request, reply) => archive(request, reply, request.query, request.params.format));
 
-  app.get(
-    '/api/v4/projects/:id/repository/compare',
-    {
-      schema: {
-        params: IdParams,
-        querystring: Type.Object({
-          from: Type.Optional(Type.String()),
-          to: Type.Optional(Type.String()),
-          from_project_id: Type.Optional(Type.Integer()),
-          straight: Type.Optional(Type.Boolean({ default: false })),
-        }),
-      },
-    },
-    async (request) => {
-      const q = request.query;
-      if (q.from === undefined || q.from === '') throw missingParam('from');
-      if (q.to === undefined || q.to === '') throw missingParam('to');
-      const { project } = await authorizeProject(request, request.params.id, 'download_code');
-      let fromProject;
-      if (q.from_project_id !== undefined && q.from_project_id !== project.id) {
-        try {
-          fromProject = (await authorizeProject(request, q.from_project_id, 'download_code')).project;
-        } catch (e) {
-          if (e instanceof ApiError && e.status === 403) throw forbidden("You don't have access to this fork's parent project");
-          throw apiError(400, `Target project id:${q.from_project_id} is not a fork of project id:${request.params.id}`);
-        }
+  app.get('/api/v4/projects/:id/repository/compare', route({
+    access: read,
+    schema: { params: IdParams, querystring: CompareQuery, response: { 200: CompareSchema } },
+  }), async (request) => {
+    const q = request.query;
+    // The schema answers an absent parameter; an empty one gets the same words, by hand.
+    if (q.from === '') throw missingParam('from');
+    if (q.to === '') throw missingParam('to');
+    const { project } = projectOf(request);
+    let fromProject;
+    if (q.from_project_id !== undefined && q.from_project_id !== project.id) {
+      // Another project, which the caller must be able to read too.
+      try {
+        fromProject = (await authorizeProject(request, q.from_project_id, 'download_code')).project;
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 403) throw forbidden("You don't have access to this fork's parent project");
+        throw apiError(400, `Target project id:${q.from_project_id} is not a fork of project id:${request.params.id}`);
       }
-      const result = await compare(cairn, project, { from: q.from, to: q.to, straight: !!q.straight, fromProject });
-      return presentComparison(result, linkContext(cairn, project));
-    },
-  );
+    }
+    const result = await compare(cairn, project, { from: q.from, to: q.to, straight: !!q.straight, fromProject });
+    return presentComparison(result, linkContext(cairn, project));
+  });
 
-  app.get(
-    '/api/v4/projects/:id/repository/contributors',
-    {
-      schema: {
-        params: IdParams,
-        querystring: Type.Object({
-          ref: Type.Optional(Type.String()),
-          order_by: Type.Optional(Type.Union([Type.Literal('name'), Type.Literal('email'), Type.Literal('commits')])),
-          sort: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])),
-          ...PaginationQuery,
-        }),
-      },
-    },
-    async (request, reply) => {
-      const { project } = await authorizeProject(request, request.params.id, 'download_code');
-      const list = sortContributors(await contributors(cairn, project, request.query.ref), request.query.order_by ?? 'commits', request.query.sort ?? 'asc');
-      return paginateArray(request, reply, list).map(presentContributor);
-    },
-  );
+  app.get('/api/v4/projects/:id/repository/contributors', route({
+    access: read,
+    paginated: true,
+    schema: { params: IdParams, querystring: ContributorsQuery, response: { 200: Type.Array(ContributorSchema) } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const list = sortContributors(await contributors(cairn, project, request.query.ref), request.query.order_by ?? 'commits', request.query.sort ?? 'asc');
+    return paginateArray(request, reply, list).map(presentContributor);
+  });
 
-  app.get(
-    '/api/v4/projects/:id/repository/merge_base',
-    { schema: { params: IdParams, querystring: Type.Object({ refs: Type.Optional(Type.Union([Type.Array(Type.String()), Type.String()])) }) } },
-    async (request) => {
-      const raw = request.query.refs;
-      if (raw === undefined) throw missingParam('refs');
-      const refs = (Array.isArray(raw) ? raw : [raw]).flatMap((r) => String(r).split(',')).filter((r) => r !== '');
-      const { project } = await authorizeProject(request, request.params.id, 'download_code');
-      return presentCommit(linkContext(cairn, project), await mergeBaseOf(cairn, project, refs));
-    },
-  );
+  app.get('/api/v4/projects/:id/repository/merge_base', route({
+    access: read,
+    schema: { params: IdParams, querystring: MergeBaseQuery, response: { 200: CommitSchema } },
+  }), async (request) => {
+    const raw = request.query.refs;
+    const refs = (Array.isArray(raw) ? raw : [raw]).flatMap((r) => String(r).split(',')).filter((r) => r !== '');
+    const { project } = projectOf(request);
+    return presentCommit(linkContext(cairn, project), await mergeBaseOf(cairn, project, refs));
+  });
 }

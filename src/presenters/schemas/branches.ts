@@ -55,3 +55,6 @@ export const ProtectedBranchSchema = Type.Object(
   },
   strict,
 );
+
+/** DELETE .../repository/merged_branches: the deletion is accepted. */
+export const MergedBranchesAcceptedSchema = Type.Object({ message: Type.Literal('202 Accepted') }, strict);
