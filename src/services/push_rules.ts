@@ -1,7 +1,8 @@
 import type { Cairn } from '../context.js';
 import type { Project, User } from '../db/schema/core.js';
 import { isZeroSha, type RefUpdate } from '../git/http.js';
-import { AccessLevel, projectAccessLevel } from '../policies/access.js';
+import { can, effectiveLevel, type ProjectSubject } from '../policies/abilities.js';
+import { projectAccessLevel } from '../policies/access.js';
 import { canPushToBranch } from '../policies/branches.js';
 
 export type { RefUpdate } from '../git/http.js';
@@ -26,20 +27,18 @@ export const PUSH_MESSAGES = {
  */
 export async function checkRefUpdates(
   cairn: Cairn,
-  project: Pick<Project, 'id' | 'namespace_id' | 'default_branch'>,
+  project: Pick<Project, 'id' | 'namespace_id' | 'default_branch'> & ProjectSubject['project'],
   user: User | null,
   updates: RefUpdate[],
   accessLevel?: number,
 ): Promise<RefUpdateDecision> {
   const refusals = new Map<string, string>();
   const noForceRefs: string[] = [];
-  let level = 0;
-  if (user) {
-    level = accessLevel ?? (await projectAccessLevel(cairn.db, user.id, project));
-    if (user.admin) level = Math.max(level, AccessLevel.OWNER);
-  }
+  const level = user ? effectiveLevel(user, accessLevel ?? (await projectAccessLevel(cairn.db, user.id, project))) : 0;
+  const subject: ProjectSubject = { project, accessLevel: level };
+  const mayPush = can(user, 'push_code', subject);
   for (const u of updates) {
-    if (!user || level < AccessLevel.DEVELOPER) {
+    if (!user || !mayPush) {
       refusals.set(u.ref, PUSH_MESSAGES.pushCode);
       continue;
     }
@@ -61,7 +60,7 @@ export async function checkRefUpdates(
         if (!force.allowed) noForceRefs.push(u.ref);
       }
     } else if (u.ref.startsWith('refs/tags/')) {
-      if (!creation && level < AccessLevel.MAINTAINER) refusals.set(u.ref, PUSH_MESSAGES.changeTags);
+      if (!creation && !can(user, 'update_tag', subject)) refusals.set(u.ref, PUSH_MESSAGES.changeTags);
     }
   }
   return { refusals, noForceRefs };
