@@ -1,5 +1,15 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
+import { Type } from 'typebox';
+import { NoContent, RawBody, route } from '../api/route.js';
+import {
+  OAuthRevokeSchema,
+  OAuthServerMetadataSchema,
+  OAuthTokenInfoSchema,
+  OAuthTokenSchema,
+  OAuthUserinfoSchema,
+} from '../presenters/schemas/oauth.js';
 import type { User } from '../db/schema/core.js';
 import { ApiError } from '../plugins/errors.js';
 import { allParams } from '../plugins/params.js';
@@ -24,11 +34,40 @@ import {
 import { OAUTH_SCOPES, parseScopes } from './scopes.js';
 import { createSession, csrfValid, destroySession, ensureSession, loadSession, safeReturnPath, type LoadedSession } from './sessions.js';
 import { epochSeconds, findAccessToken, oauthAccessTokenResolver, secondsLeft, tokenState } from './tokens.js';
-import { toBoolean } from '../plugins/params.js';
 
 const HOME = '/-/user_settings/applications';
 const APPLICATION_PATHS = ['/-/user_settings/applications', '/oauth/applications'];
-const page = { config: { skipApiAuth: true } };
+/** Pages and OAuth endpoints authenticate on their own (session cookie, client credentials, the bearer token itself). */
+const ownAuth = { skipApiAuth: true };
+const Html = RawBody('text/html');
+
+/*
+ * Input schemas: the forms of the pages declare theirs. Where the parameters are an OAuth request
+ * (/oauth/authorize, /oauth/token, /oauth/revoke), provider.ts reads them itself (a parameter is
+ * one non-blank string; an array or object counts as absent) and every problem is an RFC 6749
+ * answer: `{"error","error_description"}` at the token endpoints, the error page or a redirect
+ * back to the client at /oauth/authorize, in the order RFC 6749 4.1.2.1 prescribes. A schema
+ * would refuse some of them first with Grape's 400, which OAuth clients do not understand, so
+ * those routes declare none and keep allParams().
+ */
+const CSRF = Type.Optional(Type.String());
+const SignInBody = Type.Object({
+  user: Type.Optional(Type.Object({ login: Type.Optional(Type.String()), password: Type.Optional(Type.String()) })),
+  login: Type.Optional(Type.String()),
+  password: Type.Optional(Type.String()),
+  redirect_to: Type.Optional(Type.String()),
+  authenticity_token: CSRF,
+});
+const ApplicationBody = Type.Object({
+  name: Type.Optional(Type.String()),
+  redirect_uri: Type.Optional(Type.String()),
+  /** `scopes[]=a&scopes[]=b` from the form's checkboxes, or one space- or comma-separated string. */
+  scopes: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+  confidential: Type.Optional(Type.Boolean()),
+  authenticity_token: CSRF,
+});
+/** `:id` stays a string: anything but an id of one's own application is the page's 404. */
+const ApplicationParams = Type.Object({ id: Type.String() });
 
 function sendPage(reply: FastifyReply, status: number, html: string) {
   return reply
@@ -69,7 +108,8 @@ function authorizeFields(req: AuthorizationRequest) {
   };
 }
 
-export default async function oauthRoutes(app: FastifyInstance) {
+export default async function oauthRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const cairn = app.cairn;
   // OAuth access tokens authenticate the API (Authorization: Bearer, access_token) and git over HTTP.
   if (!cairn.tokenResolvers.includes(oauthAccessTokenResolver)) cairn.tokenResolvers.push(oauthAccessTokenResolver);
@@ -84,20 +124,26 @@ export default async function oauthRoutes(app: FastifyInstance) {
 
   // ------------------------------------------------------------ sign in / out
 
-  app.get('/users/sign_in', page, async (request, reply) => {
-    const q = request.query as Record<string, unknown>;
-    const returnTo = safeReturnPath(q.redirect_to, HOME);
+  app.get('/users/sign_in', route({
+    access: { public: true },
+    config: ownAuth,
+    schema: { querystring: Type.Object({ redirect_to: Type.Optional(Type.String()) }), response: { 200: Html, 302: NoContent } },
+  }), async (request, reply) => {
+    const returnTo = safeReturnPath(request.query.redirect_to, HOME);
     const loaded = await ensureSession(cairn, request, reply);
     if (loaded.user) return reply.redirect(returnTo, 302);
     return sendPage(reply, 200, signInPage({ csrfToken: loaded.session.csrf_token, returnTo }));
   });
 
-  app.post('/users/sign_in', page, async (request, reply) => {
-    const params = allParams(request);
+  app.post('/users/sign_in', route({
+    access: { custom: 'the login and password of the form, with the CSRF token of the session cookie' },
+    config: ownAuth,
+    schema: { body: SignInBody, response: { 302: NoContent } },
+  }), async (request, reply) => {
+    const params = request.body;
     const returnTo = safeReturnPath(params.redirect_to, HOME);
-    const nested = (params.user && typeof params.user === 'object' ? params.user : {}) as Record<string, unknown>;
-    const login = typeof nested.login === 'string' ? nested.login : typeof params.login === 'string' ? params.login : '';
-    const password = typeof nested.password === 'string' ? nested.password : typeof params.password === 'string' ? params.password : '';
+    const login = params.user?.login ?? params.login ?? '';
+    const password = params.user?.password ?? params.password ?? '';
     const loaded = await loadSession(cairn, request);
     if (!loaded || !csrfValid(loaded.session, params.authenticity_token)) {
       const fresh = loaded ?? { session: await createSession(cairn, request, reply, null), user: null };
@@ -142,15 +188,23 @@ export default async function oauthRoutes(app: FastifyInstance) {
     return reply.redirect(returnTo, 302);
   });
 
-  app.get('/users/sign_out', page, async (request, reply) => {
+  app.get('/users/sign_out', route({
+    access: { custom: 'the session cookie, ended if there is one' },
+    config: ownAuth,
+    schema: { response: { 302: NoContent } },
+  }), async (request, reply) => {
     const loaded = await loadSession(cairn, request);
     await destroySession(cairn, reply, loaded?.session ?? null);
     return reply.redirect('/users/sign_in', 302);
   });
 
-  app.post('/users/sign_out', page, async (request, reply) => {
+  app.post('/users/sign_out', route({
+    access: { custom: 'the session cookie and its CSRF token' },
+    config: ownAuth,
+    schema: { body: Type.Object({ authenticity_token: CSRF }), response: { 302: NoContent } },
+  }), async (request, reply) => {
     const loaded = await loadSession(cairn, request);
-    if (loaded && !csrfValid(loaded.session, allParams(request).authenticity_token)) return staleForm(reply, loaded);
+    if (loaded && !csrfValid(loaded.session, request.body.authenticity_token)) return staleForm(reply, loaded);
     await destroySession(cairn, reply, loaded?.session ?? null);
     return reply.redirect('/users/sign_in', 302);
   });
@@ -177,7 +231,12 @@ export default async function oauthRoutes(app: FastifyInstance) {
     return then(req);
   }
 
-  app.get('/oauth/authorize', page, async (request, reply) => {
+  const consent = "the session cookie (anonymous visitors are sent to sign in) and the client's request against its registered application";
+  app.get('/oauth/authorize', route({
+    access: { custom: consent },
+    config: ownAuth,
+    schema: { response: { 200: Html, 302: NoContent } },
+  }), async (request, reply) => {
     const loaded = await loadSession(cairn, request);
     if (!loaded?.user) return signInRedirect(reply, request.url);
     const user = loaded.user;
@@ -212,17 +271,23 @@ export default async function oauthRoutes(app: FastifyInstance) {
     });
   }
 
-  app.post('/oauth/authorize', page, async (request, reply) => {
+  const decision = route({
+    access: { custom: `${consent}, with the CSRF token of the session` },
+    config: ownAuth,
+    schema: { response: { 302: NoContent } },
+  });
+  app.post('/oauth/authorize', decision, async (request, reply) => {
     const method = allParams(request)._method;
     return decide(request, reply, typeof method === 'string' && method.toLowerCase() === 'delete');
   });
-  app.delete('/oauth/authorize', page, async (request, reply) => decide(request, reply, true));
+  app.delete('/oauth/authorize', decision, async (request, reply) => decide(request, reply, true));
 
   // ------------------------------------------------------------ token endpoints
 
-  const api = { config: { skipApiAuth: true }, onRequest: cors };
+  /** A token endpoint's declaration; they answer CORS. */
+  const api = (spec: Parameters<typeof route>[0]) => ({ ...route({ ...spec, config: ownAuth }), onRequest: cors });
   for (const path of ['/oauth/token', '/oauth/revoke', '/oauth/token/info', '/oauth/userinfo', '/.well-known/openid-configuration', '/.well-known/oauth-authorization-server']) {
-    app.options(path, api, async (_request, reply) =>
+    app.options(path, api({ access: { public: true }, schema: { response: { 204: NoContent } } }), async (_request, reply) =>
       reply
         .code(204)
         .headers({
@@ -234,12 +299,18 @@ export default async function oauthRoutes(app: FastifyInstance) {
     );
   }
 
-  app.post('/oauth/token', api, async (request, reply) => {
+  app.post('/oauth/token', api({
+    access: { custom: 'the grant (code with PKCE or redirect URI, refresh token, or resource owner password) and the client credentials (HTTP Basic or form; confidential clients must authenticate)' },
+    schema: { response: { 200: OAuthTokenSchema } },
+  }), async (request, reply) => {
     const body = await exchangeToken(cairn, request, allParams(request));
     return reply.headers({ 'cache-control': 'no-store', pragma: 'no-cache' }).send(body);
   });
 
-  app.post('/oauth/revoke', api, async (request) => revokeToken(cairn, request, allParams(request)));
+  app.post('/oauth/revoke', api({
+    access: { custom: "a confidential client's token only with that client's credentials (RFC 7009)" },
+    schema: { response: { 200: OAuthRevokeSchema } },
+  }), async (request) => revokeToken(cairn, request, allParams(request)));
 
   const invalidToken = (description: string) =>
     new ApiError(401, { error: 'invalid_token', error_description: description }, {
@@ -257,7 +328,10 @@ export default async function oauthRoutes(app: FastifyInstance) {
     return row;
   }
 
-  app.get('/oauth/token/info', api, async (request) => {
+  app.get('/oauth/token/info', api({
+    access: { custom: 'the bearer OAuth access token being described' },
+    schema: { response: { 200: OAuthTokenInfoSchema } },
+  }), async (request) => {
     const row = await bearerToken(request);
     const expiresIn = secondsLeft(row);
     return {
@@ -301,8 +375,12 @@ export default async function oauthRoutes(app: FastifyInstance) {
       groups: [...new Set(groups.map((g) => g.full_path))],
     };
   }
-  app.get('/oauth/userinfo', api, async (request) => userinfo(request));
-  app.post('/oauth/userinfo', api, async (request) => userinfo(request));
+  const userinfoRoute = api({
+    access: { custom: 'a bearer OAuth access token with the openid scope, of a user who may sign in' },
+    schema: { response: { 200: OAuthUserinfoSchema } },
+  });
+  app.get('/oauth/userinfo', userinfoRoute, async (request) => userinfo(request));
+  app.post('/oauth/userinfo', userinfoRoute, async (request) => userinfo(request));
 
   const metadata = () => {
     const base = cairn.config.externalUrl;
@@ -323,8 +401,9 @@ export default async function oauthRoutes(app: FastifyInstance) {
       claims_supported: ['sub', 'name', 'nickname', 'preferred_username', 'email', 'email_verified', 'website', 'profile', 'picture', 'groups'],
     };
   };
-  app.get('/.well-known/openid-configuration', api, async () => metadata());
-  app.get('/.well-known/oauth-authorization-server', api, async () => metadata());
+  const discovery = api({ access: { public: true }, schema: { response: { 200: OAuthServerMetadataSchema } } });
+  app.get('/.well-known/openid-configuration', discovery, async () => metadata());
+  app.get('/.well-known/oauth-authorization-server', discovery, async () => metadata());
 
   // ------------------------------------------------------------ the user's own applications
 
@@ -332,26 +411,35 @@ export default async function oauthRoutes(app: FastifyInstance) {
     const render = (reply: FastifyReply, status: number, loaded: LoadedSession, extra: Partial<ApplicationsPageOptions> & { applications: ApplicationsPageOptions['applications'] }) =>
       sendPage(reply, status, applicationsPage({ user: loaded.user!, csrfToken: loaded.session.csrf_token, basePath, ...extra }));
 
-    app.get(basePath, page, async (request, reply) => {
+    const own = "the session cookie: the signed-in user's own applications (anonymous visitors are sent to sign in)";
+    app.get(basePath, route({
+      access: { custom: own },
+      config: ownAuth,
+      schema: { response: { 200: Html, 302: NoContent } },
+    }), async (request, reply) => {
       const loaded = await loadSession(cairn, request);
       if (!loaded?.user) return signInRedirect(reply, basePath);
       return render(reply, 200, loaded, { applications: await listUserApplications(cairn.db, loaded.user.id) });
     });
 
-    app.post(basePath, page, async (request, reply) => {
+    app.post(basePath, route({
+      access: { custom: `${own}, with the CSRF token of the session` },
+      config: ownAuth,
+      schema: { body: ApplicationBody, response: { 201: Html, 302: NoContent } },
+    }), async (request, reply) => {
       const loaded = await loadSession(cairn, request);
       if (!loaded?.user) return signInRedirect(reply, basePath);
-      const params = allParams(request);
+      const params = request.body;
       if (!csrfValid(loaded.session, params.authenticity_token)) return staleForm(reply, loaded);
-      const confidential = toBoolean(params.confidential) ?? false;
+      const confidential = params.confidential ?? false;
       const checked = validateApplication({ name: params.name, redirectUri: params.redirect_uri, scopes: params.scopes, confidential, ownerId: loaded.user.id });
       if ('errors' in checked) {
         return render(reply, 400, loaded, {
           applications: await listUserApplications(cairn.db, loaded.user.id),
           errors: checked.errors,
           form: {
-            name: typeof params.name === 'string' ? params.name : '',
-            redirect_uri: typeof params.redirect_uri === 'string' ? params.redirect_uri : '',
+            name: params.name ?? '',
+            redirect_uri: params.redirect_uri ?? '',
             confidential,
             scopes: parseScopes(params.scopes),
           },
@@ -361,12 +449,10 @@ export default async function oauthRoutes(app: FastifyInstance) {
       return render(reply, 201, loaded, { applications: await listUserApplications(cairn.db, loaded.user.id), created });
     });
 
-    const remove = async (request: FastifyRequest, reply: FastifyReply) => {
+    const remove = async (request: FastifyRequest, reply: FastifyReply, id: string, csrfToken: string | undefined) => {
       const loaded = await loadSession(cairn, request);
       if (!loaded?.user) return signInRedirect(reply, basePath);
-      const params = allParams(request);
-      if (!csrfValid(loaded.session, params.authenticity_token ?? request.headers['x-csrf-token'])) return staleForm(reply, loaded);
-      const id = String((request.params as Record<string, string>).id);
+      if (!csrfValid(loaded.session, csrfToken ?? request.headers['x-csrf-token'])) return staleForm(reply, loaded);
       const owned = /^\d{1,9}$/.test(id)
         ? await cairn.db.selectFrom('oauth_applications').select('id').where('id', '=', Number(id)).where('owner_id', '=', loaded.user.id).executeTakeFirst()
         : undefined;
@@ -376,13 +462,23 @@ export default async function oauthRoutes(app: FastifyInstance) {
       await deleteApplication(cairn.db, owned.id);
       return reply.redirect(basePath, 302);
     };
-    app.post(`${basePath}/:id`, page, async (request, reply) => {
-      const method = allParams(request)._method;
-      if (typeof method !== 'string' || method.toLowerCase() !== 'delete') {
+    const removal = { custom: `${own}, with the CSRF token of the session (form or X-CSRF-Token)` };
+    app.post(`${basePath}/:id`, route({
+      access: removal,
+      config: ownAuth,
+      schema: { params: ApplicationParams, body: Type.Object({ _method: Type.Optional(Type.String()), authenticity_token: CSRF }), response: { 302: NoContent } },
+    }), async (request, reply) => {
+      const method = request.body._method;
+      if (method?.toLowerCase() !== 'delete') {
         return sendPage(reply, 405, errorPage({ title: 'Method not allowed', description: 'Applications can only be deleted here.' }));
       }
-      return remove(request, reply);
+      return remove(request, reply, request.params.id, request.body.authenticity_token);
     });
-    app.delete(`${basePath}/:id`, page, remove);
+    // A DELETE's form fields arrive merged into the query (plugins/params.ts).
+    app.delete(`${basePath}/:id`, route({
+      access: removal,
+      config: ownAuth,
+      schema: { params: ApplicationParams, querystring: Type.Object({ authenticity_token: CSRF }), response: { 302: NoContent } },
+    }), async (request, reply) => remove(request, reply, request.params.id, request.query.authenticity_token));
   }
 }

@@ -1,7 +1,7 @@
 import type { User } from '../db/schema/core.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { GitService } from '../git/http.js';
-import { AccessLevel, canSeeVisibility, Visibility } from './access.js';
+import { can, effectiveLevel } from './abilities.js';
 
 /** Who is talking git over HTTP, and what their credential lets them do. */
 export interface GitCredential {
@@ -27,16 +27,6 @@ export type GitAccessDecision =
   /** 401 asks git for credentials; 404 hides the project; 403 says why. */
   | { allowed: false; status: 401 | 403 | 404; message: string };
 
-/** May this (possibly anonymous) user read the code of a project they can see? */
-export function canDownloadCode(user: User | null, project: Pick<ProjectWithNamespace, 'visibility_level'>, accessLevel: number): boolean {
-  if (project.visibility_level >= Visibility.PUBLIC) return true;
-  if (!user) return false;
-  if (user.admin || accessLevel >= AccessLevel.REPORTER) return true;
-  // Guests read code of internal projects; everyone signed in (not external) does too.
-  if (project.visibility_level >= Visibility.INTERNAL) return !user.external || accessLevel >= AccessLevel.GUEST;
-  return false;
-}
-
 /**
  * The access check of one git request (the ref advertisement or the RPC itself). Anonymous
  * callers get 401 wherever a credential could help, so git asks for one; a signed-in user gets
@@ -52,19 +42,19 @@ export function checkGitAccess(
   const user = cred?.user ?? null;
   const deny = (status: 401 | 403 | 404, message: string): GitAccessDecision => ({ allowed: false, status, message });
   if (!project) return user ? deny(404, GIT_MESSAGES.projectNotFound) : deny(401, GIT_MESSAGES.projectNotFound);
-  let accessLevel = user ? memberLevel : 0;
-  if (user?.admin) accessLevel = Math.max(accessLevel, AccessLevel.OWNER);
-  if (!canSeeVisibility(user, project.visibility_level, accessLevel)) {
+  const accessLevel = effectiveLevel(user, memberLevel);
+  const subject = { project, accessLevel };
+  if (!can(user, 'read_project', subject)) {
     return user ? deny(404, GIT_MESSAGES.projectNotFound) : deny(401, GIT_MESSAGES.projectNotFound);
   }
   if (service === 'git-upload-pack') {
     if (cred && !cred.download) return deny(403, GIT_MESSAGES.authDownload);
-    if (!canDownloadCode(user, project, accessLevel)) return user ? deny(403, GIT_MESSAGES.download) : deny(401, GIT_MESSAGES.download);
+    if (!can(user, 'download_code', subject)) return user ? deny(403, GIT_MESSAGES.download) : deny(401, GIT_MESSAGES.download);
     return { allowed: true, accessLevel };
   }
   if (!cred) return deny(401, GIT_MESSAGES.push);
   if (!cred.push) return deny(403, GIT_MESSAGES.authUpload);
-  if (accessLevel < AccessLevel.DEVELOPER) return deny(403, GIT_MESSAGES.push);
+  if (!can(user, 'push_code', subject)) return deny(403, GIT_MESSAGES.push);
   if (project.archived) return deny(403, GIT_MESSAGES.archived);
   if (project.repository_read_only) return deny(403, GIT_MESSAGES.readOnly);
   return { allowed: true, accessLevel };

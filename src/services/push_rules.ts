@@ -2,7 +2,7 @@ import type { Cairn } from '../context.js';
 import type { Project, User } from '../db/schema/core.js';
 import type { RefUpdate } from '../git/http.js';
 import { isZeroOid } from '../git/validate.js';
-import { can, effectiveLevel } from '../policies/abilities.js';
+import { can, effectiveLevel, type ProjectSubject } from '../policies/abilities.js';
 import { projectAccessLevel } from '../policies/access.js';
 import { canPushToBranch, type PushProject } from '../policies/branches.js';
 
@@ -13,7 +13,7 @@ export interface RefUpdateDecision {
   noForceRefs: string[];
 }
 
-const PUSH_MESSAGES = {
+export const PUSH_MESSAGES = {
   pushCode: 'You are not allowed to push code to this project.',
   deleteDefaultBranch: 'The default branch of a project cannot be deleted.',
   changeTags: 'You are not allowed to change existing tags on this project.',
@@ -26,7 +26,7 @@ const PUSH_MESSAGES = {
  */
 export async function checkRefUpdates(
   cairn: Cairn,
-  project: PushProject & Pick<Project, 'namespace_id' | 'default_branch'>,
+  project: PushProject & Pick<Project, 'namespace_id' | 'default_branch'> & ProjectSubject['project'],
   user: User | null,
   updates: RefUpdate[],
   accessLevel?: number,
@@ -34,9 +34,10 @@ export async function checkRefUpdates(
   const refusals = new Map<string, string>();
   const noForceRefs: string[] = [];
   const level = user ? effectiveLevel(user, accessLevel ?? (await projectAccessLevel(cairn.db, user.id, project))) : 0;
-  const subject = { project, accessLevel: level };
+  const subject: ProjectSubject = { project, accessLevel: level };
+  const mayPush = can(user, 'push_code', subject);
   for (const u of updates) {
-    if (!user || !can(user, 'push_code', subject)) {
+    if (!user || !mayPush) {
       refusals.set(u.ref, PUSH_MESSAGES.pushCode);
       continue;
     }

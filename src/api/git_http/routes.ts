@@ -2,6 +2,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
 import type { ProjectWithNamespace } from '../../finders/projects.js';
 import { loadProjectForUser } from '../../policies/projects.js';
 import {
@@ -22,6 +23,7 @@ import { checkGitAccess, type GitCredential } from '../../policies/git_access.js
 import { recordPush } from '../../services/post_receive.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { checkRefUpdates } from '../../services/push_rules.js';
+import { RawBody, route, type Access } from '../route.js';
 import { authenticateGitClient, GitHttpError } from './auth.js';
 
 /**
@@ -181,6 +183,7 @@ function superviseService(request: FastifyRequest, reply: FastifyReply, proc: Gi
 }
 
 async function infoRefs(request: FastifyRequest, reply: FastifyReply) {
+  // Read by hand, not by a querystring schema: git expects this refusal as a 403 with its text.
   const service = (request.query as Record<string, unknown>).service;
   if (typeof service !== 'string' || !GIT_SERVICES.includes(service as GitService)) {
     throw new GitHttpError(403, 'Only the smart HTTP protocol is supported: use ?service=git-upload-pack or ?service=git-receive-pack.');
@@ -280,11 +283,28 @@ export default async function gitHttpRoutes(app: FastifyInstance) {
     ['application/x-git-upload-pack-request', 'application/x-git-receive-pack-request'],
     (_request, payload, done) => done(null, payload),
   );
+  // The access check is authorizeGit's (a `custom` access adds no hook), and no input schema is
+  // declared, so the hot path runs no validation: the path segments are joined by hand, the body
+  // is a stream and `service` is checked by infoRefs.
   const config = { skipApiAuth: true };
+  const credential = 'git credential (HTTP Basic: token or password) with';
+  const download: Access = { custom: `${credential} download rights on the project of the path (policies/git_access.ts)` };
+  const push: Access = { custom: `${credential} push rights on the project of the path (policies/git_access.ts); each ref update by the push rules (services/push_rules.ts)` };
+  const advertisement = route({
+    access: { custom: `${credential} the rights of ?service: download for git-upload-pack, push for git-receive-pack (policies/git_access.ts)` },
+    config,
+    schema: {
+      response: {
+        200: Type.Union([RawBody('application/x-git-upload-pack-advertisement'), RawBody('application/x-git-receive-pack-advertisement')]),
+      },
+    },
+  });
+  const fetchPack = route({ access: download, config, schema: { response: { 200: RawBody('application/x-git-upload-pack-result') } } });
+  const receive = route({ access: push, config, schema: { response: { 200: RawBody('application/x-git-receive-pack-result') } } });
   for (let n = 2; n <= MAX_PATH_SEGMENTS; n++) {
     const prefix = '/' + Array.from({ length: n }, (_, i) => `:p${i}`).join('/');
-    app.get(`${prefix}/info/refs`, { config }, gitRoute(infoRefs));
-    app.post(`${prefix}/git-upload-pack`, { config }, gitRoute(uploadPack));
-    app.post(`${prefix}/git-receive-pack`, { config }, gitRoute(receivePack));
+    app.get(`${prefix}/info/refs`, advertisement, gitRoute(infoRefs));
+    app.post(`${prefix}/git-upload-pack`, fetchPack, gitRoute(uploadPack));
+    app.post(`${prefix}/git-receive-pack`, receive, gitRoute(receivePack));
   }
 }
