@@ -9,6 +9,10 @@ import { AccessLevel } from './access.js';
  * enabled in, so (as GitLab's update_deploy_key_title) an administrator may, and otherwise only
  * for a private key whose every project the user maintains; an instance-wide key's title
  * belongs to the administrators.
+ *
+ * "Maintains" is the `admin_project` ability (PROJECT_RULES in abilities.ts: maintainers and up),
+ * asked of every project at once in SQL rather than loading each project to call can(): the
+ * comparison below must stay the level that rule grants at.
  */
 export async function mayRenameDeployKey(db: Database, user: Pick<User, 'id' | 'admin'>, key: Pick<Key, 'id' | 'public'>): Promise<boolean> {
   if (user.admin) return true;
@@ -16,6 +20,7 @@ export async function mayRenameDeployKey(db: Database, user: Pick<User, 'id' | '
   const row = await sql<{ unmanaged: boolean }>`
     select exists (
       select 1 from deploy_keys_projects
+      -- not admin_project on this project: below maintainer
       where deploy_key_id = ${key.id} and project_access_level(${user.id}, project_id) < ${AccessLevel.MAINTAINER}
     ) as unmanaged`.execute(db);
   return !row.rows[0].unmanaged;

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { createTestContext, type TestContext } from '../helpers/app.js';
 import { Value } from 'typebox/value';
 import { tokenDigest } from '../../src/lib/secrets.js';
-import { ApplicationSchema, ApplicationWithSecretSchema } from '../../src/api/applications/schemas.js';
+import { ApplicationSchema, ApplicationWithSecretSchema } from '../../src/presenters/schemas/applications.js';
 import { tokenRequest } from './support.js';
 
 describe('Applications API (instance-wide OAuth applications)', () => {

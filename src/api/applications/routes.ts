@@ -11,17 +11,19 @@ import {
   validateApplication,
 } from '../../oauth/applications.js';
 import { presentApplication, presentApplicationWithSecret } from '../../presenters/applications.js';
-import { ApplicationIdParams, ApplicationSchema, ApplicationWithSecretSchema, CreateApplicationBody } from './schemas.js';
+import { ApplicationSchema, ApplicationWithSecretSchema } from '../../presenters/schemas/applications.js';
+import { NoContent, route } from '../route.js';
+import { ApplicationIdParams, CreateApplicationBody } from './schemas.js';
 
 /** Instance-wide OAuth applications (GitLab's Applications API); administrators only. */
 export default async function applicationRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = () => app.cairn.db;
-  const admin = { auth: 'required' as const, admin: true };
+  const admin = { admin: true } as const;
 
   app.post(
     '/api/v4/applications',
-    { config: admin, schema: { body: CreateApplicationBody, response: { 201: ApplicationWithSecretSchema } } },
+    route({ access: admin, schema: { body: CreateApplicationBody, response: { 201: ApplicationWithSecretSchema } } }),
     async (request, reply) => {
       const body = request.body;
       if (body.scopes.trim() === '') throw new ApiError(400, { error: 'scopes is empty' });
@@ -32,11 +34,11 @@ export default async function applicationRoutes(fastify: FastifyInstance) {
     },
   );
 
-  app.get('/api/v4/applications', { config: admin, schema: { response: { 200: Type.Array(ApplicationSchema) } } }, async () => {
+  app.get('/api/v4/applications', route({ access: admin, schema: { response: { 200: Type.Array(ApplicationSchema) } } }), async () => {
     return (await listInstanceApplications(db())).map(presentApplication);
   });
 
-  app.delete('/api/v4/applications/:id', { config: admin, schema: { params: ApplicationIdParams } }, async (request, reply) => {
+  app.delete('/api/v4/applications/:id', route({ access: admin, schema: { params: ApplicationIdParams, response: { 204: NoContent } } }), async (request, reply) => {
     const found = await findInstanceApplication(db(), request.params.id);
     if (!found) throw notFound('Application');
     await deleteApplication(db(), found.id);
@@ -45,7 +47,7 @@ export default async function applicationRoutes(fastify: FastifyInstance) {
 
   app.post(
     '/api/v4/applications/:id/renew-secret',
-    { config: admin, schema: { params: ApplicationIdParams, response: { 201: ApplicationWithSecretSchema } } },
+    route({ access: admin, schema: { params: ApplicationIdParams, response: { 201: ApplicationWithSecretSchema } } }),
     async (request, reply) => {
       const found = await findInstanceApplication(db(), request.params.id);
       if (!found) throw notFound('Application');

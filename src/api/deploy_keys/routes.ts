@@ -1,12 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
 import { findAllDeployKeys, findProjectDeployKey, findProjectDeployKeys } from '../../finders/keys.js';
 import { requireUser } from '../../plugins/auth.js';
 import { ApiError, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
-import { AccessLevel } from '../../policies/access.js';
 import { mayRenameDeployKey } from '../../policies/deploy_keys.js';
-import { authorizeProject } from '../../policies/projects.js';
 import { presentDeployKey, presentDeployKeysProject, presentDeployKeyWithProjects } from '../../presenters/keys.js';
 import {
   accessibleDeployKey,
@@ -25,23 +24,32 @@ import {
 } from '../keys/schemas.js';
 import { dateTimeParam } from '../personal_access_tokens/schemas.js';
 import { IdParams } from '../params.js';
+import { NoContent, projectOf, route } from '../route.js';
+import { DeployKeySchema, DeployKeysProjectSchema, DeployKeyWithProjectsSchema } from '../../presenters/schemas/keys.js';
 
 export default async function deployKeyRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = () => app.cairn.db;
   const ctx = () => ({ baseUrl: app.cairn.config.externalUrl });
-  const required = { auth: 'required' as const };
-  // Managing deploy keys is a maintainer's job (GitLab's admin_project).
-  const MAINTAINER = AccessLevel.MAINTAINER;
+  const admin = { admin: true } as const;
+  // Managing a project's deploy keys is GitLab's admin_project (maintainers and up).
+  const manage = { project: 'admin_project', signedIn: true } as const;
 
-  app.get('/api/v4/deploy_keys', { config: { admin: true }, schema: { querystring: DeployKeyListQuery } }, async (request, reply) => {
+  app.get('/api/v4/deploy_keys', route({
+    access: admin,
+    paginated: true,
+    schema: { querystring: DeployKeyListQuery, response: { 200: Type.Array(DeployKeyWithProjectsSchema) } },
+  }), async (request, reply) => {
     const page = pageParams(request);
     const { rows, total } = await findAllDeployKeys(db(), request.query.public === true, page);
     setPaginationHeaders(request, reply, page, total);
     return rows.map((r) => presentDeployKeyWithProjects(ctx(), r.key, r.projects));
   });
 
-  app.post('/api/v4/deploy_keys', { config: { admin: true }, schema: { body: CreateDeployKeyBody } }, async (request, reply) => {
+  app.post('/api/v4/deploy_keys', route({
+    access: admin,
+    schema: { body: CreateDeployKeyBody, response: { 201: DeployKeySchema } },
+  }), async (request, reply) => {
     const admin = requireUser(request);
     const body = request.body;
     const result = await insertPublicDeployKey(db(), admin.id, {
@@ -55,9 +63,13 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
 
   app.get(
     '/api/v4/projects/:id/deploy_keys',
-    { config: required, schema: { params: IdParams, querystring: DeployKeyListQuery } },
+    route({
+      access: manage,
+      paginated: true,
+      schema: { params: IdParams, querystring: DeployKeyListQuery, response: { 200: Type.Array(DeployKeysProjectSchema) } },
+    }),
     async (request, reply) => {
-      const { project } = await authorizeProject(request, request.params.id, 'admin_project');
+      const { project } = projectOf(request);
       const page = pageParams(request);
       const { rows, total } = await findProjectDeployKeys(db(), project.id, page);
       setPaginationHeaders(request, reply, page, total);
@@ -65,8 +77,11 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
     },
   );
 
-  app.get('/api/v4/projects/:id/deploy_keys/:key_id', { config: required, schema: { params: ProjectKeyParams } }, async (request) => {
-    const { project } = await authorizeProject(request, request.params.id, 'admin_project');
+  app.get('/api/v4/projects/:id/deploy_keys/:key_id', route({
+    access: manage,
+    schema: { params: ProjectKeyParams, response: { 200: DeployKeysProjectSchema } },
+  }), async (request) => {
+    const { project } = projectOf(request);
     const found = await findProjectDeployKey(db(), project.id, request.params.key_id);
     if (!found) throw notFound();
     return presentDeployKeysProject(ctx(), found.link, found.key);
@@ -74,9 +89,12 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
 
   app.post(
     '/api/v4/projects/:id/deploy_keys',
-    { config: required, schema: { params: IdParams, body: CreateProjectDeployKeyBody } },
+    route({
+      access: manage,
+      schema: { params: IdParams, body: CreateProjectDeployKeyBody, response: { 201: DeployKeysProjectSchema } },
+    }),
     async (request, reply) => {
-      const { project, user } = await authorizeProject(request, request.params.id, 'admin_project');
+      const { project, user } = projectOf(request);
       const body = request.body;
       const result = await addDeployKeyToProject(db(), user!, project.id, {
         title: body.title,
@@ -91,9 +109,12 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
 
   app.put(
     '/api/v4/projects/:id/deploy_keys/:key_id',
-    { config: required, schema: { params: ProjectKeyParams, body: UpdateProjectDeployKeyBody } },
+    route({
+      access: manage,
+      schema: { params: ProjectKeyParams, body: UpdateProjectDeployKeyBody, response: { 200: DeployKeysProjectSchema } },
+    }),
     async (request) => {
-      const { project, user } = await authorizeProject(request, request.params.id, 'admin_project');
+      const { project, user } = projectOf(request);
       const body = request.body;
       if (body.title === undefined && body.can_push === undefined) {
         throw new ApiError(400, { error: 'title, can_push are missing, at least one parameter must be provided' });
@@ -113,16 +134,22 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
     },
   );
 
-  app.post('/api/v4/projects/:id/deploy_keys/:key_id/enable', { config: required, schema: { params: ProjectKeyParams } }, async (request, reply) => {
-    const { project, user } = await authorizeProject(request, request.params.id, 'admin_project');
+  app.post('/api/v4/projects/:id/deploy_keys/:key_id/enable', route({
+    access: manage,
+    schema: { params: ProjectKeyParams, response: { 201: DeployKeySchema } },
+  }), async (request, reply) => {
+    const { project, user } = projectOf(request);
     const key = await accessibleDeployKey(db(), user!, { id: request.params.key_id });
     if (!key) throw notFound('Deploy key');
     await linkDeployKey(db(), project.id, key.id, false);
     return reply.code(201).send(presentDeployKey(ctx(), key));
   });
 
-  app.delete('/api/v4/projects/:id/deploy_keys/:key_id', { config: required, schema: { params: ProjectKeyParams } }, async (request, reply) => {
-    const { project } = await authorizeProject(request, request.params.id, 'admin_project');
+  app.delete('/api/v4/projects/:id/deploy_keys/:key_id', route({
+    access: manage,
+    schema: { params: ProjectKeyParams, response: { 204: NoContent } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
     const found = await findProjectDeployKey(db(), project.id, request.params.key_id);
     if (!found) throw notFound('Deploy key');
     await removeDeployKeyFromProject(db(), found.link);

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
 import type { User } from '../../db/schema/core.js';
 import {
   findDeployKeyLinks,
@@ -19,12 +20,13 @@ import {
   CreateKeyBody,
   FingerprintQuery,
   KeyIdParams,
-  ListQuery,
   UserIdKeyParams,
   UserKeyParams,
   UserParams,
 } from './schemas.js';
 import { RowIdParams, UserIdParams } from '../params.js';
+import { NoContent, route } from '../route.js';
+import { DeployKeyWithUserSchema, SshKeySchema, SshKeyWithUserSchema } from '../../presenters/schemas/keys.js';
 
 type CreateKey = { title: string; key: string; expires_at?: string | null; usage_type?: 'auth' | 'signing' | 'auth_and_signing' };
 
@@ -48,7 +50,9 @@ export default async function keyRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = () => app.cairn.db;
   const ctx = () => ({ baseUrl: app.cairn.config.externalUrl });
-  const required = { auth: 'required' as const };
+  const signedIn = { signedIn: true } as const;
+  const admin = { admin: true } as const;
+  const readUser = { readUser: true };
 
   async function createKey(owner: User, body: CreateKey) {
     const result = await insertUserKey(db(), owner.id, {
@@ -68,7 +72,12 @@ export default async function keyRoutes(fastify: FastifyInstance) {
   }
 
   // The caller's own keys.
-  app.get('/api/v4/user/keys', { config: { ...required, readUser: true }, schema: { querystring: ListQuery } }, async (request, reply) => {
+  app.get('/api/v4/user/keys', route({
+    access: signedIn,
+    paginated: true,
+    config: readUser,
+    schema: { response: { 200: Type.Array(SshKeySchema) } },
+  }), async (request, reply) => {
     const user = requireUser(request);
     const page = pageParams(request);
     const { rows, total } = await findUserKeys(db(), user.id, page);
@@ -76,19 +85,29 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     return rows.map((k) => presentSshKey(ctx(), k, user));
   });
 
-  app.get('/api/v4/user/keys/:key_id', { config: { ...required, readUser: true }, schema: { params: KeyIdParams } }, async (request) => {
+  app.get('/api/v4/user/keys/:key_id', route({
+    access: signedIn,
+    config: readUser,
+    schema: { params: KeyIdParams, response: { 200: SshKeySchema } },
+  }), async (request) => {
     const user = requireUser(request);
     const key = await findUserKey(db(), user.id, request.params.key_id);
     if (!key) throw notFound('Key');
     return presentSshKey(ctx(), key, user);
   });
 
-  app.post('/api/v4/user/keys', { config: required, schema: { body: CreateKeyBody } }, async (request, reply) => {
+  app.post('/api/v4/user/keys', route({
+    access: signedIn,
+    schema: { body: CreateKeyBody, response: { 201: SshKeySchema } },
+  }), async (request, reply) => {
     const user = requireUser(request);
     return reply.code(201).send(await createKey(user, request.body));
   });
 
-  app.delete('/api/v4/user/keys/:key_id', { config: required, schema: { params: KeyIdParams } }, async (request, reply) => {
+  app.delete('/api/v4/user/keys/:key_id', route({
+    access: signedIn,
+    schema: { params: KeyIdParams, response: { 204: NoContent } },
+  }), async (request, reply) => {
     const user = requireUser(request);
     const key = await findUserKey(db(), user.id, request.params.key_id);
     if (!key) throw notFound('Key');
@@ -97,7 +116,12 @@ export default async function keyRoutes(fastify: FastifyInstance) {
   });
 
   // Anyone's public keys, by id or username (GitLab serves these without authentication).
-  app.get('/api/v4/users/:user_id/keys', { config: { readUser: true }, schema: { params: UserParams, querystring: ListQuery } }, async (request, reply) => {
+  app.get('/api/v4/users/:user_id/keys', route({
+    access: { public: true },
+    paginated: true,
+    config: readUser,
+    schema: { params: UserParams, response: { 200: Type.Array(SshKeySchema) } },
+  }), async (request, reply) => {
     const user = await visibleUser(request.params.user_id);
     const page = pageParams(request);
     const { rows, total } = await findUserKeys(db(), user.id, page);
@@ -105,20 +129,30 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     return rows.map((k) => presentSshKey(ctx(), k, user));
   });
 
-  app.get('/api/v4/users/:user_id/keys/:key_id', { config: { readUser: true }, schema: { params: UserKeyParams } }, async (request) => {
+  app.get('/api/v4/users/:user_id/keys/:key_id', route({
+    access: { public: true },
+    config: readUser,
+    schema: { params: UserKeyParams, response: { 200: SshKeySchema } },
+  }), async (request) => {
     const user = await visibleUser(request.params.user_id);
     const key = await findUserKey(db(), user.id, request.params.key_id);
     if (!key) throw notFound('Key');
     return presentSshKey(ctx(), key, user);
   });
 
-  app.post('/api/v4/users/:user_id/keys', { config: { admin: true }, schema: { params: UserIdParams, body: CreateKeyBody } }, async (request, reply) => {
+  app.post('/api/v4/users/:user_id/keys', route({
+    access: admin,
+    schema: { params: UserIdParams, body: CreateKeyBody, response: { 201: SshKeySchema } },
+  }), async (request, reply) => {
     const user = await findUserById(db(), request.params.user_id);
     if (!user) throw notFound('User');
     return reply.code(201).send(await createKey(user, request.body));
   });
 
-  app.delete('/api/v4/users/:user_id/keys/:key_id', { config: { admin: true }, schema: { params: UserIdKeyParams } }, async (request, reply) => {
+  app.delete('/api/v4/users/:user_id/keys/:key_id', route({
+    access: admin,
+    schema: { params: UserIdKeyParams, response: { 204: NoContent } },
+  }), async (request, reply) => {
     const user = await findUserById(db(), request.params.user_id);
     if (!user) throw notFound('User');
     const key = await findUserKey(db(), user.id, request.params.key_id);
@@ -128,14 +162,21 @@ export default async function keyRoutes(fastify: FastifyInstance) {
   });
 
   // Key lookup for administrators (e.g. an SSH front end resolving a presented key).
-  app.get('/api/v4/keys/:id', { config: { admin: true }, schema: { params: RowIdParams } }, async (request) => {
+  app.get('/api/v4/keys/:id', route({
+    access: admin,
+    schema: { params: RowIdParams, response: { 200: SshKeyWithUserSchema } },
+  }), async (request) => {
     const key = await findKeyById(db(), request.params.id);
     if (!key) throw notFound();
     const owner = key.user_id ? ((await findUserById(db(), key.user_id)) ?? null) : null;
     return presentSshKeyWithUser(ctx(), key, owner);
   });
 
-  app.get('/api/v4/keys', { config: { admin: true }, schema: { querystring: FingerprintQuery } }, async (request) => {
+  app.get('/api/v4/keys', route({
+    access: admin,
+    // A deploy key also says where it is used.
+    schema: { querystring: FingerprintQuery, response: { 200: Type.Union([SshKeyWithUserSchema, DeployKeyWithUserSchema]) } },
+  }), async (request) => {
     const fp = parseFingerprint(request.query.fingerprint);
     if (!fp) throw apiError(400, 'Failed to return the key');
     const key = await findKeyByFingerprint(db(), fp.kind, fp.value);

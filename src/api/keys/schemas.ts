@@ -1,5 +1,4 @@
 import { Type } from 'typebox';
-import { PaginationQuery } from '../../plugins/pagination.js';
 import { RowId } from '../params.js';
 
 export const UsageType = Type.Union([Type.Literal('auth'), Type.Literal('signing'), Type.Literal('auth_and_signing')]);
@@ -9,7 +8,6 @@ export const UserParams = Type.Object({ user_id: Type.String() });
 export const UserKeyParams = Type.Object({ user_id: Type.String(), key_id: RowId });
 export const UserIdKeyParams = Type.Object({ user_id: RowId, key_id: RowId });
 
-export const ListQuery = Type.Object({ ...PaginationQuery });
 export const FingerprintQuery = Type.Object({ fingerprint: Type.String() });
 
 export const CreateKeyBody = Type.Object({
@@ -21,7 +19,8 @@ export const CreateKeyBody = Type.Object({
 
 export const ProjectKeyParams = Type.Object({ id: Type.String(), key_id: RowId });
 
-export const DeployKeyListQuery = Type.Object({ ...PaginationQuery, public: Type.Optional(Type.Boolean()) });
+/** GET /deploy_keys (route() adds page and per_page). */
+export const DeployKeyListQuery = Type.Object({ public: Type.Optional(Type.Boolean()) });
 
 export const CreateDeployKeyBody = Type.Object({
   title: Type.String(),

@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify';
+import { LivenessSchema, ReadinessSchema, VersionSchema } from '../../presenters/schemas/meta.js';
 import { CAIRN_VERSION, GITLAB_COMPAT_VERSION } from '../../version.js';
+import { RawBody, route } from '../route.js';
 
 const versionBody = () => ({
   version: GITLAB_COMPAT_VERSION,
@@ -9,13 +11,15 @@ const versionBody = () => ({
 });
 
 export default async function metaRoutes(app: FastifyInstance) {
-  app.get('/api/v4/version', { config: { auth: 'required' } }, async () => versionBody());
-  app.get('/api/v4/metadata', { config: { auth: 'required' } }, async () => versionBody());
+  const version = route({ access: { signedIn: true }, schema: { response: { 200: VersionSchema } } });
+  app.get('/api/v4/version', version, async () => versionBody());
+  app.get('/api/v4/metadata', version, async () => versionBody());
 
-  const health = { config: { skipApiAuth: true } };
-  app.get('/-/health', health, async (_req, reply) => reply.type('text/plain').send('GitLab OK'));
-  app.get('/-/liveness', health, async () => ({ status: 'ok' }));
-  app.get('/-/readiness', health, async (request, reply) => {
+  // Probes for load balancers and orchestrators: no credential is even looked at.
+  const health = { access: { public: true }, config: { skipApiAuth: true } } as const;
+  app.get('/-/health', route({ ...health, schema: { response: { 200: RawBody('text/plain') } } }), async (_req, reply) => reply.type('text/plain').send('GitLab OK'));
+  app.get('/-/liveness', route({ ...health, schema: { response: { 200: LivenessSchema } } }), async () => ({ status: 'ok' }));
+  app.get('/-/readiness', route({ ...health, schema: { response: { 200: ReadinessSchema, 503: ReadinessSchema } } }), async (request, reply) => {
     try {
       await app.cairn.db.selectFrom('users').select('id').limit(1).execute();
       return { status: 'ok', master_check: [{ status: 'ok' }], db_check: [{ status: 'ok' }] };

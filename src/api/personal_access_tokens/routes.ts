@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
 import { findToken, findTokens, type TokenFilters } from '../../finders/tokens.js';
 import { findUserById } from '../../finders/users.js';
 import { requireUser } from '../../plugins/auth.js';
@@ -33,6 +34,13 @@ import {
   TokenListQuery,
 } from './schemas.js';
 import { RowIdParams, UserIdParams } from '../params.js';
+import { NoContent, route } from '../route.js';
+import {
+  ImpersonationTokenSchema,
+  ImpersonationTokenWithTokenSchema,
+  PersonalAccessTokenSchema,
+  PersonalAccessTokenWithTokenSchema,
+} from '../../presenters/schemas/tokens.js';
 
 /** Scopes a user may give a token they create for themselves through the API. */
 const SELF_SERVICE_SCOPES = ['k8s_proxy', 'self_rotate'];
@@ -72,9 +80,15 @@ async function targetUser(request: FastifyRequest, userId: number) {
 export default async function personalAccessTokenRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = () => app.cairn.db;
-  const required = { auth: 'required' as const };
+  // The caller's own tokens (administrators: anyone's); the handlers look the token up for the caller.
+  const signedIn = { signedIn: true } as const;
+  const admin = { admin: true } as const;
 
-  app.get('/api/v4/personal_access_tokens', { config: required, schema: { querystring: TokenListQuery } }, async (request, reply) => {
+  app.get('/api/v4/personal_access_tokens', route({
+    access: signedIn,
+    paginated: true,
+    schema: { querystring: TokenListQuery, response: { 200: Type.Array(PersonalAccessTokenSchema) } },
+  }), async (request, reply) => {
     const user = requireUser(request);
     const q = request.query;
     const filters: TokenFilters = {
@@ -107,13 +121,21 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
   });
 
   // Any token may read and revoke itself, whatever its scopes.
-  app.get('/api/v4/personal_access_tokens/self', { config: { ...required, allowScopes: 'any' } }, async (request) => {
+  app.get('/api/v4/personal_access_tokens/self', route({
+    access: signedIn,
+    config: { allowScopes: 'any' },
+    schema: { response: { 200: PersonalAccessTokenSchema } },
+  }), async (request) => {
     const token = await currentToken(request);
     if (!token) throw badRequest('This endpoint requires token type to be a personal access token');
     return presentPersonalAccessToken(token);
   });
 
-  app.delete('/api/v4/personal_access_tokens/self', { config: { ...required, allowScopes: 'any' } }, async (request, reply) => {
+  app.delete('/api/v4/personal_access_tokens/self', route({
+    access: signedIn,
+    config: { allowScopes: 'any' },
+    schema: { response: { 204: NoContent } },
+  }), async (request, reply) => {
     const token = await currentToken(request);
     if (!token) throw badRequest('This endpoint requires token type to be a personal access token');
     await revokeToken(db(), token.id);
@@ -122,7 +144,11 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/personal_access_tokens/self/rotate',
-    { config: { ...required, allowScopes: ['self_rotate'] }, schema: { body: RotateBody } },
+    route({
+      access: signedIn,
+      config: { allowScopes: ['self_rotate'] },
+      schema: { body: RotateBody, response: { 200: PersonalAccessTokenWithTokenSchema } },
+    }),
     async (request) => {
       const token = await currentToken(request);
       if (!token) throw methodNotAllowed();
@@ -131,7 +157,10 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     },
   );
 
-  app.get('/api/v4/personal_access_tokens/:id', { config: required, schema: { params: RowIdParams } }, async (request) => {
+  app.get('/api/v4/personal_access_tokens/:id', route({
+    access: signedIn,
+    schema: { params: RowIdParams, response: { 200: PersonalAccessTokenSchema } },
+  }), async (request) => {
     const user = requireUser(request);
     const token = await findToken(db(), request.params.id);
     if (token && managesToken(user, token)) return presentPersonalAccessToken(token);
@@ -141,7 +170,10 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/personal_access_tokens/:id/rotate',
-    { config: required, schema: { params: RowIdParams, body: RotateBody } },
+    route({
+      access: signedIn,
+      schema: { params: RowIdParams, body: RotateBody, response: { 200: PersonalAccessTokenWithTokenSchema } },
+    }),
     async (request) => {
       const user = requireUser(request);
       const token = await findToken(db(), request.params.id);
@@ -151,7 +183,10 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     },
   );
 
-  app.delete('/api/v4/personal_access_tokens/:id', { config: required, schema: { params: RowIdParams } }, async (request, reply) => {
+  app.delete('/api/v4/personal_access_tokens/:id', route({
+    access: signedIn,
+    schema: { params: RowIdParams, response: { 204: NoContent } },
+  }), async (request, reply) => {
     const user = requireUser(request);
     const token = await findToken(db(), request.params.id);
     if (!token) throw notFound();
@@ -162,7 +197,10 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/users/:user_id/personal_access_tokens',
-    { config: { admin: true }, schema: { params: UserIdParams, body: CreateTokenBody } },
+    route({
+      access: admin,
+      schema: { params: UserIdParams, body: CreateTokenBody, response: { 201: PersonalAccessTokenWithTokenSchema } },
+    }),
     async (request, reply) => {
       const target = await targetUser(request, request.params.user_id);
       const body = request.body;
@@ -178,7 +216,10 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     },
   );
 
-  app.post('/api/v4/user/personal_access_tokens', { config: required, schema: { body: CreateTokenBody } }, async (request, reply) => {
+  app.post('/api/v4/user/personal_access_tokens', route({
+    access: signedIn,
+    schema: { body: CreateTokenBody, response: { 201: PersonalAccessTokenWithTokenSchema } },
+  }), async (request, reply) => {
     const user = requireUser(request);
     const body = request.body;
     const scopes = scopeList(body.scopes);
@@ -195,7 +236,11 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
   // Impersonation tokens: administrators act as a user through them; the user never sees them.
   app.get(
     '/api/v4/users/:user_id/impersonation_tokens',
-    { config: { admin: true }, schema: { params: UserIdParams, querystring: ImpersonationListQuery } },
+    route({
+      access: admin,
+      paginated: true,
+      schema: { params: UserIdParams, querystring: ImpersonationListQuery, response: { 200: Type.Array(ImpersonationTokenSchema) } },
+    }),
     async (request, reply) => {
       const target = await targetUser(request, request.params.user_id);
       const page = pageParams(request);
@@ -207,7 +252,10 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/users/:user_id/impersonation_tokens',
-    { config: { admin: true }, schema: { params: UserIdParams, body: CreateImpersonationTokenBody } },
+    route({
+      access: admin,
+      schema: { params: UserIdParams, body: CreateImpersonationTokenBody, response: { 201: ImpersonationTokenWithTokenSchema } },
+    }),
     async (request, reply) => {
       const target = await targetUser(request, request.params.user_id);
       const body = request.body;
@@ -231,13 +279,13 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.get(
     '/api/v4/users/:user_id/impersonation_tokens/:impersonation_token_id',
-    { config: { admin: true }, schema: { params: ImpersonationTokenParams } },
+    route({ access: admin, schema: { params: ImpersonationTokenParams, response: { 200: ImpersonationTokenSchema } } }),
     async (request) => presentImpersonationToken(await findImpersonationToken(request, request.params.user_id, request.params.impersonation_token_id)),
   );
 
   app.delete(
     '/api/v4/users/:user_id/impersonation_tokens/:impersonation_token_id',
-    { config: { admin: true }, schema: { params: ImpersonationTokenParams } },
+    route({ access: admin, schema: { params: ImpersonationTokenParams, response: { 204: NoContent } } }),
     async (request, reply) => {
       const token = await findImpersonationToken(request, request.params.user_id, request.params.impersonation_token_id);
       await revokeToken(db(), token.id);

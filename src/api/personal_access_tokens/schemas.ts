@@ -1,6 +1,5 @@
 import { Type } from 'typebox';
 import { invalidParam } from '../../plugins/errors.js';
-import { PaginationQuery } from '../../plugins/pagination.js';
 import { RowId } from '../params.js';
 
 const Str = Type.String();
@@ -10,8 +9,8 @@ export const StringList = Type.Union([Type.Array(Type.String()), Type.String()])
 
 export const ImpersonationTokenParams = Type.Object({ user_id: RowId, impersonation_token_id: RowId });
 
+/** GET /personal_access_tokens (route() adds page and per_page). */
 export const TokenListQuery = Type.Object({
-  ...PaginationQuery,
   user_id: Type.Optional(Type.Union([RowId, Type.Literal('')])),
   revoked: Type.Optional(Bool),
   state: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('inactive')])),
@@ -26,7 +25,6 @@ export const TokenListQuery = Type.Object({
 });
 
 export const ImpersonationListQuery = Type.Object({
-  ...PaginationQuery,
   state: Type.Optional(Type.Union([Type.Literal('all'), Type.Literal('active'), Type.Literal('inactive')])),
 });
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Static } from 'typebox';
+import { Type, type Static, type TSchema } from 'typebox';
 import type { User } from '../../db/schema/core.js';
 import {
   findCustomAttribute, findCustomAttributes, findFollowUsers, findUserById, findUserByIdOrUsername, findUsers, findUserStatus,
@@ -23,10 +23,16 @@ import {
 } from '../../services/user-profile.js';
 import { createUserByAdmin, deleteIdentity, updateUserByAdmin, type CreateUserInput } from '../../services/users.js';
 import {
-  CreateUserBody, CustomAttributeParams, DeleteUserQuery, ListUsersQuery, SetCustomAttributeBody, SetStatusBody,
+  CreateUserBody, CustomAttributeParams, DeleteUserQuery, IdentityParams, ListUsersQuery, SetCustomAttributeBody, SetStatusBody,
   UpdateUserBody, WithCustomAttributesQuery,
 } from './schemas.js';
 import { IdParams } from '../params.js';
+import { NoContent, route } from '../route.js';
+import {
+  CustomAttributeSchema, UserActionMessageSchema, UserAdminSchema, UserAdminWithCustomAttributesSchema, UserBasicSchema,
+  UserSelfSchema, UserSingleSchema, UserStateChangedOrNotSchema, UserStateChangedOrSkippedSchema, UserStateChangedSchema,
+  UserStatusSchema,
+} from '../../presenters/schemas/users.js';
 
 const ctxOf = (req: FastifyRequest): PresentContext => ({ baseUrl: req.server.cairn.config.externalUrl, viewer: req.actor?.user ?? null });
 
@@ -77,9 +83,24 @@ function canReadProfile(viewer: User, user: User) {
 export default async function userRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const readUser = { readUser: true };
-  const admin = { admin: true };
+  const admin = { admin: true } as const;
+  const signedIn = { signedIn: true } as const;
+  /** GitLab answers anonymous callers 403 "Not authorized!" here (not 401), so the handler checks. */
+  const signedInOr403 = { custom: 'signed-in callers; anonymous ones get 403 Not authorized!' } as const;
+  /** The form of one user depends on who asks: administrators see the admin form. */
+  const OneUser = Type.Union([UserSingleSchema, UserAdminSchema, UserAdminWithCustomAttributesSchema]);
 
-  app.get('/api/v4/users', { config: readUser, schema: { querystring: ListUsersQuery } }, async (req, reply) => {
+  app.get('/api/v4/users', route({
+    // Anonymous callers may only look a user up by username (the handler answers 403 otherwise);
+    // extern_uid/provider lookups are for administrators.
+    access: { public: true },
+    paginated: true,
+    config: readUser,
+    schema: {
+      querystring: ListUsersQuery,
+      response: { 200: Type.Union([Type.Array(UserBasicSchema), Type.Array(UserAdminSchema), Type.Array(UserAdminWithCustomAttributesSchema)]) },
+    },
+  }), async (req, reply) => {
     const q = req.query;
     const viewer = req.actor?.user ?? null;
     if (q.extern_uid && q.provider) {
@@ -111,7 +132,11 @@ export default async function userRoutes(fastify: FastifyInstance) {
     });
   });
 
-  app.get('/api/v4/users/:id', { config: readUser, schema: { params: IdParams, querystring: WithCustomAttributesQuery } }, async (req) => {
+  app.get('/api/v4/users/:id', route({
+    access: signedInOr403,
+    config: readUser,
+    schema: { params: IdParams, querystring: WithCustomAttributesQuery, response: { 200: OneUser } },
+  }), async (req) => {
     const viewer = req.actor?.user;
     if (!viewer) throw forbidden('Not authorized!');
     const user = await userOr404(req, req.params.id);
@@ -122,14 +147,24 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return withAttrs ? withCustomAttributes(form, extras.customAttributes.get(user.id) ?? []) : form;
   });
 
-  app.get('/api/v4/users/:id/status', { config: readUser, schema: { params: IdParams } }, async (req) => {
+  app.get('/api/v4/users/:id/status', route({
+    access: { public: true },
+    config: readUser,
+    schema: { params: IdParams, response: { 200: UserStatusSchema } },
+  }), async (req) => {
     const user = await findUserByIdOrUsername(req.server.cairn.db, req.params.id);
     if (!user) throw notFound('User');
     return presentUserStatus(await findUserStatus(req.server.cairn.db, user.id));
   });
 
   for (const direction of ['followers', 'following'] as const) {
-    app.get(`/api/v4/users/:id/${direction}`, { config: readUser, schema: { params: IdParams } }, async (req, reply) => {
+    app.get(`/api/v4/users/:id/${direction}`, route({
+      // A private profile's lists are for the user and administrators (404 for others).
+      access: signedInOr403,
+      paginated: true,
+      config: readUser,
+      schema: { params: IdParams, response: { 200: Type.Array(UserBasicSchema) } },
+    }), async (req, reply) => {
       const viewer = req.actor?.user;
       if (!viewer) throw forbidden('Not authorized!');
       const user = await findUserByIdOrUsername(req.server.cairn.db, req.params.id);
@@ -142,7 +177,12 @@ export default async function userRoutes(fastify: FastifyInstance) {
     });
   }
 
-  app.post('/api/v4/users/:id/follow', { config: { auth: 'required' }, schema: { params: IdParams } }, async (req, reply) => {
+  // 201 with the user followed (or no longer followed); 304 when nothing changed.
+  const followAnswer = { 201: UserBasicSchema, 304: NoContent };
+  app.post('/api/v4/users/:id/follow', route({
+    access: signedIn,
+    schema: { params: IdParams, response: followAnswer },
+  }), async (req, reply) => {
     const viewer = requireUser(req);
     const user = await findUserByIdOrUsername(req.server.cairn.db, req.params.id);
     if (!user) throw notFound('User');
@@ -150,7 +190,10 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentUserBasic(ctxOf(req), user));
   });
 
-  app.post('/api/v4/users/:id/unfollow', { config: { auth: 'required' }, schema: { params: IdParams } }, async (req, reply) => {
+  app.post('/api/v4/users/:id/unfollow', route({
+    access: signedIn,
+    schema: { params: IdParams, response: followAnswer },
+  }), async (req, reply) => {
     const viewer = requireUser(req);
     const user = await findUserByIdOrUsername(req.server.cairn.db, req.params.id);
     if (!user) throw notFound('User');
@@ -158,14 +201,20 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentUserBasic(ctxOf(req), user));
   });
 
-  app.post('/api/v4/users', { config: admin, schema: { body: CreateUserBody } }, async (req, reply) => {
+  app.post('/api/v4/users', route({
+    access: admin,
+    schema: { body: CreateUserBody, response: { 201: UserAdminSchema } },
+  }), async (req, reply) => {
     checkCreateParams(req.body);
     const user = await createUserByAdmin(req.server.cairn.db, req.body as CreateUserInput);
     const extras = await loadUserExtras(req.server.cairn.db, [user.id], { viewerId: requireUser(req).id });
     return reply.code(201).send(adminForm(ctxOf(req), user, extras));
   });
 
-  app.put('/api/v4/users/:id', { config: admin, schema: { params: IdParams, body: UpdateUserBody } }, async (req) => {
+  app.put('/api/v4/users/:id', route({
+    access: admin,
+    schema: { params: IdParams, body: UpdateUserBody, response: { 200: UserAdminSchema } },
+  }), async (req) => {
     const user = await userOr404(req, req.params.id);
     if ((req.body.extern_uid !== undefined) !== (req.body.provider !== undefined)) {
       throw new ApiError(400, { error: 'extern_uid, provider provide all or none of parameters' });
@@ -175,84 +224,127 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return adminForm(ctxOf(req), updated, extras);
   });
 
-  app.delete('/api/v4/users/:id', { config: admin, schema: { params: IdParams, querystring: DeleteUserQuery } }, async (req, reply) => {
+  app.delete('/api/v4/users/:id', route({
+    access: admin,
+    schema: { params: IdParams, querystring: DeleteUserQuery, response: { 204: NoContent } },
+  }), async (req, reply) => {
     const user = await userOr404(req, req.params.id);
     await deleteUser(req.server.cairn, user, { hardDelete: !!req.query.hard_delete });
     return reply.code(204).send();
   });
 
-  app.delete('/api/v4/users/:id/identities/:provider', { config: admin }, async (req, reply) => {
-    const { id, provider } = req.params as { id: string; provider: string };
-    const user = await userOr404(req, id);
-    if (!(await deleteIdentity(req.server.cairn.db, user.id, provider))) throw notFound('Identity');
+  app.delete('/api/v4/users/:id/identities/:provider', route({
+    access: admin,
+    schema: { params: IdentityParams, response: { 204: NoContent } },
+  }), async (req, reply) => {
+    const user = await userOr404(req, req.params.id);
+    if (!(await deleteIdentity(req.server.cairn.db, user.id, req.params.provider))) throw notFound('Identity');
     return reply.code(204).send();
   });
 
   // Custom attributes (administrators only).
-  app.get('/api/v4/users/:id/custom_attributes', { config: { ...admin, ...readUser }, schema: { params: IdParams } }, async (req) => {
+  app.get('/api/v4/users/:id/custom_attributes', route({
+    access: admin,
+    config: readUser,
+    schema: { params: IdParams, response: { 200: Type.Array(CustomAttributeSchema) } },
+  }), async (req) => {
     const user = await userOr404(req, req.params.id);
     return (await findCustomAttributes(req.server.cairn.db, user.id)).map(presentCustomAttribute);
   });
-  app.get('/api/v4/users/:id/custom_attributes/:key', { config: { ...admin, ...readUser }, schema: { params: CustomAttributeParams } }, async (req) => {
+  app.get('/api/v4/users/:id/custom_attributes/:key', route({
+    access: admin,
+    config: readUser,
+    schema: { params: CustomAttributeParams, response: { 200: CustomAttributeSchema } },
+  }), async (req) => {
     const user = await userOr404(req, req.params.id);
     const attr = await findCustomAttribute(req.server.cairn.db, user.id, req.params.key);
     if (!attr) throw notFound('Custom Attribute');
     return presentCustomAttribute(attr);
   });
-  app.put('/api/v4/users/:id/custom_attributes/:key', { config: admin, schema: { params: CustomAttributeParams, body: SetCustomAttributeBody } }, async (req) => {
+  app.put('/api/v4/users/:id/custom_attributes/:key', route({
+    access: admin,
+    schema: { params: CustomAttributeParams, body: SetCustomAttributeBody, response: { 200: CustomAttributeSchema } },
+  }), async (req) => {
     const user = await userOr404(req, req.params.id);
     return presentCustomAttribute(await setCustomAttribute(req.server.cairn.db, user.id, req.params.key, req.body.value));
   });
-  app.delete('/api/v4/users/:id/custom_attributes/:key', { config: admin, schema: { params: CustomAttributeParams } }, async (req, reply) => {
+  app.delete('/api/v4/users/:id/custom_attributes/:key', route({
+    access: admin,
+    schema: { params: CustomAttributeParams, response: { 204: NoContent } },
+  }), async (req, reply) => {
     const user = await userOr404(req, req.params.id);
     if (!(await deleteCustomAttribute(req.server.cairn.db, user.id, req.params.key))) throw notFound('Custom Attribute');
     return reply.code(204).send();
   });
 
-  // Moderation: each answers 201 with GitLab's body (true, false, null or a message).
-  const moderation: Record<string, (req: FastifyRequest, user: User) => Promise<unknown>> = {
-    block: (req, user) => blockUser(req.server.cairn.db, requireUser(req), user),
-    unblock: (req, user) => unblockUser(req.server.cairn.db, user),
-    activate: (req, user) => activateUser(req.server.cairn.db, user),
-    deactivate: (req, user) => deactivateUser(req.server.cairn.db, user),
-    ban: (req, user) => banUser(req.server.cairn.db, user),
-    unban: (req, user) => unbanUser(req.server.cairn.db, user),
+  // Moderation: each answers 201 with GitLab's body (true, false or null); refusals are 403/409 messages.
+  const moderation: Record<string, { run: (req: FastifyRequest, user: User) => Promise<unknown>; answer: TSchema }> = {
+    block: { run: (req, user) => blockUser(req.server.cairn.db, requireUser(req), user), answer: UserStateChangedOrSkippedSchema },
+    unblock: { run: (req, user) => unblockUser(req.server.cairn.db, user), answer: UserStateChangedOrNotSchema },
+    activate: { run: (req, user) => activateUser(req.server.cairn.db, user), answer: UserStateChangedSchema },
+    deactivate: { run: (req, user) => deactivateUser(req.server.cairn.db, user), answer: UserStateChangedOrSkippedSchema },
+    ban: { run: (req, user) => banUser(req.server.cairn.db, user), answer: UserStateChangedSchema },
+    unban: { run: (req, user) => unbanUser(req.server.cairn.db, user), answer: UserStateChangedSchema },
   };
-  for (const [action, run] of Object.entries(moderation)) {
-    app.post(`/api/v4/users/:id/${action}`, { config: admin, schema: { params: IdParams } }, async (req, reply) => {
+  for (const [action, { run, answer }] of Object.entries(moderation)) {
+    app.post(`/api/v4/users/:id/${action}`, route({
+      access: admin,
+      schema: { params: IdParams, response: { 201: answer } },
+    }), async (req, reply) => {
       const user = await userOr404(req, req.params.id);
-      const result = await run(req, user);
-      return reply.code(201).type('application/json').send(JSON.stringify(result));
+      return reply.code(201).send(await run(req, user));
     });
   }
-  app.post('/api/v4/users/:id/approve', { config: { auth: 'required' }, schema: { params: IdParams } }, async (req, reply) => {
+  // Signed-in callers; the service refuses non-administrators with GitLab's own 403 message.
+  const approvers = { custom: 'administrators (the service answers others 403 with GitLab\'s message)', signedIn: true } as const;
+  app.post('/api/v4/users/:id/approve', route({
+    access: approvers,
+    schema: { params: IdParams, response: { 201: UserActionMessageSchema } },
+  }), async (req, reply) => {
     const user = await userOr404(req, req.params.id);
     return reply.code(201).send(await approveUser(req.server.cairn.db, requireUser(req), user));
   });
-  app.post('/api/v4/users/:id/reject', { config: { auth: 'required' }, schema: { params: IdParams } }, async (req, reply) => {
+  app.post('/api/v4/users/:id/reject', route({
+    access: approvers,
+    schema: { params: IdParams, response: { 200: UserActionMessageSchema } },
+  }), async (req, reply) => {
     const user = await userOr404(req, req.params.id);
     return reply.code(200).send(await rejectUser(req.server.cairn, requireUser(req), user));
   });
 
   // The current user.
-  app.get('/api/v4/user', { config: { auth: 'required', ...readUser } }, async (req) => {
+  app.get('/api/v4/user', route({
+    access: signedIn,
+    config: readUser,
+    schema: { response: { 200: Type.Union([UserSelfSchema, UserAdminSchema]) } },
+  }), async (req) => {
     const viewer = requireUser(req);
     const extras = await loadUserExtras(req.server.cairn.db, [viewer.id]);
     const ctx = ctxOf(req);
     return viewer.admin ? adminForm(ctx, viewer, extras) : presentUserSelf(ctx, viewer, extras.identities.get(viewer.id) ?? [], counts(viewer, extras));
   });
 
-  app.get('/api/v4/user/status', { config: { auth: 'required', ...readUser } }, async (req) => {
+  app.get('/api/v4/user/status', route({
+    access: signedIn,
+    config: readUser,
+    schema: { response: { 200: UserStatusSchema } },
+  }), async (req) => {
     return presentUserStatus(await findUserStatus(req.server.cairn.db, requireUser(req).id));
   });
 
-  app.put('/api/v4/user/status', { config: { auth: 'required' }, schema: { body: SetStatusBody } }, async (req) => {
+  app.put('/api/v4/user/status', route({
+    access: signedIn,
+    schema: { body: SetStatusBody, response: { 200: UserStatusSchema } },
+  }), async (req) => {
     const status = await setUserStatus(req.server.cairn.db, requireUser(req), req.body);
     return presentUserStatus(status);
   });
 
   // PATCH keeps what is not given; with nothing given it changes nothing.
-  app.patch('/api/v4/user/status', { config: { auth: 'required' }, schema: { body: SetStatusBody } }, async (req) => {
+  app.patch('/api/v4/user/status', route({
+    access: signedIn,
+    schema: { body: SetStatusBody, response: { 200: UserStatusSchema } },
+  }), async (req) => {
     const user = requireUser(req);
     const db = req.server.cairn.db;
     const given = Object.fromEntries(Object.entries(req.body).filter(([k, v]) => v !== undefined && k in SetStatusBody.properties));

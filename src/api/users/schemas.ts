@@ -1,5 +1,4 @@
 import { Type } from 'typebox';
-import { PaginationQuery } from '../../plugins/pagination.js';
 import { USER_ORDER_FIELDS } from '../../finders/users.js';
 import { CLEAR_STATUS_AFTER } from '../../services/user-profile.js';
 
@@ -8,8 +7,8 @@ const Str = Type.Optional(Type.String());
 const Int = Type.Optional(Type.Integer());
 const NullableInt = Type.Optional(Type.Union([Type.Integer(), Type.Null()]));
 
+/** GET /users (route() adds page and per_page). */
 export const ListUsersQuery = Type.Object({
-  ...PaginationQuery,
   username: Str,
   search: Str,
   active: Bool,
@@ -91,5 +90,6 @@ export const SetStatusBody = Type.Object({
   clear_status_after: Type.Optional(Type.Union([...Object.keys(CLEAR_STATUS_AFTER).map((k) => Type.Literal(k)), Type.Null()])),
 });
 
+export const IdentityParams = Type.Object({ id: Type.String(), provider: Type.String() });
 export const CustomAttributeParams = Type.Object({ id: Type.String(), key: Type.String() });
 export const SetCustomAttributeBody = Type.Object({ value: Type.String() }, { required: ['value'] });

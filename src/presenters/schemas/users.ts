@@ -102,3 +102,13 @@ export const UserStatusSchema = Type.Object(
   },
   strict,
 );
+
+/** The answer of approve and reject (GitLab's `{ message: 'Success' }`). */
+export const UserActionMessageSchema = Type.Object({ message: Type.String() }, strict);
+
+/** A moderation answer (activate, ban, unban): `true`, the state changed. */
+export const UserStateChangedSchema = Type.Literal(true);
+/** block and deactivate: `true` when the state changed, `null` for a no-op GitLab skips. */
+export const UserStateChangedOrSkippedSchema = Type.Union([Type.Literal(true), Type.Null()]);
+/** unblock: `true` when the state changed, `false` when there was nothing to undo. */
+export const UserStateChangedOrNotSchema = Type.Boolean();
