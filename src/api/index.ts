@@ -17,6 +17,8 @@ import namespaceRoutes from './namespaces/routes.js';
 import commitRoutes from './commits/routes.js';
 import fileRoutes from './files/routes.js';
 import gitHttpRoutes from './git_http/routes.js';
+import labelRoutes from './labels/routes.js';
+import milestoneRoutes from './milestones/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -38,4 +40,6 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(commitRoutes);
   await app.register(fileRoutes);
   await app.register(gitHttpRoutes);
+  await app.register(labelRoutes);
+  await app.register(milestoneRoutes);
 }
