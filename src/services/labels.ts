@@ -222,7 +222,8 @@ export async function promoteLabel(db: Database, label: Label, project: ProjectR
 
 /**
  * Subscribes a user to a label (from a project, or from its group when `projectId` is null).
- * Returns false when they already were, which the API answers with 304.
+ * Returns false when they already were, which the API answers with 304. A user has one
+ * subscription per label (the table's key): subscribing through another project moves it there.
  */
 export async function subscribeToLabel(db: Database, labelId: number, userId: number, projectId: number | null): Promise<boolean> {
   const existing = await db

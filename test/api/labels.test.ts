@@ -419,6 +419,9 @@ describe('labels API', () => {
       await t.put(api(cousin, '/shared'), { priority: 2 });
 
       assert.equal((await t.put(api(sibling, '/shared/promote'), {}, { token: reporter.token })).status, 404, 'not a member of sibling');
+      // Project label managers who manage no label of the group may not promote into it.
+      await t.post(api(project), { name: 'project-only', color: '#000000' });
+      assert.equal((await t.put(api(project, '/project-only/promote'), {}, { token: maintainer.token })).status, 403);
       const res = await t.put(api(sibling, '/shared/promote'), {}, { token: groupReporter.token });
       assert.equal(res.status, 200, JSON.stringify(res.body));
       assertOne(GroupLabelSchema, res, 'promoted label');
