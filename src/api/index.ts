@@ -18,6 +18,8 @@ import commitRoutes from './commits/routes.js';
 import fileRoutes from './files/routes.js';
 import gitHttpRoutes from './git_http/routes.js';
 import mergeRequestRoutes from './merge_requests/routes.js';
+import labelRoutes from './labels/routes.js';
+import milestoneRoutes from './milestones/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -40,4 +42,6 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(fileRoutes);
   await app.register(mergeRequestRoutes);
   await app.register(gitHttpRoutes);
+  await app.register(labelRoutes);
+  await app.register(milestoneRoutes);
 }

@@ -6,8 +6,8 @@ import { projectVisibleTo } from '../policies/access.js';
 import type { LabelDetail, MergeRequestExtras } from '../presenters/merge_requests.js';
 import { findUsersByIds } from './users.js';
 import { pageWithTotal, totalCount } from './paging.js';
-import { labelTextColor } from '../lib/colors.js';
-import { renderMarkdown } from '../lib/markdown.js';
+import { presentLabelBasic } from '../presenters/labels.js';
+import type { MilestoneView } from '../presenters/milestones.js';
 
 /** A user filter as GitLab takes it: an id, or None (nobody) / Any (somebody). */
 export type UserMatch = number | 'none' | 'any';
@@ -191,7 +191,7 @@ export async function findMergeRequest(db: Database, projectId: number, iid: num
 export async function loadMergeRequestExtras(
   db: Database,
   rows: MergeRequest[],
-  presentMilestone: (m: any) => unknown,
+  presentMilestone: (m: MilestoneView) => unknown,
 ): Promise<Map<number, MergeRequestExtras>> {
   const out = new Map<number, MergeRequestExtras>();
   if (!rows.length) return out;
@@ -204,12 +204,15 @@ export async function loadMergeRequestExtras(
       .unionAll(db.selectFrom('merge_request_reviewers').select(['merge_request_id', 'user_id', sql<string>`'reviewer'`.as('kind'), 'created_at']).where('merge_request_id', 'in', ids))
       .execute(),
     db.selectFrom('label_links as ll').innerJoin('labels as l', 'l.id', 'll.label_id')
-      .select(['ll.target_id', 'l.id', 'l.title', 'l.color', 'l.description'])
+      .select('ll.target_id').selectAll('l')
       .where('ll.target_type', '=', 'MergeRequest').where('ll.target_id', 'in', ids)
       .orderBy('l.title').execute(),
     milestoneIds.length
-      ? db.selectFrom('milestones').selectAll().where('id', 'in', milestoneIds).execute()
-      : Promise.resolve([]),
+      ? sql<MilestoneView>`
+          select m.*, (select n.full_path || '/' || p.path from projects p join namespaces n on n.id = p.namespace_id where p.id = m.project_id) as project_full_path,
+                 (select g.full_path from namespaces g where g.id = m.group_id) as group_full_path
+            from milestones m where m.id = any(${milestoneIds}::int[])`.execute(db).then((r) => r.rows)
+      : Promise.resolve([] as MilestoneView[]),
     sql<{ noteable_id: number; user_notes: number; unresolved: number }>`
       select noteable_id,
              count(*) filter (where not system)::int as user_notes,
@@ -236,9 +239,7 @@ export async function loadMergeRequestExtras(
   for (const r of rows) {
     const mine = links.filter((l) => l.merge_request_id === r.id).sort((a, b) => +new Date(a.created_at) - +new Date(b.created_at));
     const usersOf = (kind: string) => mine.filter((l) => l.kind === kind).map((l) => users.get(l.user_id)).filter((u): u is User => !!u);
-    const labelRows: LabelDetail[] = labels
-      .filter((l) => l.target_id === r.id)
-      .map((l) => ({ id: l.id, name: l.title, color: l.color, description: l.description, description_html: renderMarkdown(l.description), text_color: labelTextColor(l.color) }));
+    const labelRows: LabelDetail[] = labels.filter((l) => l.target_id === r.id).map((l) => presentLabelBasic(l));
     const target = pathOf.get(r.target_project_id) ?? '';
     const source = r.source_project_id !== null && r.source_project_id !== r.target_project_id ? pathOf.get(r.source_project_id) ?? null : null;
     const milestone = r.milestone_id !== null ? milestoneOf.get(r.milestone_id) : undefined;

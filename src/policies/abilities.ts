@@ -58,6 +58,9 @@ export function featureAvailable(s: ProjectSubject, feature: string): boolean {
 
 type Rule<S> = (actor: AbilityActor, subject: S) => boolean;
 
+/** Labels and milestones exist for issues and merge requests: gone when the caller may use neither feature. */
+const planningAvailable = (s: ProjectSubject) => featureAvailable(s, 'issues') || featureAvailable(s, 'merge_requests');
+
 const readProject: Rule<ProjectSubject> = (a, s) => canSeeVisibility(a as User | null, s.project.visibility_level, s.accessLevel);
 const member = (level: number): Rule<ProjectSubject> => (a, s) => !!a && readProject(a, s) && s.accessLevel >= level;
 const downloadCode: Rule<ProjectSubject> = (a, s) =>
@@ -94,6 +97,14 @@ const PROJECT_RULES = {
   owner_project: member(AccessLevel.OWNER),
   /** Delete a tag through the API (GitLab's admin_tag: developers; a push that deletes one needs update_tag). */
   delete_tag: (a, s) => !!a && downloadCode(a, s) && s.accessLevel >= AccessLevel.DEVELOPER,
+  /** See labels: whoever may see the project's issues or merge requests (GitLab prevents both when both features are off). */
+  read_label: (a, s) => readProject(a, s) && planningAvailable(s),
+  /** Create, edit, prioritize, promote and delete labels: reporters and up, not on archived projects. */
+  admin_label: (a, s) => member(AccessLevel.REPORTER)(a, s) && planningAvailable(s) && !s.project.archived,
+  /** See milestones: as labels. */
+  read_milestone: (a, s) => readProject(a, s) && planningAvailable(s),
+  /** Create, edit, close and delete milestones: reporters and up, not on archived projects. */
+  admin_milestone: (a, s) => member(AccessLevel.REPORTER)(a, s) && planningAvailable(s) && !s.project.archived,
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>
@@ -113,6 +124,14 @@ const GROUP_RULES = {
     s.group.project_creation_level === 0
       ? !!a?.admin
       : groupMember(s.group.project_creation_level === 1 ? AccessLevel.MAINTAINER : AccessLevel.DEVELOPER)(a, s),
+  /** Group labels: whoever reads the group. */
+  read_label: readGroup,
+  /** Create, edit and delete group labels (and promote project labels into the group): reporters and up. */
+  admin_label: groupMember(AccessLevel.REPORTER),
+  /** Group milestones: whoever reads the group. */
+  read_milestone: readGroup,
+  /** Create, edit, close and delete group milestones: reporters and up. */
+  admin_milestone: groupMember(AccessLevel.REPORTER),
 } satisfies Record<string, Rule<GroupSubject>>;
 
 export type ProjectAbility = keyof typeof PROJECT_RULES;

@@ -1,6 +1,7 @@
 import type { User } from '../db/schema/core.js';
 import type { MergeRequest } from '../db/schema/work_items.js';
 import { taskCompletionStatus } from '../lib/markdown.js';
+import type { presentLabelBasic } from './labels.js';
 import { iso, presentUserBasic, type PresentContext } from './users.js';
 
 /** State names by GitLab's state_id. */
@@ -13,14 +14,7 @@ export const isDraftTitle = (title: string) => DRAFT_PREFIX.test(title);
 export const draftlessTitle = (title: string) => title.replace(DRAFT_PREFIX, '');
 
 /** A label as the merge request list shows it with `with_labels_details=true`. */
-export interface LabelDetail {
-  id: number;
-  name: string;
-  color: string;
-  description: string | null;
-  description_html: string;
-  text_color: string;
-}
+export type LabelDetail = ReturnType<typeof presentLabelBasic>;
 
 /** Everything a merge request presenter shows beyond its row, preloaded for a whole page. */
 export interface MergeRequestExtras {

@@ -10,6 +10,8 @@ import { readRef } from '../git/refs.js';
 import { changedPathCount, checkMerge, divergence, mergeBaseOf } from '../git/merge.js';
 import { ApiError, apiError } from '../plugins/errors.js';
 import { nextInternalId } from './internal_ids.js';
+import { setLabels, type LabelChange } from './label_links.js';
+import type { Database } from '../db/index.js';
 import { projectRepoPath } from './projects.js';
 
 /**
@@ -48,6 +50,8 @@ export interface MergeRequestParams {
   allow_maintainer_to_push?: boolean;
   discussion_locked?: boolean;
   state_event?: 'close' | 'reopen';
+  /** labels / add_labels / remove_labels; `createMissing` as the caller's admin_label allows. */
+  labelChange?: LabelChange & { createMissing: boolean };
 }
 
 const TITLE_MAX = 255;
@@ -215,6 +219,7 @@ export async function createMergeRequest(cairn: Cairn, input: CreateInput): Prom
         .executeTakeFirstOrThrow();
       if (assignees?.length) await trx.insertInto('merge_request_assignees').values(assignees.map((user_id) => ({ merge_request_id: row.id, user_id }))).execute();
       if (reviewers?.length) await trx.insertInto('merge_request_reviewers').values(reviewers.map((user_id) => ({ merge_request_id: row.id, user_id }))).execute();
+      if (params.labelChange) await applyLabels(trx, row, user, params.labelChange);
       return row;
     });
   } catch (e) {
@@ -272,11 +277,12 @@ export async function updateMergeRequest(cairn: Cairn, project: ProjectWithNames
   if (assignees) await replaceUserLinks(cairn, 'merge_request_assignees', mr.id, assignees);
   if (reviewers) await replaceUserLinks(cairn, 'merge_request_reviewers', mr.id, reviewers);
 
+  const labelsChanged = params.labelChange ? (await applyLabels(cairn.db, mr, user, params.labelChange)) : false;
   let current = mr;
   if (params.state_event) {
     current = await changeState(cairn, mr, params.state_event, user);
   }
-  if (Object.keys(set).length || assignees || reviewers) {
+  if (Object.keys(set).length || assignees || reviewers || labelsChanged) {
     current = await cairn.db
       .updateTable('merge_requests')
       .set({ ...set, updated_at: sql`now()` as any })
@@ -286,6 +292,13 @@ export async function updateMergeRequest(cairn: Cairn, project: ProjectWithNames
   }
   if (set.target_branch !== undefined || params.state_event === 'reopen') current = await refreshMergeRequest(cairn, current, project);
   return current;
+}
+
+async function applyLabels(db: Database, mr: MergeRequest, user: User, change: LabelChange & { createMissing: boolean }): Promise<boolean> {
+  const { labels, add_labels, remove_labels, createMissing } = change;
+  if (labels === undefined && add_labels === undefined && remove_labels === undefined) return false;
+  const result = await setLabels(db, { targetType: 'MergeRequest', targetId: mr.id, projectId: mr.target_project_id, userId: user.id, createMissing }, { labels, add_labels, remove_labels });
+  return result.added.length > 0 || result.removed.length > 0;
 }
 
 /** close / reopen as one guarded update; asking for a change the state does not allow changes nothing. */

@@ -207,6 +207,31 @@ describe('merge requests: create, read, list, update, close, reopen, delete', ()
     assert.equal((await t.post(`${base}/merge_requests/1/unsubscribe`, {}, { token: owner.token })).status, 304);
   });
 
+  it('carries labels and a milestone, filters by them, shows label details on request', async () => {
+    const ms = await t.post(`${base}/milestones`, { title: 'v1.0' }, { token: maintainer.token });
+    assert.equal(ms.status, 201, JSON.stringify(ms.body));
+    const upd = await t.put(`${base}/merge_requests/2`, { labels: 'bug,backend', milestone_id: ms.body.id }, { token: maintainer.token });
+    assert.equal(upd.status, 200, JSON.stringify(upd.body));
+    assert.deepEqual(upd.body.labels, ['backend', 'bug']);
+    assert.equal(upd.body.milestone.title, 'v1.0');
+    const add = await t.put(`${base}/merge_requests/2`, { add_labels: 'ux', remove_labels: 'bug' }, { token: maintainer.token });
+    assert.deepEqual(add.body.labels, ['backend', 'ux']);
+    const byLabel = await t.get(`${base}/merge_requests`, { token: reporter.token, query: { labels: 'UX' } });
+    assert.deepEqual(byLabel.body.map((m: any) => m.iid), [2]);
+    const none = await t.get(`${base}/merge_requests`, { token: reporter.token, query: { labels: 'None' } });
+    assert.deepEqual(none.body.map((m: any) => m.iid), [1]);
+    const notLabel = await t.get(`${base}/merge_requests?not[labels]=ux`, { token: reporter.token });
+    assert.deepEqual(notLabel.body.map((m: any) => m.iid), [1]);
+    const byMilestone = await t.get(`${base}/merge_requests`, { token: reporter.token, query: { milestone: 'v1.0' } });
+    assert.deepEqual(byMilestone.body.map((m: any) => m.iid), [2]);
+    const anyMilestone = await t.get(`${base}/merge_requests`, { token: reporter.token, query: { milestone: 'None' } });
+    assert.deepEqual(anyMilestone.body.map((m: any) => m.iid), [1]);
+    const details = await t.get(`${base}/merge_requests`, { token: reporter.token, query: { with_labels_details: true, labels: 'ux' } });
+    assert.deepEqual(Object.keys(details.body[0].labels[0]).sort(), ['color', 'description', 'description_html', 'id', 'name', 'text_color']);
+    const events = await t.db.selectFrom('resource_label_events').select(['action']).where('target_type', '=', 'MergeRequest').execute();
+    assert.equal(events.length, 4, 'two adds, one add, one remove');
+  });
+
   it('lets the owner delete, 204', async () => {
     const created = await t.post(`${base}/merge_requests`, { source_branch: 'feature', target_branch: 'conflicting', title: 'to delete' }, { token: dev.token });
     assert.equal(created.status, 201);

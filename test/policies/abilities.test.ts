@@ -39,6 +39,23 @@ describe('abilities', () => {
     assert.equal(can(user(), 'create_merge_request_in', { project: project(20, { merge_requests_access_level: 'disabled' }), accessLevel: 30 }), false);
   });
 
+  it('lets guests read and reporters manage labels and milestones, while issues or merge requests are on and the project is not archived', () => {
+    for (const [read, admin] of [['read_label', 'admin_label'], ['read_milestone', 'admin_milestone']] as const) {
+      assert.equal(can(user(), read, { project: project(0), accessLevel: 10 }), true);
+      assert.equal(can(user(), read, { project: project(0), accessLevel: 0 }), false);
+      assert.equal(can(user(), admin, { project: project(20), accessLevel: 10 }), false);
+      assert.equal(can(user(), admin, { project: project(20), accessLevel: 20 }), true);
+      assert.equal(can(user(), admin, { project: { ...project(20), archived: true }, accessLevel: 40 }), false);
+      const off = project(20, { issues_access_level: 'disabled', merge_requests_access_level: 'disabled' });
+      assert.equal(can(user(), read, { project: off, accessLevel: 40 }), false);
+      assert.equal(can(user(), read, { project: project(20, { issues_access_level: 'disabled' }), accessLevel: 0 }), true);
+      const group = { visibility_level: 0, subgroup_creation_level: 1, project_creation_level: 2 };
+      assert.equal(can(user(), read, { group, accessLevel: 10 }), true);
+      assert.equal(can(user(), admin, { group, accessLevel: 10 }), false);
+      assert.equal(can(user(), admin, { group, accessLevel: 20 }), true);
+    }
+  });
+
   it('decides group creation rules from the group settings', () => {
     const group = (subgroup_creation_level: number, project_creation_level: number) => ({ visibility_level: 0, subgroup_creation_level, project_creation_level });
     assert.equal(can(user(), 'create_subgroup', { group: group(1, 2), accessLevel: 40 }), true);

@@ -19,6 +19,7 @@ import { CommitSchema, DiffSchema } from '../../presenters/schemas/commits.js';
 import { ApprovalStateSchema, MergeRequestChangesSchema, MergeRequestSchema, MergeRequestSimpleSchema, MergeRequestSingleSchema } from '../../presenters/schemas/merge_requests.js';
 import { iso, presentUserBasic, type PresentContext } from '../../presenters/users.js';
 import { Sha } from '../../presenters/schemas/common.js';
+import { presentMilestone, type MilestoneView } from '../../presenters/milestones.js';
 import {
   createMergeRequest, deleteMergeRequest, mergeRequestGitFacts, mergeRequestNotFound, refreshMergeRequest, updateMergeRequest,
   type MergeRequestParams,
@@ -77,7 +78,10 @@ function userIdList(value: unknown): number[] | undefined {
   return raw.map((v) => Number(String(v).trim())).filter((n) => Number.isInteger(n) && n > 0);
 }
 
-function writeParams(body: Record<string, any>): MergeRequestParams {
+function writeParams(body: Record<string, any>, access?: ProjectAccess): MergeRequestParams {
+  const labelChange = body.labels !== undefined || body.add_labels !== undefined || body.remove_labels !== undefined
+    ? { labels: body.labels, add_labels: body.add_labels, remove_labels: body.remove_labels, createMissing: !!access && can(access.user, 'admin_label', access) }
+    : undefined;
   const assigneeId = body.assignee_id === null || body.assignee_id === '' ? null : body.assignee_id !== undefined ? Number(body.assignee_id) : undefined;
   return {
     title: body.title,
@@ -94,6 +98,7 @@ function writeParams(body: Record<string, any>): MergeRequestParams {
     allow_maintainer_to_push: body.allow_maintainer_to_push,
     discussion_locked: body.discussion_locked,
     state_event: body.state_event,
+    labelChange,
   };
 }
 
@@ -101,9 +106,9 @@ function ctxOf(request: FastifyRequest): PresentContext {
   return { baseUrl: request.server.cairn.config.externalUrl, viewer: request.actor?.user ?? null };
 }
 
-/** Until the milestones presenter exists here: GitLab's milestone summary. */
 function presentMilestoneSummary(request: FastifyRequest) {
-  return (m: any) => ({ id: m.id, iid: m.iid, title: m.title });
+  const ctx = ctxOf(request);
+  return (m: MilestoneView) => presentMilestone(ctx, m);
 }
 
 /** Rows presented in the list form (or `view=simple`), with everything preloaded for the page. */
@@ -222,7 +227,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     } else if (!can(user, 'create_merge_request_in', source)) {
       throw forbidden();
     }
-    const mr = await createMergeRequest(cairn, { sourceProject: source.project, targetProject: target.project, user, params: writeParams(request.body) });
+    const mr = await createMergeRequest(cairn, { sourceProject: source.project, targetProject: target.project, user, params: writeParams(request.body, target) });
     return reply.code(201).send(await renderSingle(request, target, mr));
   });
 
@@ -232,7 +237,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   }), async (request) => {
     const { access, mr } = await loadMergeRequest(request);
     assertCanUpdate(access, mr);
-    const updated = await updateMergeRequest(cairn, access.project, mr, access.user!, writeParams(request.body));
+    const updated = await updateMergeRequest(cairn, access.project, mr, access.user!, writeParams(request.body, access));
     return renderSingle(request, access, updated);
   });
 

@@ -2,13 +2,11 @@ import { Type } from 'typebox';
 import { Nullable, Sha, strict, Timestamp } from './common.js';
 import { UserBasicSchema } from './users.js';
 import { DiffSchema } from './commits.js';
+import { LabelBasicSchema } from './labels.js';
+import { MilestoneSchema } from './milestones.js';
 
 /** Response schemas of the merge request forms in src/presenters/merge_requests.ts. */
 
-export const LabelDetailSchema = Type.Object(
-  { id: Type.Integer(), name: Type.String(), color: Type.String(), description: Nullable(Type.String()), description_html: Type.String(), text_color: Type.String() },
-  strict,
-);
 
 export const TimeStatsSchema = Type.Object(
   { time_estimate: Type.Integer(), total_time_spent: Type.Integer(), human_time_estimate: Nullable(Type.String()), human_total_time_spent: Nullable(Type.String()) },
@@ -42,11 +40,10 @@ const basicProps = {
   reviewers: Type.Array(UserBasicSchema),
   source_project_id: Nullable(Type.Integer()),
   target_project_id: Type.Integer(),
-  labels: Type.Union([Type.Array(Type.String()), Type.Array(LabelDetailSchema)]),
+  labels: Type.Union([Type.Array(Type.String()), Type.Array(LabelBasicSchema)]),
   draft: Type.Boolean(),
   work_in_progress: Type.Boolean(),
-  // The milestones presenter's form (src/presenters/schemas/milestones.ts when it exists).
-  milestone: Nullable(Type.Object({ id: Type.Integer(), iid: Type.Integer(), title: Type.String() })),
+  milestone: Nullable(MilestoneSchema),
   merge_when_pipeline_succeeds: Type.Boolean(),
   merge_status: Type.String(),
   detailed_merge_status: Type.String(),
