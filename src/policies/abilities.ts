@@ -85,6 +85,8 @@ const PROJECT_RULES = {
   admin_project_member: member(AccessLevel.MAINTAINER),
   /** Rename, change visibility, archive, transfer, delete. */
   owner_project: member(AccessLevel.OWNER),
+  /** Ask to join: for callers who are not members yet (a pending request and the source's setting are checked where they are loaded). */
+  request_access: (a, s) => !!a && readProject(a, s) && s.accessLevel < AccessLevel.GUEST,
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>
@@ -104,6 +106,10 @@ const GROUP_RULES = {
     s.group.project_creation_level === 0
       ? !!a?.admin
       : groupMember(s.group.project_creation_level === 1 ? AccessLevel.MAINTAINER : AccessLevel.DEVELOPER)(a, s),
+  /** Ask to join: for callers who are not members yet (a pending request and the group's setting are checked where they are loaded). */
+  request_access: (a, s) => !!a && readGroup(a, s) && s.accessLevel < AccessLevel.GUEST,
+  /** GitLab's read_namespace_via_membership (GET /namespaces/:id): members only, visibility is not enough. */
+  read_namespace_via_membership: groupMember(AccessLevel.GUEST),
 } satisfies Record<string, Rule<GroupSubject>>;
 
 export type ProjectAbility = keyof typeof PROJECT_RULES;
