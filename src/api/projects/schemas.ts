@@ -64,3 +64,15 @@ export const ProjectUpdateBody = Type.Object({
 export const ProjectHousekeepingBody = Type.Object({
   task: Type.Optional(Type.Union([Type.Literal('eager'), Type.Literal('prune')])),
 });
+
+export const ProjectTransferBody = Type.Object({
+  /** The target namespace's id or full path. */
+  namespace: Type.Union([Type.String(), Type.Integer()]),
+});
+
+/** Query of GET /projects/:id/users. */
+export const ProjectUsersQuery = Type.Object({
+  search: Type.Optional(Type.String()),
+  /** Ids to leave out: an array or a comma list (non-numeric entries are ignored). */
+  skip_users: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+});
