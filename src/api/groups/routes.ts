@@ -10,7 +10,7 @@ import { authorizeGroup } from '../../policies/groups.js';
 import { authorizeProject } from '../../policies/projects.js';
 import { requireUser } from '../../plugins/auth.js';
 import { notFound } from '../../plugins/errors.js';
-import { PaginationQuery, pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
+import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { sendCachedPage } from '../../plugins/page_cache.js';
 import { presentGroup, presentGroupDetail } from '../../presenters/groups.js';
 import { GroupDetailSchema, GroupDetailWithProjectsSchema, GroupSchema } from '../../presenters/schemas/groups.js';
@@ -27,7 +27,6 @@ import { groupOf, route } from '../route.js';
 const enumOf = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 
 const GroupListQuery = Type.Object({
-  ...PaginationQuery,
   skip_groups: Type.Optional(Type.Union([Type.Array(Type.Integer()), Type.String()])),
   all_available: Type.Optional(Type.Boolean()),
   search: Type.Optional(Type.String()),

@@ -1,5 +1,4 @@
 import { Type } from 'typebox';
-import { PaginationQuery } from '../../plugins/pagination.js';
 
 const enumOf = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 const Bool = Type.Boolean();
@@ -8,9 +7,8 @@ const IntOrString = Type.Union([Type.Integer(), Type.String()]);
 export const VISIBILITY = enumOf(['private', 'internal', 'public']);
 export const ACCESS_LEVEL = Type.Union([5, 10, 20, 30, 40, 50].map((v) => Type.Literal(v)));
 
-/** Query of GET /projects, /users/:id/projects and /groups/:id/projects. */
+/** Query of GET /projects, /users/:id/projects and /groups/:id/projects (paginated routes: page and per_page come with route()). */
 export const ProjectListQuery = Type.Object({
-  ...PaginationQuery,
   order_by: Type.Optional(enumOf(['id', 'name', 'path', 'created_at', 'updated_at', 'last_activity_at', 'similarity', 'star_count'])),
   sort: Type.Optional(enumOf(['asc', 'desc'])),
   visibility: Type.Optional(VISIBILITY),
