@@ -105,6 +105,8 @@ const PROJECT_RULES = {
   read_milestone: (a, s) => readProject(a, s) && planningAvailable(s),
   /** Create, edit, close and delete milestones: reporters and up, not on archived projects. */
   admin_milestone: (a, s) => member(AccessLevel.REPORTER)(a, s) && planningAvailable(s) && !s.project.archived,
+  /** Ask to join: for callers who are not members yet (a pending request and the source's setting are checked where they are loaded). */
+  request_access: (a, s) => !!a && readProject(a, s) && s.accessLevel < AccessLevel.GUEST,
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>
@@ -132,6 +134,10 @@ const GROUP_RULES = {
   read_milestone: readGroup,
   /** Create, edit, close and delete group milestones: reporters and up. */
   admin_milestone: groupMember(AccessLevel.REPORTER),
+  /** Ask to join: for callers who are not members yet (a pending request and the group's setting are checked where they are loaded). */
+  request_access: (a, s) => !!a && readGroup(a, s) && s.accessLevel < AccessLevel.GUEST,
+  /** GitLab's read_namespace_via_membership (GET /namespaces/:id): members only, visibility is not enough. */
+  read_namespace_via_membership: groupMember(AccessLevel.GUEST),
 } satisfies Record<string, Rule<GroupSubject>>;
 
 export type ProjectAbility = keyof typeof PROJECT_RULES;

@@ -2,7 +2,8 @@ import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Namespace } from '../db/schema/core.js';
 import type { MemberSource } from '../finders/members.js';
-import { AccessLevel, accessLevelName } from './access.js';
+import { can, type AbilityActor } from './abilities.js';
+import { accessLevelName } from './access.js';
 
 /**
  * Levels a membership may hold. Owner is for groups only and minimal access for groups only
@@ -15,13 +16,11 @@ export function validMemberLevels(source: MemberSource): number[] {
 /** The levels the API accepts at all for access_level (others: "does not have a valid value"). */
 export const ACCEPTED_ACCESS_LEVELS = [5, 10, 20, 30, 40, 50];
 
-/** Managing members needs Maintainer on a project and Owner on a group (admin_*_member). */
-export function memberAdminLevel(source: MemberSource): number {
-  return source.type === 'Project' ? AccessLevel.MAINTAINER : AccessLevel.OWNER;
-}
-
-export function canAdminMembers(source: MemberSource, callerLevel: number): boolean {
-  return callerLevel >= memberAdminLevel(source);
+/** May the caller manage the source's members: admin_project_member on a project, admin_group_member on a group. */
+export function canAdminMembers(actor: AbilityActor, source: MemberSource, callerLevel: number): boolean {
+  return source.type === 'Project'
+    ? can(actor, 'admin_project_member', { project: source.project, accessLevel: callerLevel })
+    : can(actor, 'admin_group_member', { group: source.group, accessLevel: callerLevel });
 }
 
 /** The owner of a personal namespace can be neither changed nor removed on its projects. */

@@ -4,6 +4,7 @@ import type { Database } from '../db/index.js';
 import type { Namespace, User } from '../db/schema/core.js';
 import { pathError, RESERVED_TOP_LEVEL } from '../lib/paths.js';
 import { randomToken } from '../lib/secrets.js';
+import { can, effectiveLevel } from '../policies/abilities.js';
 import { AccessLevel, groupAccessLevel, VISIBILITY_LEVELS, VISIBILITY_NAMES } from '../policies/access.js';
 import { ApiError, apiError, forbidden } from '../plugins/errors.js';
 import { toBoolean } from '../plugins/params.js';
@@ -200,8 +201,7 @@ function pathProblems(path: string, topLevel: boolean): string[] {
 /** May `user` create a subgroup of `parent` (GitLab's create_subgroup)? */
 export async function canCreateSubgroup(db: Database, user: User, parent: Namespace): Promise<boolean> {
   if (user.admin) return true;
-  const level = await groupAccessLevel(db, user.id, parent);
-  return level >= (parent.subgroup_creation_level === 0 ? AccessLevel.OWNER : AccessLevel.MAINTAINER);
+  return can(user, 'create_subgroup', { group: parent, accessLevel: effectiveLevel(user, await groupAccessLevel(db, user.id, parent)) });
 }
 
 /** POST /groups: checks rights and rules, then inserts the group with the creator as Owner. */

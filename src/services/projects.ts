@@ -14,7 +14,7 @@ import { pathError, pathFromName } from '../lib/paths.js';
 import { AccessLevel, groupAccessLevel, VISIBILITY_LEVELS, VISIBILITY_NAMES } from '../policies/access.js';
 import { ApiError, apiError, validationFailed } from '../plugins/errors.js';
 import type { ProjectRow } from '../presenters/projects.js';
-import { featureAvailable } from '../policies/abilities.js';
+import { can, effectiveLevel, featureAvailable } from '../policies/abilities.js';
 import { parseProjectSettings } from './project-settings.js';
 
 export type NewProject = Omit<Insertable<ProjectsTable>, 'disk_path' | 'runners_token'>;
@@ -67,9 +67,7 @@ function paramErrors(errors: string[]): ApiError {
 export async function canCreateProjectIn(db: Database, user: User, ns: Namespace): Promise<boolean> {
   if (user.admin) return true;
   if (ns.type === 'User') return ns.owner_id === user.id && user.projects_limit > 0;
-  const level = await groupAccessLevel(db, user.id, ns);
-  if (ns.project_creation_level === 0) return false;
-  return level >= (ns.project_creation_level === 1 ? AccessLevel.MAINTAINER : AccessLevel.DEVELOPER);
+  return can(user, 'create_projects', { group: ns, accessLevel: effectiveLevel(user, await groupAccessLevel(db, user.id, ns)) });
 }
 
 /** Is `path` free inside namespace `ns` (no project and no subgroup holds it)? */
@@ -190,8 +188,9 @@ export async function createProject(cairn: Cairn, input: CreateProjectInput): Pr
     settings,
   });
 
-  // A developer who creates a project in a group becomes its maintainer (GitLab's rule).
-  if (ns.type === 'Group' && !user.admin && (await groupAccessLevel(db, user.id, ns)) < AccessLevel.MAINTAINER) {
+  // A developer who creates a project in a group becomes its maintainer (GitLab's rule): whoever
+  // the group does not already make able to administer it.
+  if (ns.type === 'Group' && !user.admin && !can(user, 'admin_project', { project, accessLevel: effectiveLevel(user, await groupAccessLevel(db, user.id, ns)) })) {
     await db
       .insertInto('members')
       .values({ source_type: 'Project', source_id: project.id, user_id: user.id, access_level: AccessLevel.MAINTAINER, created_by_id: user.id })
@@ -223,9 +222,9 @@ export interface UpdateProjectInput {
 /** PUT /projects/:id. Maintainers change settings; renames and visibility need the owner. */
 export async function updateProject(cairn: Cairn, input: UpdateProjectInput): Promise<void> {
   const { db } = cairn;
-  const { project, params, accessLevel } = input;
+  const { user, project, params, accessLevel } = input;
   const ns = project.namespace;
-  const owner = accessLevel >= AccessLevel.OWNER;
+  const owner = can(user, 'owner_project', { project, accessLevel });
   const changes: Record<string, unknown> = {};
 
   const { settings, errors, modelErrors } = parseProjectSettings(params);

@@ -65,4 +65,17 @@ describe('abilities', () => {
     assert.equal(can(user(), 'create_projects', { group: group(1, 0), accessLevel: 50 }), false);
     assert.equal(can(user(), 'read_group', { group: group(1, 2), accessLevel: 0, accessBelow: true }), true);
   });
+
+  it('lets outsiders ask to join, and reads a namespace through membership only', () => {
+    const group = (visibility_level: number) => ({ visibility_level, subgroup_creation_level: 1, project_creation_level: 2 });
+    const admin = user({ admin: true });
+    assert.equal(can(user(), 'request_access', { project: project(20), accessLevel: 0 }), true);
+    assert.equal(can(user(), 'request_access', { project: project(20), accessLevel: 10 }), false);
+    assert.equal(can(user(), 'request_access', { project: project(0), accessLevel: 0 }), false);
+    assert.equal(can(admin, 'request_access', { group: group(20), accessLevel: effectiveLevel(admin, 0) }), false);
+    assert.equal(can(null, 'request_access', { group: group(20), accessLevel: 0 }), false);
+    assert.equal(can(user(), 'read_namespace_via_membership', { group: group(20), accessLevel: 0 }), false);
+    assert.equal(can(user(), 'read_namespace_via_membership', { group: group(0), accessLevel: 10 }), true);
+    assert.equal(can(admin, 'read_namespace_via_membership', { group: group(0), accessLevel: effectiveLevel(admin, 0) }), true);
+  });
 });

@@ -4,15 +4,17 @@ import { Type } from 'typebox';
 import type { Namespace } from '../../db/schema/core.js';
 import { findGroup, groupTreeIds, listGroups, sharedWithGroups, type GroupFilters } from '../../finders/groups.js';
 import { findProjectRow, listProjects } from '../../finders/projects.js';
+import { can } from '../../policies/abilities.js';
 import { AccessLevel } from '../../policies/access.js';
 import { authorizeGroup } from '../../policies/groups.js';
 import { authorizeProject } from '../../policies/projects.js';
 import { requireUser } from '../../plugins/auth.js';
 import { notFound } from '../../plugins/errors.js';
-import { allParams } from '../../plugins/params.js';
-import { PaginationQuery, pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
+import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { sendCachedPage } from '../../plugins/page_cache.js';
 import { presentGroup, presentGroupDetail } from '../../presenters/groups.js';
+import { GroupDetailSchema, GroupDetailWithProjectsSchema, GroupSchema } from '../../presenters/schemas/groups.js';
+import { AcceptedSchema, ProjectSchema, ProjectSimpleSchema, ProjectWithAccessSchema } from '../../presenters/schemas/projects.js';
 import { createGroup, deleteGroup, transferGroup, updateGroup } from '../../services/groups.js';
 import { transferProject } from '../../services/projects.js';
 import { projectFilters } from '../projects/filters.js';
@@ -20,11 +22,11 @@ import { presentContext, presentProjects, renderProjects } from '../projects/pre
 import { ACCESS_LEVEL, ProjectListQuery, VISIBILITY } from '../projects/schemas.js';
 import { sendProjectList } from '../projects/routes.js';
 import { IdParams } from '../params.js';
+import { groupOf, route } from '../route.js';
 
 const enumOf = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 
 const GroupListQuery = Type.Object({
-  ...PaginationQuery,
   skip_groups: Type.Optional(Type.Union([Type.Array(Type.Integer()), Type.String()])),
   all_available: Type.Optional(Type.Boolean()),
   search: Type.Optional(Type.String()),
@@ -91,65 +93,104 @@ async function renderGroupDetail(request: FastifyRequest, group: Namespace, acce
   }
   return presentGroupDetail(presentContext(request), group, {
     sharedWithGroups: await sharedWithGroups(db, user, group.id),
-    canAdmin: accessLevel >= AccessLevel.OWNER,
+    canAdmin: can(user, 'admin_group', { group, accessLevel }),
     projects,
     sharedProjects,
   });
 }
 
+/** A group's project lists: the Project form, the simple form, or with keyset pagination the list forms of GET /projects. */
+const GroupProjectsSchema = Type.Union([
+  Type.Array(ProjectSchema),
+  Type.Array(ProjectSimpleSchema),
+  Type.Array(ProjectWithAccessSchema),
+]);
+const GroupTransferBody = Type.Object({
+  /** The new parent; absent or empty moves the group to the top level. */
+  group_id: Type.Optional(Type.Union([Type.Integer(), Type.String(), Type.Null()])),
+});
+
 export default async function groupRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = app.cairn.db;
 
-  app.get('/api/v4/groups', { schema: { querystring: GroupListQuery } }, async (request, reply) => {
+  // The list routes answer from the page cache (sendCachedPage): their JSON is sent as rendered.
+  app.get('/api/v4/groups', route({
+    access: { public: true },
+    paginated: true,
+    schema: { querystring: GroupListQuery, response: { 200: Type.Array(GroupSchema) } },
+  }), async (request, reply) => {
     return sendGroupList(request, reply, groupFilters(request));
   });
 
-  app.post('/api/v4/groups', { config: { auth: 'required' }, schema: { body: GroupCreateBody } }, async (request, reply) => {
+  app.post('/api/v4/groups', route({
+    access: { custom: 'create_subgroup on parent_id (a top-level group: the user\'s can_create_group, checked by the service)', signedIn: true },
+    schema: { body: GroupCreateBody, response: { 201: GroupDetailSchema } },
+  }), async (request, reply) => {
     const user = requireUser(request);
-    const params = allParams(request);
+    const params = request.body;
     let parent: Namespace | null = null;
-    if (params.parent_id !== undefined && params.parent_id !== null && params.parent_id !== '') {
-      parent = (await authorizeGroup(request, String(params.parent_id))).group;
+    if (params.parent_id !== undefined && params.parent_id !== null) {
+      parent = (await authorizeGroup(request, params.parent_id, 'create_subgroup')).group;
     }
     const group = await createGroup(app.cairn, user, parent, params);
+    // The creator is the new group's owner.
     return reply.code(201).send(await renderGroupDetail(request, group, AccessLevel.OWNER, false));
   });
 
-  app.get(
-    '/api/v4/groups/:id',
-    { schema: { params: IdParams, querystring: Type.Object({ with_projects: Type.Optional(Type.Boolean()), with_custom_attributes: Type.Optional(Type.Boolean()) }) } },
-    async (request) => {
-      const { group, accessLevel } = await authorizeGroup(request, request.params.id);
-      return renderGroupDetail(request, group, accessLevel, request.query.with_projects ?? true);
+  app.get('/api/v4/groups/:id', route({
+    access: { group: 'read_group' },
+    schema: {
+      params: IdParams,
+      querystring: Type.Object({ with_projects: Type.Optional(Type.Boolean()), with_custom_attributes: Type.Optional(Type.Boolean()) }),
+      response: { 200: Type.Union([GroupDetailWithProjectsSchema, GroupDetailSchema]) },
     },
-  );
+  }), async (request) => {
+    const { group, accessLevel } = groupOf(request);
+    return renderGroupDetail(request, group, accessLevel, request.query.with_projects ?? true);
+  });
 
-  app.put('/api/v4/groups/:id', { config: { auth: 'required' }, schema: { params: IdParams, body: GroupBody } }, async (request) => {
-    const user = requireUser(request);
-    const { group, accessLevel } = await authorizeGroup(request, request.params.id, 'admin_group');
-    const updated = await updateGroup(app.cairn, user, group, allParams(request));
+  app.put('/api/v4/groups/:id', route({
+    access: { group: 'admin_group', signedIn: true },
+    schema: { params: IdParams, body: GroupBody, response: { 200: GroupDetailWithProjectsSchema } },
+  }), async (request) => {
+    const { group, accessLevel, user } = groupOf(request);
+    const updated = await updateGroup(app.cairn, user!, group, request.body);
     return renderGroupDetail(request, updated, accessLevel, true);
   });
 
-  app.delete('/api/v4/groups/:id', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-    const { group } = await authorizeGroup(request, request.params.id, 'admin_group');
-    await deleteGroup(app.cairn, group);
+  app.delete('/api/v4/groups/:id', route({
+    access: { group: 'admin_group', signedIn: true },
+    schema: { params: IdParams, response: { 202: AcceptedSchema } },
+  }), async (request, reply) => {
+    await deleteGroup(app.cairn, groupOf(request).group);
     return reply.code(202).send({ message: '202 Accepted' });
   });
 
-  app.get('/api/v4/groups/:id/subgroups', { schema: { params: IdParams, querystring: GroupListQuery } }, async (request, reply) => {
-    const { group } = await authorizeGroup(request, request.params.id);
+  app.get('/api/v4/groups/:id/subgroups', route({
+    access: { group: 'read_group' },
+    paginated: true,
+    schema: { params: IdParams, querystring: GroupListQuery, response: { 200: Type.Array(GroupSchema) } },
+  }), async (request, reply) => {
+    const { group } = groupOf(request);
     return sendGroupList(request, reply, { ...groupFilters(request), topLevelOnly: false, parentId: group.id });
   });
 
-  app.get('/api/v4/groups/:id/descendant_groups', { schema: { params: IdParams, querystring: GroupListQuery } }, async (request, reply) => {
-    const { group } = await authorizeGroup(request, request.params.id);
+  app.get('/api/v4/groups/:id/descendant_groups', route({
+    access: { group: 'read_group' },
+    paginated: true,
+    schema: { params: IdParams, querystring: GroupListQuery, response: { 200: Type.Array(GroupSchema) } },
+  }), async (request, reply) => {
+    const { group } = groupOf(request);
     return sendGroupList(request, reply, { ...groupFilters(request), topLevelOnly: false, descendantsOf: group.id });
   });
 
-  app.get('/api/v4/groups/:id/projects', { schema: { params: IdParams, querystring: ProjectListQuery } }, async (request, reply) => {
-    const { group } = await authorizeGroup(request, request.params.id);
+  app.get('/api/v4/groups/:id/projects', route({
+    access: { group: 'read_group' },
+    paginated: true,
+    schema: { params: IdParams, querystring: ProjectListQuery, response: { 200: GroupProjectsSchema } },
+  }), async (request, reply) => {
+    const { group } = groupOf(request);
     const namespaceIds = request.query.include_subgroups ? await groupTreeIds(db, group.id) : [group.id];
     const filters = {
       ...projectFilters(request),
@@ -158,30 +199,38 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return sendGroupProjects(request, reply, filters);
   });
 
-  app.get('/api/v4/groups/:id/projects/shared', { schema: { params: IdParams, querystring: ProjectListQuery } }, async (request, reply) => {
-    const { group } = await authorizeGroup(request, request.params.id);
+  app.get('/api/v4/groups/:id/projects/shared', route({
+    access: { group: 'read_group' },
+    paginated: true,
+    schema: { params: IdParams, querystring: ProjectListQuery, response: { 200: GroupProjectsSchema } },
+  }), async (request, reply) => {
+    const { group } = groupOf(request);
     return sendGroupProjects(request, reply, { ...projectFilters(request), sharedWithGroupId: group.id });
   });
 
-  app.post('/api/v4/groups/:id/transfer', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-    const user = requireUser(request);
-    const { group, accessLevel } = await authorizeGroup(request, request.params.id, 'admin_group');
-    const target = allParams(request).group_id;
+  app.post('/api/v4/groups/:id/transfer', route({
+    access: { group: 'admin_group', signedIn: true },
+    schema: { params: IdParams, body: GroupTransferBody, response: { 201: GroupDetailSchema } },
+  }), async (request, reply) => {
+    const { group, accessLevel, user } = groupOf(request);
+    const target = request.body.group_id;
     let parent: Namespace | null = null;
     if (target !== undefined && target !== null && target !== '') {
       parent = (await findGroup(db, String(target))) ?? null;
       if (!parent) throw notFound('Group');
       parent = (await authorizeGroup(request, parent.id)).group;
     }
-    const moved = await transferGroup(app.cairn, user, group, parent);
+    const moved = await transferGroup(app.cairn, user!, group, parent);
     return reply.code(201).send(await renderGroupDetail(request, moved, accessLevel, false));
   });
 
-  app.post('/api/v4/groups/:id/projects/:project_id', { config: { admin: true } }, async (request, reply) => {
+  app.post('/api/v4/groups/:id/projects/:project_id', route({
+    access: { admin: true },
+    schema: { params: Type.Object({ id: Type.String(), project_id: Type.String() }), response: { 201: GroupDetailWithProjectsSchema } },
+  }), async (request, reply) => {
     const user = requireUser(request);
-    const { id, project_id } = request.params as { id: string; project_id: string };
-    const { group, accessLevel } = await authorizeGroup(request, id);
-    const { project } = await authorizeProject(request, project_id);
+    const { group, accessLevel } = await authorizeGroup(request, request.params.id);
+    const { project } = await authorizeProject(request, request.params.project_id);
     const row = (await findProjectRow(db, project.id))!;
     await transferProject(app.cairn, user, row, group);
     return reply.code(201).send(await renderGroupDetail(request, group, accessLevel, true));

@@ -1,36 +1,46 @@
 import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
 import { findAccessRequestRow, findDirectMemberRow, listAccessRequests, memberViewOf } from '../../finders/members.js';
 import { forbidden, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
-import { allParams } from '../../plugins/params.js';
-import { canAdminMembers, ACCEPTED_ACCESS_LEVELS, validateMembership } from '../../policies/members.js';
+import { canAdminMembers, validateMembership } from '../../policies/members.js';
 import { presentAccessRequester, presentMember } from '../../presenters/members.js';
+import { AccessRequesterSchema, MemberSchema } from '../../presenters/schemas/members.js';
 import { approveAccessRequest, deleteMemberRow, requestAccess } from '../../services/members.js';
-import { accessLevelParam, loadSource, pathInt, presentContext, type SourceKind } from './params.js';
-import type { IdParams, MemberParams } from '../params.js';
+import { IdParams } from '../params.js';
+import { NoContent, route } from '../route.js';
+import { loadSource, pathInt, presentContext, sourceAccess, sourceOf, type SourceKind } from './params.js';
+import { AccessRequestApproveBody, MemberParams } from './schemas.js';
 
 /** Access requests: a user asks to join; maintainers (projects) or owners (groups) decide. */
-export default async function accessRequestRoutes(app: FastifyInstance) {
+export default async function accessRequestRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = () => app.cairn.db;
-  const auth = { config: { auth: 'required' as const } };
 
   for (const kind of ['groups', 'projects'] as SourceKind[]) {
     const base = `/api/v4/${kind}/:id/access_requests`;
+    const manage = sourceAccess(kind, 'admin_project_member', 'admin_group_member');
 
-    app.get<{ Params: IdParams }>(base, auth, async (request, reply) => {
-      const { source, level } = await loadSource(request, kind, request.params.id);
-      if (!canAdminMembers(source, level)) throw forbidden();
+    app.get(base, route({
+      access: manage,
+      paginated: true,
+      schema: { params: IdParams, response: { 200: Type.Array(AccessRequesterSchema) } },
+    }), async (request, reply) => {
+      const { source } = sourceOf(request, kind);
       const page = pageParams(request);
       const { requests, total } = await listAccessRequests(db(), source, page.perPage, page.offset);
       setPaginationHeaders(request, reply, page, total);
       return requests.map((r) => presentAccessRequester(presentContext(request), r));
     });
 
-    app.post<{ Params: IdParams }>(base, auth, async (request, reply) => {
-      const { source, level, user } = await loadSource(request, kind, request.params.id);
+    app.post(base, route({
+      access: sourceAccess(kind, 'request_access', 'request_access'),
+      schema: { params: IdParams, response: { 201: AccessRequesterSchema } },
+    }), async (request, reply) => {
+      const { source, user } = sourceOf(request, kind);
       const settings = (source.type === 'Project' ? source.project.settings : source.group.settings) ?? {};
       const alreadyIn =
-        level >= 10 ||
         (await findDirectMemberRow(db(), source, user!.id)) !== undefined ||
         (await findAccessRequestRow(db(), source, user!.id)) !== undefined;
       if (alreadyIn || settings.request_access_enabled === false) throw forbidden();
@@ -39,11 +49,13 @@ export default async function accessRequestRoutes(app: FastifyInstance) {
       return presentAccessRequester(presentContext(request), await memberViewOf(db(), row));
     });
 
-    app.put<{ Params: MemberParams }>(`${base}/:user_id/approve`, auth, async (request, reply) => {
+    app.put(`${base}/:user_id/approve`, route({
+      access: manage,
+      schema: { params: MemberParams, body: AccessRequestApproveBody, response: { 201: MemberSchema } },
+    }), async (request, reply) => {
       const userId = pathInt(request.params.user_id, 'user_id');
-      const accessLevel = accessLevelParam(allParams(request), 'access_level', ACCEPTED_ACCESS_LEVELS, false) ?? 30;
-      const { source, level, user } = await loadSource(request, kind, request.params.id);
-      if (!canAdminMembers(source, level)) throw forbidden();
+      const accessLevel = request.body.access_level ?? 30;
+      const { source, user } = sourceOf(request, kind);
       const row = await findAccessRequestRow(db(), source, userId);
       if (!row) throw notFound();
       const errors = await validateMembership(db(), source, userId, accessLevel, row.expires_at);
@@ -53,12 +65,16 @@ export default async function accessRequestRoutes(app: FastifyInstance) {
       return presentMember(presentContext(request), await memberViewOf(db(), approved));
     });
 
-    app.delete<{ Params: MemberParams }>(`${base}/:user_id`, auth, async (request, reply) => {
+    // The requester may withdraw their own request; the request is looked up first (404 before 403).
+    app.delete(`${base}/:user_id`, route({
+      access: { custom: `${kind === 'projects' ? 'admin_project_member' : 'admin_group_member'}, or the requester themselves`, signedIn: true },
+      schema: { params: MemberParams, response: { 204: NoContent } },
+    }), async (request, reply) => {
       const userId = pathInt(request.params.user_id, 'user_id');
       const { source, level, user } = await loadSource(request, kind, request.params.id);
       const row = await findAccessRequestRow(db(), source, userId);
       if (!row) throw notFound();
-      if (!canAdminMembers(source, level) && user!.id !== userId) throw forbidden();
+      if (!canAdminMembers(user, source, level) && user!.id !== userId) throw forbidden();
       await deleteMemberRow(db(), row.id);
       return reply.code(204).send();
     });

@@ -1,30 +1,38 @@
 import type { FastifyInstance } from 'fastify';
-import { BILLABLE_SORTS, billableUserIds, listBillableMemberships, listBillableMembers, type BillableSort } from '../../finders/billable_members.js';
-import { apiError, badRequest, invalidParam, notFound } from '../../plugins/errors.js';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { billableUserIds, listBillableMemberships, listBillableMembers, type BillableSort } from '../../finders/billable_members.js';
+import { apiError, badRequest, notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
-import { allParams } from '../../plugins/params.js';
-import { AccessLevel } from '../../policies/access.js';
+import { can } from '../../policies/abilities.js';
 import { authorizeGroup } from '../../policies/groups.js';
 import { isLastOwner } from '../../policies/members.js';
 import { presentBillableMember, presentBillableMembership } from '../../presenters/members.js';
+import { BillableMemberSchema, BillableMembershipSchema } from '../../presenters/schemas/members.js';
 import { destroyMembershipsInHierarchy } from '../../services/members.js';
-import { pathInt, presentContext, stringParam } from './params.js';
-import type { IdParams, MemberParams } from '../params.js';
+import { IdParams } from '../params.js';
+import { NoContent, route } from '../route.js';
+import { pathInt, presentContext } from './params.js';
+import { BillableMembersQuery, MemberParams } from './schemas.js';
 
 /** Billable members of a top-level group (seat usage). Owners and administrators only. */
-export default async function billableRoutes(app: FastifyInstance) {
+export default async function billableRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = () => app.cairn.db;
-  const auth = { config: { auth: 'required' as const } };
   const plainBadRequest = () => apiError(400, '400 Bad request');
+  // GitLab answers 400 rather than 403 to callers without admin_group_member here, and for subgroups.
+  const access = { custom: 'admin_group_member on a top-level group (400 otherwise)', signedIn: true } as const;
 
-  app.get<{ Params: IdParams }>('/api/v4/groups/:id/billable_members', auth, async (request, reply) => {
-    const params = allParams(request);
-    const sort = stringParam(params, 'sort');
-    if (sort !== undefined && !(BILLABLE_SORTS as readonly string[]).includes(sort)) throw invalidParam('sort', 'does not have a valid value');
-    const search = stringParam(params, 'search');
-    const { group, accessLevel } = await authorizeGroup(request, request.params.id);
+  app.get('/api/v4/groups/:id/billable_members', route({
+    access,
+    paginated: true,
+    schema: { params: IdParams, querystring: BillableMembersQuery, response: { 200: Type.Array(BillableMemberSchema) } },
+  }), async (request, reply) => {
+    const sort = request.query.sort;
+    const search = request.query.search || undefined;
+    const { group, accessLevel, user } = await authorizeGroup(request, request.params.id);
     if (group.parent_id !== null) throw plainBadRequest();
-    if (accessLevel < AccessLevel.OWNER) throw plainBadRequest();
+    if (!can(user, 'admin_group_member', { group, accessLevel })) throw plainBadRequest();
     const page = pageParams(request);
     const { rows, total } = await listBillableMembers(db(), group, { search, sort: (sort ?? 'id_asc') as BillableSort, limit: page.perPage, offset: page.offset });
     const lastOwner = new Map<number, boolean>();
@@ -34,10 +42,14 @@ export default async function billableRoutes(app: FastifyInstance) {
     return rows.map((r) => presentBillableMember(presentContext(request), { ...r, is_last_owner: lastOwner.get(r.user.id)! }, admin));
   });
 
-  app.get<{ Params: MemberParams }>('/api/v4/groups/:id/billable_members/:user_id/memberships', auth, async (request, reply) => {
+  app.get('/api/v4/groups/:id/billable_members/:user_id/memberships', route({
+    access,
+    paginated: true,
+    schema: { params: MemberParams, response: { 200: Type.Array(BillableMembershipSchema) } },
+  }), async (request, reply) => {
     const userId = pathInt(request.params.user_id, 'user_id');
-    const { group, accessLevel } = await authorizeGroup(request, request.params.id);
-    if (accessLevel < AccessLevel.OWNER) throw plainBadRequest();
+    const { group, accessLevel, user } = await authorizeGroup(request, request.params.id);
+    if (!can(user, 'admin_group_member', { group, accessLevel })) throw plainBadRequest();
     if (group.parent_id !== null) throw plainBadRequest();
     const billable = await billableUserIds(db(), group.id);
     if (!billable.has(userId)) throw notFound('User');
@@ -47,11 +59,14 @@ export default async function billableRoutes(app: FastifyInstance) {
     return memberships.map((m) => presentBillableMembership(presentContext(request), m));
   });
 
-  app.delete<{ Params: MemberParams }>('/api/v4/groups/:id/billable_members/:user_id', auth, async (request, reply) => {
+  app.delete('/api/v4/groups/:id/billable_members/:user_id', route({
+    access,
+    schema: { params: MemberParams, response: { 204: NoContent } },
+  }), async (request, reply) => {
     const userId = pathInt(request.params.user_id, 'user_id');
-    const { group, accessLevel } = await authorizeGroup(request, request.params.id);
+    const { group, accessLevel, user } = await authorizeGroup(request, request.params.id);
     if (group.parent_id !== null) throw badRequest('Invalid group provided, must be top-level');
-    if (accessLevel < AccessLevel.OWNER) throw badRequest('User unauthorized to remove member');
+    if (!can(user, 'admin_group_member', { group, accessLevel })) throw badRequest('User unauthorized to remove member');
     if (await isLastOwner(db(), group, userId)) throw badRequest('Cannot remove the last owner of the group');
     const removed = await destroyMembershipsInHierarchy(db(), group, userId);
     if (!removed) throw badRequest('No member found for the given user_id');

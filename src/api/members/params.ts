@@ -1,9 +1,10 @@
 import type { FastifyRequest } from 'fastify';
 import type { MemberSource } from '../../finders/members.js';
-import { invalidParam, missingParam, notFound } from '../../plugins/errors.js';
-import { toBoolean } from '../../plugins/params.js';
+import { invalidParam, notFound } from '../../plugins/errors.js';
 import { authorizeGroup } from '../../policies/groups.js';
 import { authorizeProject } from '../../policies/projects.js';
+import type { GroupAbility, ProjectAbility } from '../../policies/abilities.js';
+import { groupOf, projectOf, type Access } from '../route.js';
 import type { User } from '../../db/schema/core.js';
 import { MAX_ROW_ID, rowId } from '../../lib/ids.js';
 import type { PresentContext } from '../../presenters/users.js';
@@ -27,21 +28,23 @@ export async function loadSource(request: FastifyRequest, kind: SourceKind, id: 
   return { source: { type: 'Namespace', group }, level: accessLevel, user };
 }
 
-function present(v: unknown): boolean {
-  return v !== undefined && v !== null && v !== '';
+/** Who may call a route of either kind: the project ability on /projects/:id, the group one on /groups/:id. */
+export function sourceAccess(kind: SourceKind, projectAbility: ProjectAbility, groupAbility: GroupAbility): Access {
+  return kind === 'projects' ? { project: projectAbility, signedIn: true } : { group: groupAbility, signedIn: true };
 }
 
-/** An Integer parameter as Grape coerces it: digits only (with an optional sign). */
-export function intParam(params: Record<string, unknown>, name: string, required: boolean): number | undefined {
-  const v = params[name];
-  if (!present(v)) {
-    if (required) throw missingParam(name);
-    return undefined;
+/** The source a route declared with sourceAccess() loaded for the caller. */
+export function sourceOf(request: FastifyRequest, kind: SourceKind): LoadedSource {
+  if (kind === 'projects') {
+    const { project, accessLevel, user } = projectOf(request);
+    return { source: { type: 'Project', project }, level: accessLevel, user };
   }
-  const n = typeof v === 'number' ? v : typeof v === 'string' && /^[-+]?\d+$/.test(v.trim()) ? Number(v) : NaN;
-  // Every integer column is PostgreSQL's 4-byte integer; a value beyond it cannot be stored or matched.
-  if (!Number.isSafeInteger(n) || Math.abs(n) > MAX_ROW_ID) throw invalidParam(name);
-  return n;
+  const { group, accessLevel, user } = groupOf(request);
+  return { source: { type: 'Namespace', group }, level: accessLevel, user };
+}
+
+function present(v: unknown): boolean {
+  return v !== undefined && v !== null && v !== '';
 }
 
 /** An integer from a path segment (`:user_id`): anything else is "<name> is invalid". */
@@ -50,13 +53,6 @@ export function pathInt(value: string, name: string): number {
   // No row has an id beyond the integer range: such a member, group or user is not there.
   if (Number(value) > MAX_ROW_ID) throw notFound();
   return Number(value);
-}
-
-/** An access level that must be one of `allowed` ("does not have a valid value" otherwise). */
-export function accessLevelParam(params: Record<string, unknown>, name: string, allowed: number[], required: boolean): number | undefined {
-  const level = intParam(params, name, required);
-  if (level !== undefined && !allowed.includes(level)) throw invalidParam(name, 'does not have a valid value');
-  return level;
 }
 
 /**
@@ -102,24 +98,6 @@ export function stringArrayParam(params: Record<string, unknown>, name: string):
   if (!items || items.some((i) => typeof i !== 'string' && typeof i !== 'number')) throw invalidParam(name);
   return items.map((i) => String(i).trim()).filter((s) => s !== '');
 }
-
-export function boolParam(params: Record<string, unknown>, name: string, fallback: boolean): boolean {
-  const v = params[name];
-  if (!present(v)) return fallback;
-  const b = toBoolean(v);
-  if (b === undefined) throw invalidParam(name);
-  return b;
-}
-
-export function stringParam(params: Record<string, unknown>, name: string): string | undefined {
-  const v = params[name];
-  if (!present(v)) return undefined;
-  if (typeof v !== 'string' && typeof v !== 'number') throw invalidParam(name);
-  return String(v);
-}
-
-/** GitLab's 404 for a membership that is not there (ActiveRecord::RecordNotFound). */
-export const memberNotFound = () => notFound();
 
 export function presentContext(request: FastifyRequest): PresentContext {
   return { baseUrl: request.server.cairn.config.externalUrl };

@@ -1,15 +1,16 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
 import { billableUserIds } from '../../finders/billable_members.js';
 import { projectInGroupTree } from '../../finders/projects.js';
 import { findUserById, listUsersByIds } from '../../finders/users.js';
-import { findDirectMemberRow, findMember, findMemberRowById, listMembers, memberViewOf, type MemberListFilters, type MemberSource, type MemberViewer } from '../../finders/members.js';
+import { findDirectMemberRow, findMember, findMemberRowById, listMembers, memberViewOf, type MemberSource, type MemberViewer } from '../../finders/members.js';
 import { apiError, conflict, forbidden, invalidParam, missingParam, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { sendCachedPage } from '../../plugins/page_cache.js';
-import { allParams } from '../../plugins/params.js';
+import { can } from '../../policies/abilities.js';
 import { authorizeGroup } from '../../policies/groups.js';
 import {
-  ACCEPTED_ACCESS_LEVELS,
   canAdminMembers,
   fullMessages,
   isLastOwner,
@@ -18,25 +19,26 @@ import {
   validateMembership,
 } from '../../policies/members.js';
 import { presentMember } from '../../presenters/members.js';
+import { MemberSchema, MembersAddedSchema, MemberWithOverrideSchema } from '../../presenters/schemas/members.js';
 import { activateAwaiting, destroyMember, updateMemberRow, upsertMember } from '../../services/members.js';
 import { rowId } from '../../lib/ids.js';
+import { IdParams } from '../params.js';
+import { NoContent, route } from '../route.js';
 import accessRequestRoutes from './access_requests.js';
 import billableRoutes from './billable.js';
 import sharingRoutes from './sharing.js';
 import {
-  accessLevelParam,
-  boolParam,
   dateParam,
   intArrayParam,
-  intParam,
   loadSource,
   pathInt,
   presentContext,
+  sourceAccess,
+  sourceOf,
   stringArrayParam,
-  stringParam,
   type SourceKind,
 } from './params.js';
-import type { IdParams, MemberParams } from '../params.js';
+import { MemberCreateBody, MemberDeleteQuery, MemberIdParams, MemberListQuery, MemberParams, MemberQuery, MemberUpdateBody } from './schemas.js';
 
 const KINDS: SourceKind[] = ['groups', 'projects'];
 const TASKS = ['ci', 'code', 'issues'];
@@ -53,24 +55,9 @@ function rootId(source: MemberSource): number {
 }
 
 /** `show_seat_info=true` asks which members take a seat in the root namespace. */
-async function seatInfo(request: FastifyRequest, source: MemberSource, params: Record<string, unknown>) {
-  if (!boolParam(params, 'show_seat_info', false)) return undefined;
+async function seatInfo(request: FastifyRequest, source: MemberSource, show: boolean | undefined) {
+  if (!show) return undefined;
   return billableUserIds(request.server.cairn.db, rootId(source));
-}
-
-function listFilters(params: Record<string, unknown>): MemberListFilters {
-  const state = stringParam(params, 'state');
-  if (state !== undefined && state !== 'active' && state !== 'awaiting') throw invalidParam('state', 'does not have a valid value');
-  return {
-    query: stringParam(params, 'query'),
-    userIds: intArrayParam(params, 'user_ids'),
-    skipUserIds: intArrayParam(params, 'skip_users'),
-    state: state as MemberListFilters['state'],
-  };
-}
-
-function requireMemberAdmin(source: MemberSource, level: number) {
-  if (!canAdminMembers(source, level)) throw forbidden();
 }
 
 /** The direct membership a change applies to; the personal namespace owner cannot be changed. */
@@ -86,57 +73,74 @@ async function present(request: FastifyRequest, row: Parameters<typeof memberVie
   return presentMember(presentContext(request), view, opts);
 }
 
-export default async function memberRoutes(app: FastifyInstance) {
+export default async function memberRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = () => app.cairn.db;
-  const auth = { config: { auth: 'required' as const } };
 
   for (const kind of KINDS) {
     const base = `/api/v4/${kind}/:id/members`;
+    const read = sourceAccess(kind, 'read_project_member', 'read_group_member');
+    const manage = sourceAccess(kind, 'admin_project_member', 'admin_group_member');
+    const manageAbility = kind === 'projects' ? 'admin_project_member' : 'admin_group_member';
 
-    const list = (deep: boolean) => async (request: FastifyRequest<{ Params: IdParams }>, reply: any) => {
-      const params = allParams(request);
-      const filters = listFilters(params);
-      const { source } = await loadSource(request, kind, request.params.id);
-      return sendCachedPage(request, reply, async (headers) => {
-        const page = pageParams(request);
-        const { members, total } = await listMembers(db(), source, { deep, viewer: viewerOf(request), filters, limit: page.perPage, offset: page.offset });
-        const seats = await seatInfo(request, source, params);
-        setPaginationHeaders(request, headers, page, total);
-        return { body: members.map((m) => presentMember(presentContext(request), m, { seatUserIds: seats })) };
+    // Direct members, and with /all the inherited and invited ones too.
+    for (const [suffix, deep] of [['', false], ['/all', true]] as const) {
+      app.get(`${base}${suffix}`, route({
+        access: read,
+        paginated: true,
+        schema: { params: IdParams, querystring: MemberListQuery, response: { 200: Type.Array(MemberSchema) } },
+      }), async (request, reply) => {
+        const q = request.query;
+        // Kept by hand: comma lists, and ids beyond the integer range left out rather than refused.
+        const filters = {
+          query: q.query || undefined,
+          userIds: intArrayParam(q, 'user_ids'),
+          skipUserIds: intArrayParam(q, 'skip_users'),
+          state: q.state,
+        };
+        const { source } = sourceOf(request, kind);
+        return sendCachedPage(request, reply, async (headers) => {
+          const page = pageParams(request);
+          const { members, total } = await listMembers(db(), source, { deep, viewer: viewerOf(request), filters, limit: page.perPage, offset: page.offset });
+          const seats = await seatInfo(request, source, q.show_seat_info);
+          setPaginationHeaders(request, headers, page, total);
+          return { body: members.map((m) => presentMember(presentContext(request), m, { seatUserIds: seats })) };
+        });
       });
-    };
-    app.get<{ Params: IdParams }>(base, auth, list(false));
-    app.get<{ Params: IdParams }>(`${base}/all`, auth, list(true));
 
-    const one = (deep: boolean) => async (request: FastifyRequest<{ Params: MemberParams }>) => {
-      const userId = pathInt(request.params.user_id, 'user_id');
-      const { source } = await loadSource(request, kind, request.params.id);
-      const member = await findMember(db(), source, userId, deep, viewerOf(request));
-      if (!member) throw notFound();
-      const seats = await seatInfo(request, source, allParams(request));
-      return presentMember(presentContext(request), member, { seatUserIds: seats });
-    };
-    app.get<{ Params: MemberParams }>(`${base}/:user_id`, auth, one(false));
-    app.get<{ Params: MemberParams }>(`${base}/all/:user_id`, auth, one(true));
+      app.get(`${base}${suffix}/:user_id`, route({
+        access: read,
+        schema: { params: MemberParams, querystring: MemberQuery, response: { 200: MemberSchema } },
+      }), async (request) => {
+        const userId = pathInt(request.params.user_id, 'user_id');
+        const { source } = sourceOf(request, kind);
+        const member = await findMember(db(), source, userId, deep, viewerOf(request));
+        if (!member) throw notFound();
+        const seats = await seatInfo(request, source, request.query.show_seat_info);
+        return presentMember(presentContext(request), member, { seatUserIds: seats });
+      });
+    }
 
-    app.post<{ Params: IdParams }>(base, auth, async (request, reply) => {
-      const params = allParams(request);
-      const accessLevel = accessLevelParam(params, 'access_level', ACCEPTED_ACCESS_LEVELS, true)!;
-      const rawUserId = params.user_id;
-      if (rawUserId === undefined || rawUserId === null || rawUserId === '') throw missingParam('user_id');
-      if (typeof rawUserId !== 'string' && typeof rawUserId !== 'number') throw invalidParam('user_id');
+    app.post(base, route({
+      access: manage,
+      schema: { params: IdParams, body: MemberCreateBody, response: { 201: Type.Union([MemberSchema, MembersAddedSchema]) } },
+    }), async (request, reply) => {
+      const params = request.body;
+      // Kept by hand: an empty user_id is "missing" (the schema takes any string, for "1,2,3").
+      if (params.user_id === '') throw missingParam('user_id');
       const expiresAt = dateParam(params, 'expires_at') ?? null;
-      const inviteSource = stringParam(params, 'invite_source') ?? 'members-api';
+      const inviteSource = params.invite_source || 'members-api';
+      // Kept by hand: an array or a comma list, whose items must be known tasks.
       const tasks = stringArrayParam(params, 'tasks_to_be_done');
       if (tasks?.some((t) => !TASKS.includes(t))) throw invalidParam('tasks_to_be_done', 'does not have a valid value');
-      const tasksProjectId = intParam(params, 'tasks_project_id', false);
+      const tasksProjectId = params.tasks_project_id;
       if ((tasks?.length ? 1 : 0) + (tasksProjectId !== undefined ? 1 : 0) === 1) {
         throw invalidParam('tasks_to_be_done, tasks_project_id', 'provide all or none of parameters');
       }
 
-      const { source, level, user: caller } = await loadSource(request, kind, request.params.id);
-      requireMemberAdmin(source, level);
+      const { source, user: caller } = sourceOf(request, kind);
       if (tasksProjectId !== undefined) await checkTasksProject(request, source, tasksProjectId);
+      const accessLevel = params.access_level;
       const attrs = {
         accessLevel,
         expiresAt,
@@ -146,7 +150,7 @@ export default async function memberRoutes(app: FastifyInstance) {
         createdById: caller!.id,
       };
 
-      const idText = String(rawUserId);
+      const idText = String(params.user_id);
       if (idText.includes(',')) {
         reply.code(201);
         return addMany(request, source, idText, attrs);
@@ -162,13 +166,14 @@ export default async function memberRoutes(app: FastifyInstance) {
       return present(request, row);
     });
 
-    app.put<{ Params: MemberParams }>(`${base}/:user_id`, auth, async (request) => {
-      const params = allParams(request);
+    app.put(`${base}/:user_id`, route({
+      access: manage,
+      schema: { params: MemberParams, body: MemberUpdateBody, response: { 200: MemberSchema } },
+    }), async (request) => {
       const userId = pathInt(request.params.user_id, 'user_id');
-      const accessLevel = accessLevelParam(params, 'access_level', ACCEPTED_ACCESS_LEVELS, true)!;
-      const expiresAt = dateParam(params, 'expires_at');
-      const { source, level } = await loadSource(request, kind, request.params.id);
-      requireMemberAdmin(source, level);
+      const accessLevel = request.body.access_level;
+      const expiresAt = dateParam(request.body, 'expires_at');
+      const { source } = sourceOf(request, kind);
       const row = await directRowForChange(request, source, userId);
       if (source.type === 'Namespace' && (await isLastOwner(db(), source.group, userId))) throw forbidden();
       const errors = await validateMembership(db(), source, userId, accessLevel, expiresAt === undefined ? null : expiresAt);
@@ -177,17 +182,18 @@ export default async function memberRoutes(app: FastifyInstance) {
       return present(request, updated);
     });
 
-    app.delete<{ Params: MemberParams }>(`${base}/:user_id`, auth, async (request, reply) => {
-      const params = allParams(request);
+    // A member may leave; removing someone else needs the ability. The membership is looked up
+    // first (404 before 403), so the handler decides.
+    app.delete(`${base}/:user_id`, route({
+      access: { custom: `${manageAbility}, or the member themselves (leaving)`, signedIn: true },
+      schema: { params: MemberParams, querystring: MemberDeleteQuery, response: { 204: NoContent } },
+    }), async (request, reply) => {
       const userId = pathInt(request.params.user_id, 'user_id');
-      const skipSubresources = boolParam(params, 'skip_subresources', false);
-      // Accepted as GitLab does; Cairn has no issuables of its own to unassign here.
-      boolParam(params, 'unassign_issuables', false);
       const { source, level, user: caller } = await loadSource(request, kind, request.params.id);
       const row = await directRowForChange(request, source, userId);
-      if (!canAdminMembers(source, level) && caller!.id !== userId) throw forbidden();
+      if (!canAdminMembers(caller, source, level) && caller!.id !== userId) throw forbidden();
       if (source.type === 'Namespace' && (await isLastOwner(db(), source.group, userId))) throw forbidden();
-      await destroyMember(db(), source, row, skipSubresources);
+      await destroyMember(db(), source, row, request.query.skip_subresources ?? false);
       return reply.code(204).send();
     });
   }
@@ -229,39 +235,59 @@ export default async function memberRoutes(app: FastifyInstance) {
   }
 
   // Group-only operations: LDAP override flag and approval of awaiting members.
-  const overrideRoute = (value: boolean) => async (request: FastifyRequest<{ Params: MemberParams }>, reply: any) => {
-    const userId = pathInt(request.params.user_id, 'user_id');
-    const { group, accessLevel } = await authorizeGroup(request, request.params.id);
-    const source: MemberSource = { type: 'Namespace', group };
-    const row = await findDirectMemberRow(db(), source, userId);
-    if (!row) throw notFound();
-    requireMemberAdmin(source, accessLevel);
-    const updated = await updateMemberRow(db(), row.id, { override: value });
-    reply.code(value ? 201 : 200);
-    return present(request, updated, { withOverride: true });
-  };
-  app.post<{ Params: MemberParams }>('/api/v4/groups/:id/members/:user_id/override', auth, overrideRoute(true));
-  app.delete<{ Params: MemberParams }>('/api/v4/groups/:id/members/:user_id/override', auth, overrideRoute(false));
+  for (const [method, value] of [['POST', true], ['DELETE', false]] as const) {
+    app.route({
+      method,
+      url: '/api/v4/groups/:id/members/:user_id/override',
+      ...route({
+        // The membership is looked up first (404 before 403, as GitLab's find_member! does).
+        access: { custom: 'admin_group_member, once the membership is found', signedIn: true },
+        schema: { params: MemberParams, response: value ? { 201: MemberWithOverrideSchema } : { 200: MemberWithOverrideSchema } },
+      }),
+      handler: async (request, reply) => {
+        const userId = pathInt(request.params.user_id, 'user_id');
+        const { group, accessLevel, user } = await authorizeGroup(request, request.params.id);
+        const source: MemberSource = { type: 'Namespace', group };
+        const row = await findDirectMemberRow(db(), source, userId);
+        if (!row) throw notFound();
+        if (!canAdminMembers(user, source, accessLevel)) throw forbidden();
+        const updated = await updateMemberRow(db(), row.id, { override: value });
+        reply.code(value ? 201 : 200);
+        return present(request, updated, { withOverride: true });
+      },
+    });
+  }
 
-  app.put<{ Params: { id: string; member_id: string } }>('/api/v4/groups/:id/members/:member_id/approve', auth, async (request, reply) => {
+  // GitLab answers a plain 400 (not 403) to callers without the ability, and for subgroups.
+  const approvalAccess = { custom: 'admin_group_member on a top-level group (400 otherwise)', signedIn: true } as const;
+
+  app.put('/api/v4/groups/:id/members/:member_id/approve', route({
+    access: approvalAccess,
+    schema: { params: MemberIdParams, response: { 204: NoContent } },
+  }), async (request, reply) => {
     const memberId = pathInt(request.params.member_id, 'member_id');
-    const { group, accessLevel } = await authorizeGroup(request, request.params.id);
+    const { group, accessLevel, user } = await authorizeGroup(request, request.params.id);
     const member = await findMemberRowById(db(), memberId);
     if (!member) throw notFound();
-    if (group.parent_id !== null || accessLevel < 50) throw apiError(400, '400 Bad request');
+    if (group.parent_id !== null || !can(user, 'admin_group_member', { group, accessLevel })) throw apiError(400, '400 Bad request');
     const activated = await activateAwaiting(db(), group, member.user_id);
     if (!activated) throw apiError(400, '400 Bad request - No memberships found');
     return reply.code(204).send();
   });
 
-  const approveAll = async (request: FastifyRequest<{ Params: IdParams }>, reply: any) => {
-    const { group, accessLevel } = await authorizeGroup(request, request.params.id);
-    if (group.parent_id !== null || accessLevel < 50) throw apiError(400, '400 Bad request');
-    await activateAwaiting(db(), group, null);
-    return reply.code(204).send();
-  };
-  app.post<{ Params: IdParams }>('/api/v4/groups/:id/members/approve_all', auth, approveAll);
-  app.put<{ Params: IdParams }>('/api/v4/groups/:id/members/approve_all', auth, approveAll);
+  for (const method of ['POST', 'PUT'] as const) {
+    app.route({
+      method,
+      url: '/api/v4/groups/:id/members/approve_all',
+      ...route({ access: approvalAccess, schema: { params: IdParams, response: { 204: NoContent } } }),
+      handler: async (request, reply) => {
+        const { group, accessLevel, user } = await authorizeGroup(request, request.params.id);
+        if (group.parent_id !== null || !can(user, 'admin_group_member', { group, accessLevel })) throw apiError(400, '400 Bad request');
+        await activateAwaiting(db(), group, null);
+        return reply.code(204).send();
+      },
+    });
+  }
 
   await app.register(billableRoutes);
   await app.register(accessRequestRoutes);

@@ -1,35 +1,31 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
 import { findNamespace } from '../../finders/namespaces.js';
 import { findUserByIdOrUsername } from '../../finders/users.js';
 import { personalNamespaceOf } from '../../services/users.js';
 import { findProjectRow, listProjects, listProjectUsers, listStarrers, type ProjectFilters } from '../../finders/projects.js';
-import { AccessLevel, canSeeVisibility, groupAccessLevel } from '../../policies/access.js';
-import { authorizeProject } from '../../policies/projects.js';
-import type { ProjectAbility } from '../../policies/abilities.js';
+import { groupAccessLevel } from '../../policies/access.js';
+import { can, effectiveLevel } from '../../policies/abilities.js';
 import { requireUser } from '../../plugins/auth.js';
 import { ApiError, apiError, notFound } from '../../plugins/errors.js';
-import { allParams } from '../../plugins/params.js';
 import { pageParams, setKeysetNext, setPaginationHeaders } from '../../plugins/pagination.js';
 import { sendCachedPage } from '../../plugins/page_cache.js';
 import { iso, presentUserBasic } from '../../presenters/users.js';
+import { AcceptedSchema, ProjectSchema, ProjectSimpleSchema, ProjectWithAccessSchema, StarrerSchema } from '../../presenters/schemas/projects.js';
+import { UserBasicSchema } from '../../presenters/schemas/users.js';
 import type { Namespace, User } from '../../db/schema/core.js';
 import {
   createProject, deleteProject, setProjectArchived, starProject, transferProject, unstarProject, updateProject,
 } from '../../services/projects.js';
 import { projectFilters } from './filters.js';
 import { cachedProjectJson, listForm, presentContext, presentProjects, renderProject } from './present.js';
-import { ProjectCreateBody, ProjectHousekeepingBody, ProjectListQuery, ProjectUpdateBody } from './schemas.js';
+import { ProjectCreateBody, ProjectHousekeepingBody, ProjectListQuery, ProjectTransferBody, ProjectUpdateBody, ProjectUsersQuery } from './schemas.js';
 import { IdParams } from '../params.js';
+import { NoContent, projectOf, route } from '../route.js';
 import { housekeepProject } from '../../services/housekeeping.js';
 
 const accepted = (reply: FastifyReply) => reply.code(202).send({ message: '202 Accepted' });
-
-/** Loads `:id` for the caller with the row form the presenters take. */
-async function loadProject(request: FastifyRequest, id: string, ability: ProjectAbility = 'read_project') {
-  const access = await authorizeProject(request, id, ability);
-  return { ...access, row: access.project };
-}
 
 /** A namespace the caller may see, by id or full path (404 otherwise). */
 async function visibleNamespace(request: FastifyRequest, key: string | number): Promise<Namespace | undefined> {
@@ -39,7 +35,7 @@ async function visibleNamespace(request: FastifyRequest, key: string | number): 
   const user = request.actor?.user ?? null;
   if (ns.type === 'User') return user && (user.admin || ns.owner_id === user.id) ? ns : undefined;
   const level = user ? await groupAccessLevel(db, user.id, ns) : 0;
-  return canSeeVisibility(user, ns.visibility_level, level) ? ns : undefined;
+  return can(user, 'read_group', { group: ns, accessLevel: effectiveLevel(user, level) }) ? ns : undefined;
 }
 
 /** Offset or keyset (order_by=id) page of projects, presented in the list form (and cached per caller and URL). */
@@ -72,35 +68,59 @@ async function findUser(request: FastifyRequest, key: string): Promise<User> {
   return user;
 }
 
+/** The list forms: simple for anonymous callers and simple=true, with permissions for signed-in callers. */
+const ProjectListSchema = Type.Union([Type.Array(ProjectWithAccessSchema), Type.Array(ProjectSimpleSchema)]);
+const UserParams = Type.Object({ user_id: Type.String() });
+const full = { 200: ProjectSchema } as const;
+
 export default async function projectRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = app.cairn.db;
 
-  app.get('/api/v4/projects', { schema: { querystring: ProjectListQuery } }, async (request, reply) => {
+  // The list routes answer from the page cache (sendCachedPage): their JSON is sent as rendered.
+  app.get('/api/v4/projects', route({
+    access: { public: true },
+    paginated: true,
+    schema: { querystring: ProjectListQuery, response: { 200: ProjectListSchema } },
+  }), async (request, reply) => {
     return sendProjectList(request, reply, projectFilters(request), request.query.simple);
   });
 
-  app.get('/api/v4/users/:user_id/projects', { schema: { querystring: ProjectListQuery } }, async (request, reply) => {
-    const target = await findUser(request, (request.params as { user_id: string }).user_id);
+  app.get('/api/v4/users/:user_id/projects', route({
+    access: { public: true },
+    paginated: true,
+    schema: { params: UserParams, querystring: ProjectListQuery, response: { 200: ProjectListSchema } },
+  }), async (request, reply) => {
+    const target = await findUser(request, request.params.user_id);
     const ns = await personalNamespaceOf(db, target.id);
     return sendProjectList(request, reply, { ...projectFilters(request), namespaceIds: ns ? [ns.id] : [] }, request.query.simple);
   });
 
-  app.get('/api/v4/users/:user_id/starred_projects', { schema: { querystring: ProjectListQuery } }, async (request, reply) => {
-    const target = await findUser(request, (request.params as { user_id: string }).user_id);
+  app.get('/api/v4/users/:user_id/starred_projects', route({
+    access: { public: true },
+    paginated: true,
+    schema: { params: UserParams, querystring: ProjectListQuery, response: { 200: ProjectListSchema } },
+  }), async (request, reply) => {
+    const target = await findUser(request, request.params.user_id);
     return sendProjectList(request, reply, { ...projectFilters(request), starredBy: target.id }, request.query.simple);
   });
 
-  app.get('/api/v4/projects/:id', { schema: { params: IdParams } }, async (request, reply) => {
-    const { row, accessLevel } = await loadProject(request, request.params.id);
+  app.get('/api/v4/projects/:id', route({
+    access: { project: 'read_project' },
+    schema: { params: IdParams, response: { 200: Type.Union([ProjectWithAccessSchema, ProjectSchema]) } },
+  }), async (request, reply) => {
+    const { project, accessLevel } = projectOf(request);
     // The hottest read: its JSON is cached whole, per caller (the form depends on who asks).
-    const json = await cachedProjectJson(request, row, request.actor ? 'with_access' : 'full', accessLevel);
+    const json = await cachedProjectJson(request, project, request.actor ? 'with_access' : 'full', accessLevel);
     return reply.type('application/json').send(json);
   });
 
-  app.post('/api/v4/projects', { config: { auth: 'required' }, schema: { body: ProjectCreateBody } }, async (request, reply) => {
+  app.post('/api/v4/projects', route({
+    access: { custom: 'create_projects in the namespace (the service answers 400 "namespace is not valid")', signedIn: true },
+    schema: { body: ProjectCreateBody, response: { 201: ProjectSchema } },
+  }), async (request, reply) => {
     const user = requireUser(request);
-    const params = allParams(request);
+    const params = request.body;
     const key = params.namespace_id ?? params.namespace_path;
     const namespace = key !== undefined && key !== null && key !== ''
       ? await visibleNamespace(request, key)
@@ -111,9 +131,12 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderProject(request, row, 'full'));
   });
 
-  app.post('/api/v4/projects/user/:user_id', { config: { admin: true }, schema: { body: ProjectCreateBody } }, async (request, reply) => {
-    const target = await findUser(request, (request.params as { user_id: string }).user_id);
-    const params = allParams(request);
+  app.post('/api/v4/projects/user/:user_id', route({
+    access: { admin: true },
+    schema: { params: UserParams, body: ProjectCreateBody, response: { 201: ProjectSchema } },
+  }), async (request, reply) => {
+    const target = await findUser(request, request.params.user_id);
+    const params = request.body;
     const key = params.namespace_id ?? params.namespace_path;
     const namespace = key !== undefined && key !== null && key !== ''
       ? await findNamespace(db, key)
@@ -124,78 +147,94 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderProject(request, row, 'full'));
   });
 
-  app.put('/api/v4/projects/:id', { config: { auth: 'required' }, schema: { params: IdParams, body: ProjectUpdateBody } }, async (request) => {
-    const user = requireUser(request);
-    const { row, accessLevel } = await loadProject(request, request.params.id, 'admin_project');
-    await updateProject(app.cairn, { user, project: row, accessLevel, params: allParams(request) });
-    return renderProject(request, (await findProjectRow(db, row.id))!, 'full');
+  app.put('/api/v4/projects/:id', route({
+    access: { project: 'admin_project', signedIn: true },
+    schema: { params: IdParams, body: ProjectUpdateBody, response: full },
+  }), async (request) => {
+    const { project, accessLevel, user } = projectOf(request);
+    await updateProject(app.cairn, { user: user!, project, accessLevel, params: request.body });
+    return renderProject(request, (await findProjectRow(db, project.id))!, 'full');
   });
 
-  app.delete('/api/v4/projects/:id', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-    const { row } = await loadProject(request, request.params.id, 'owner_project');
-    await deleteProject(app.cairn, row);
+  app.delete('/api/v4/projects/:id', route({
+    access: { project: 'owner_project', signedIn: true },
+    schema: { params: IdParams, response: { 202: AcceptedSchema } },
+  }), async (request, reply) => {
+    await deleteProject(app.cairn, projectOf(request).project);
     return accepted(reply);
   });
 
-  app.put('/api/v4/projects/:id/transfer', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request) => {
-    const user = requireUser(request);
-    const { row } = await loadProject(request, request.params.id, 'owner_project');
-    const key = allParams(request).namespace;
-    if (key === undefined || key === null || key === '') throw new ApiError(400, { error: 'namespace is missing' });
-    const target = await visibleNamespace(request, String(key));
+  app.put('/api/v4/projects/:id/transfer', route({
+    access: { project: 'owner_project', signedIn: true },
+    schema: { params: IdParams, body: ProjectTransferBody, response: full },
+  }), async (request) => {
+    const { project, user } = projectOf(request);
+    // Kept by hand: an empty namespace is "missing" as well.
+    if (request.body.namespace === '') throw new ApiError(400, { error: 'namespace is missing' });
+    const target = await visibleNamespace(request, String(request.body.namespace));
     if (!target) throw notFound('Namespace');
-    await transferProject(app.cairn, user, row, target);
-    return renderProject(request, (await findProjectRow(db, row.id))!, 'full');
+    await transferProject(app.cairn, user!, project, target);
+    return renderProject(request, (await findProjectRow(db, project.id))!, 'full');
   });
 
   for (const [action, archived] of [['archive', true], ['unarchive', false]] as const) {
-    app.post(`/api/v4/projects/:id/${action}`, { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-      const { row } = await loadProject(request, request.params.id, 'owner_project');
-      await setProjectArchived(db, row.id, archived);
-      return reply.code(201).send(await renderProject(request, (await findProjectRow(db, row.id))!, 'full'));
+    app.post(`/api/v4/projects/:id/${action}`, route({
+      access: { project: 'owner_project', signedIn: true },
+      schema: { params: IdParams, response: { 201: ProjectSchema } },
+    }), async (request, reply) => {
+      const { project } = projectOf(request);
+      await setProjectArchived(db, project.id, archived);
+      return reply.code(201).send(await renderProject(request, (await findProjectRow(db, project.id))!, 'full'));
     });
   }
 
   // Runs now (a commit-graph write is quick); pushes also queue it in the background.
-  app.post('/api/v4/projects/:id/housekeeping', { config: { auth: 'required' }, schema: { params: IdParams, body: ProjectHousekeepingBody } }, async (request, reply) => {
-    const { row } = await loadProject(request, request.params.id, 'admin_project');
-    await housekeepProject(app.cairn, row.id, request.body.task ?? 'incremental');
+  app.post('/api/v4/projects/:id/housekeeping', route({
+    access: { project: 'admin_project', signedIn: true },
+    schema: { params: IdParams, body: ProjectHousekeepingBody, response: { 201: Type.Object({}, { additionalProperties: false }) } },
+  }), async (request, reply) => {
+    await housekeepProject(app.cairn, projectOf(request).project.id, request.body.task ?? 'incremental');
     return reply.code(201).send({});
   });
 
-  app.post('/api/v4/projects/:id/star', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-    const user = requireUser(request);
-    const { row } = await loadProject(request, request.params.id);
-    if (!(await starProject(db, user.id, row.id))) return reply.code(304).send();
-    return reply.code(201).send(await renderProject(request, row, 'full'));
-  });
+  // 304 when the project already is (or is not) starred.
+  for (const [action, change] of [['star', starProject], ['unstar', unstarProject]] as const) {
+    app.post(`/api/v4/projects/:id/${action}`, route({
+      access: { project: 'read_project', signedIn: true },
+      schema: { params: IdParams, response: { 201: ProjectSchema, 304: NoContent } },
+    }), async (request, reply) => {
+      const { project, user } = projectOf(request);
+      if (!(await change(db, user!.id, project.id))) return reply.code(304).send();
+      return reply.code(201).send(await renderProject(request, project, 'full'));
+    });
+  }
 
-  app.post('/api/v4/projects/:id/unstar', { config: { auth: 'required' }, schema: { params: IdParams } }, async (request, reply) => {
-    const user = requireUser(request);
-    const { row } = await loadProject(request, request.params.id);
-    if (!(await unstarProject(db, user.id, row.id))) return reply.code(304).send();
-    return reply.code(201).send(await renderProject(request, row, 'full'));
-  });
-
-  app.get('/api/v4/projects/:id/starrers', { schema: { params: IdParams } }, async (request, reply) => {
-    const { row } = await loadProject(request, request.params.id);
-    const q = request.query as Record<string, unknown>;
+  app.get('/api/v4/projects/:id/starrers', route({
+    access: { project: 'read_project' },
+    paginated: true,
+    schema: { params: IdParams, querystring: Type.Object({ search: Type.Optional(Type.String()) }), response: { 200: Type.Array(StarrerSchema) } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
     const page = pageParams(request);
-    const { rows, total } = await listStarrers(db, row.id, request.actor?.user ?? null, typeof q.search === 'string' ? q.search : undefined, page);
+    const { rows, total } = await listStarrers(db, project.id, request.actor?.user ?? null, request.query.search, page);
     setPaginationHeaders(request, reply, page, total);
     const ctx = presentContext(request);
     return rows.map((r) => ({ starred_since: iso(r.starredSince), user: presentUserBasic(ctx, r.user) }));
   });
 
-  app.get('/api/v4/projects/:id/users', { schema: { params: IdParams } }, async (request, reply) => {
-    const { row } = await loadProject(request, request.params.id);
-    const q = request.query as Record<string, any>;
+  app.get('/api/v4/projects/:id/users', route({
+    access: { project: 'read_project' },
+    paginated: true,
+    schema: { params: IdParams, querystring: ProjectUsersQuery, response: { 200: Type.Array(UserBasicSchema) } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const q = request.query;
     const page = pageParams(request);
+    // Kept by hand: a comma list or an array, whose non-numeric entries are ignored.
     const skip = ([] as unknown[]).concat(q.skip_users ?? []).flatMap((v) => String(v).split(',')).filter((v) => /^\d+$/.test(v)).map(Number);
-    const { rows, total } = await listProjectUsers(db, row, { search: typeof q.search === 'string' ? q.search : undefined, skip }, page);
+    const { rows, total } = await listProjectUsers(db, project, { search: q.search, skip }, page);
     setPaginationHeaders(request, reply, page, total);
     const ctx = presentContext(request);
     return rows.map((u) => presentUserBasic(ctx, u));
   });
 }
-

@@ -1,5 +1,4 @@
 import { Type } from 'typebox';
-import { PaginationQuery } from '../../plugins/pagination.js';
 
 const enumOf = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 const Bool = Type.Boolean();
@@ -8,9 +7,8 @@ const IntOrString = Type.Union([Type.Integer(), Type.String()]);
 export const VISIBILITY = enumOf(['private', 'internal', 'public']);
 export const ACCESS_LEVEL = Type.Union([5, 10, 20, 30, 40, 50].map((v) => Type.Literal(v)));
 
-/** Query of GET /projects, /users/:id/projects and /groups/:id/projects. */
+/** Query of GET /projects, /users/:id/projects and /groups/:id/projects (paginated routes: page and per_page come with route()). */
 export const ProjectListQuery = Type.Object({
-  ...PaginationQuery,
   order_by: Type.Optional(enumOf(['id', 'name', 'path', 'created_at', 'updated_at', 'last_activity_at', 'similarity', 'star_count'])),
   sort: Type.Optional(enumOf(['asc', 'desc'])),
   visibility: Type.Optional(VISIBILITY),
@@ -63,4 +61,16 @@ export const ProjectUpdateBody = Type.Object({
 
 export const ProjectHousekeepingBody = Type.Object({
   task: Type.Optional(Type.Union([Type.Literal('eager'), Type.Literal('prune')])),
+});
+
+export const ProjectTransferBody = Type.Object({
+  /** The target namespace's id or full path. */
+  namespace: Type.Union([Type.String(), Type.Integer()]),
+});
+
+/** Query of GET /projects/:id/users. */
+export const ProjectUsersQuery = Type.Object({
+  search: Type.Optional(Type.String()),
+  /** Ids to leave out: an array or a comma list (non-numeric entries are ignored). */
+  skip_users: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
 });

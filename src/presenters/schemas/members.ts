@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import { DateOnly, Nullable, Timestamp, strict } from './common.js';
+import { SharedGroupSchema } from './groups.js';
 import { UserBasicSchema } from './users.js';
 
 /** Response schemas of src/presenters/members.ts; contract tests check real responses against them. */
@@ -55,5 +56,31 @@ export const BillableMembershipSchema = Type.Object(
 
 export const ProjectGroupLinkSchema = Type.Object(
   { id: Type.Integer(), project_id: Type.Integer(), group_id: Type.Integer(), group_access: Type.Integer(), expires_at: Nullable(DateOnly) },
+  strict,
+);
+
+/** The answer to adding several users at once (POST members with user_id "1,2,3"). */
+export const MembersAddedSchema = Type.Union([
+  Type.Object({ status: Type.Literal('success') }, strict),
+  Type.Object({ status: Type.Literal('error'), message: Type.String() }, strict),
+]);
+
+/** The group as POST /groups/:id/share answers it: its basic fields and the groups it is shared with. */
+export const GroupSharesSchema = Type.Object(
+  {
+    id: Type.Integer(),
+    web_url: Type.String(),
+    name: Type.String(),
+    path: Type.String(),
+    description: Type.String(),
+    visibility: Type.Union([Type.Literal('private'), Type.Literal('internal'), Type.Literal('public')]),
+    share_with_group_lock: Type.Boolean(),
+    avatar_url: Type.Null(),
+    full_name: Type.String(),
+    full_path: Type.String(),
+    parent_id: Nullable(Type.Integer()),
+    created_at: Timestamp,
+    shared_with_groups: Type.Array(SharedGroupSchema),
+  },
   strict,
 );

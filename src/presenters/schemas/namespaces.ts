@@ -23,3 +23,6 @@ export const NamespaceSchema = Type.Object(
   },
   strict,
 );
+
+/** GET /namespaces/:namespace/exists. */
+export const NamespaceExistsSchema = Type.Object({ exists: Type.Boolean(), suggests: Type.Array(Type.String()) }, strict);

@@ -172,3 +172,6 @@ export const ProjectWithAccessSchema = Type.Object(
 );
 
 export const StarrerSchema = Type.Object({ starred_since: Timestamp, user: UserBasicSchema }, strict);
+
+/** `{"message":"202 Accepted"}`: a deletion GitLab queues (projects, groups). */
+export const AcceptedSchema = Type.Object({ message: Type.Literal('202 Accepted') }, strict);
