@@ -17,6 +17,7 @@ import namespaceRoutes from './namespaces/routes.js';
 import commitRoutes from './commits/routes.js';
 import fileRoutes from './files/routes.js';
 import gitHttpRoutes from './git_http/routes.js';
+import noteRoutes from './notes/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -38,4 +39,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(commitRoutes);
   await app.register(fileRoutes);
   await app.register(gitHttpRoutes);
+  await app.register(noteRoutes);
 }

@@ -85,6 +85,10 @@ const PROJECT_RULES = {
   admin_project_member: member(AccessLevel.MAINTAINER),
   /** Rename, change visibility, archive, transfer, delete. */
   owner_project: member(AccessLevel.OWNER),
+  /** Edit or delete anyone's note (comment) on the project's noteables; authors may always edit their own. */
+  admin_note: member(AccessLevel.MAINTAINER),
+  /** Give a new note a `created_at` of one's choosing (imports): owners, and administrators (who count as owners). */
+  set_note_created_at: member(AccessLevel.OWNER),
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>
