@@ -1,6 +1,6 @@
 import { sql, type RawBuilder, type SqlBool } from 'kysely';
 import type { Database } from '../db/index.js';
-import type { NoteWithAuthor } from '../presenters/notes.js';
+import type { NoteWithAuthor } from '../db/schema/notes.js';
 
 /** `noteable_type` as GitLab writes it: the noteable's class name. */
 export type NoteableType = 'Commit' | 'Issue' | 'MergeRequest' | 'Snippet' | 'Epic';

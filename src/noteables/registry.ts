@@ -4,7 +4,7 @@ import type { NoteableScope, NoteableType } from '../finders/notes.js';
 import type { GroupAbility, ProjectAbility } from '../policies/abilities.js';
 import type { GroupAccess } from '../policies/groups.js';
 import type { ProjectAccess } from '../policies/projects.js';
-import type { DiffPosition } from '../presenters/notes.js';
+import type { DiffPosition } from '../db/schema/notes.js';
 
 /**
  * Noteables: what people comment on (commits, issues, merge requests, snippets, epics). Each

@@ -1,9 +1,6 @@
 import type { User } from '../db/schema/core.js';
-import type { Note } from '../db/schema/notes.js';
+import type { DiffPosition, NoteWithAuthor } from '../db/schema/notes.js';
 import { iso, presentUserBasic, type PresentContext } from './users.js';
-
-/** A note row with its author and resolver preloaded (finders/notes.ts). */
-export type NoteWithAuthor = Note & { author: User | null; resolved_by?: User | null };
 
 /** What a note's form needs from its noteable (the registration in src/noteables/). */
 export interface NoteForm {
@@ -11,24 +8,6 @@ export interface NoteForm {
   resolvable: boolean;
   /** Issues and merge requests show their iid on every note. */
   noteableIid: number | null;
-}
-
-const COMMIT_FORM: NoteForm = { resolvable: false, noteableIid: null };
-
-/** A DiffNote's stored position (GitLab's Position#to_h); LegacyDiffNotes keep { path, line, line_type }. */
-export interface DiffPosition {
-  base_sha: string | null;
-  start_sha: string | null;
-  head_sha: string | null;
-  old_path: string | null;
-  new_path: string | null;
-  position_type: 'text' | 'image';
-  old_line?: number | null;
-  new_line?: number | null;
-  width?: number;
-  height?: number;
-  x?: number;
-  y?: number;
 }
 
 function userOrNull(ctx: PresentContext, u: User | null | undefined) {
@@ -81,17 +60,6 @@ export function presentDiscussion(ctx: PresentContext, notes: NoteWithAuthor[], 
     individual_note: notes.length === 1 && notes[0].type === null,
     notes: notes.map((n) => presentNote(ctx, n, form)),
   };
-}
-
-/** Entities::Discussion for each thread among `notes`, in the order their first notes come. */
-export function presentDiscussions(ctx: PresentContext, notes: NoteWithAuthor[], form: NoteForm = COMMIT_FORM) {
-  const byId = new Map<string, NoteWithAuthor[]>();
-  for (const n of notes) {
-    const list = byId.get(n.discussion_id) ?? [];
-    list.push(n);
-    byId.set(n.discussion_id, list);
-  }
-  return [...byId.values()].map((list) => presentDiscussion(ctx, list, form));
 }
 
 /** Where a commit note sits, as the commit comments API shows it (path, line, line_type). */

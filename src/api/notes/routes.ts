@@ -2,13 +2,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type, type Static, type TSchema } from 'typebox';
 import type { User } from '../../db/schema/core.js';
+import type { DiffPosition, NoteWithAuthor } from '../../db/schema/notes.js';
 import { discussionNotes, discussionPage, findNote, listNotes, notesOfDiscussions } from '../../finders/notes.js';
 import { NOTEABLES } from '../../noteables/index.js';
 import type { FoundNoteable, NoteAbilities, NoteableKind } from '../../noteables/registry.js';
 import { badRequest, forbidden, invalidParam, missingParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { can } from '../../policies/abilities.js';
-import { presentDiscussion, presentNote, type DiffPosition, type NoteForm, type NoteWithAuthor } from '../../presenters/notes.js';
+import { presentDiscussion, presentNote, type NoteForm } from '../../presenters/notes.js';
 import { DiscussionSchema, NoteSchema } from '../../presenters/schemas/notes.js';
 import {
   createNote,
