@@ -2,12 +2,12 @@ import crypto from 'node:crypto';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
+import type { DiffPosition, NotePosition, NoteWithAuthor } from '../db/schema/notes.js';
 import { findNote, type NoteableScope } from '../finders/notes.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { ParsedCommit } from '../git/catfile.js';
 import { diffLines, diffTrees, type DiffFile } from '../git/commits.js';
 import { badRequest, missingParam } from '../plugins/errors.js';
-import type { DiffPosition, NotePosition, NoteWithAuthor } from '../db/schema/notes.js';
 import { findCommit, repoDir } from './commits.js';
 
 /**
