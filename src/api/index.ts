@@ -20,6 +20,7 @@ import gitHttpRoutes from './git_http/routes.js';
 import mergeRequestRoutes from './merge_requests/routes.js';
 import labelRoutes from './labels/routes.js';
 import milestoneRoutes from './milestones/routes.js';
+import noteRoutes from './notes/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -44,4 +45,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(gitHttpRoutes);
   await app.register(labelRoutes);
   await app.register(milestoneRoutes);
+  await app.register(noteRoutes);
 }

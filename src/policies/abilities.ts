@@ -107,6 +107,10 @@ const PROJECT_RULES = {
   admin_milestone: (a, s) => member(AccessLevel.REPORTER)(a, s) && planningAvailable(s) && !s.project.archived,
   /** Ask to join: for callers who are not members yet (a pending request and the source's setting are checked where they are loaded). */
   request_access: (a, s) => !!a && readProject(a, s) && s.accessLevel < AccessLevel.GUEST,
+  /** Edit or delete anyone's note (comment) on the project's noteables; authors may always edit their own. */
+  admin_note: member(AccessLevel.MAINTAINER),
+  /** Give a new note a `created_at` of one's choosing (imports): owners, and administrators (who count as owners). */
+  set_note_created_at: member(AccessLevel.OWNER),
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>

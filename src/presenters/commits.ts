@@ -1,8 +1,6 @@
-import type { Note } from '../db/schema/notes.js';
-import type { User } from '../db/schema/core.js';
 import { signatureDate, type ParsedCommit } from '../git/catfile.js';
 import type { BlameRange, CommitStats, DiffFile } from '../git/commits.js';
-import { iso, presentUserBasic, type PresentContext } from './users.js';
+import type { PresentContext } from './users.js';
 
 /** What commit presenters need beyond the commit: where the project lives. */
 export interface CommitContext extends PresentContext {
@@ -123,65 +121,6 @@ export function presentDiff(d: DiffFile) {
     deleted_file: d.deletedFile,
     generated_file: false,
   };
-}
-
-export type NoteWithAuthor = Note & { author: User | null };
-
-function noteAuthor(ctx: PresentContext, n: NoteWithAuthor) {
-  return n.author ? presentUserBasic(ctx, n.author) : null;
-}
-
-/** Entities::CommitNote: a commit comment, with its diff position when it sits on a line. */
-export function presentCommitNote(ctx: PresentContext, n: NoteWithAuthor) {
-  const pos = n.line_code ? n.position : null;
-  return {
-    note: n.body,
-    path: pos?.path ?? null,
-    line: pos?.line ?? null,
-    line_type: pos?.line_type ?? null,
-    author: noteAuthor(ctx, n),
-    created_at: iso(n.created_at),
-  };
-}
-
-/** Entities::Note. Commit notes have no noteable id/iid: commits are not rows; commit_id is shown only for merge request diff notes. */
-export function presentNote(ctx: PresentContext, n: NoteWithAuthor) {
-  const resolvable = n.type === 'DiscussionNote' || n.type === 'DiffNote';
-  return {
-    id: n.id,
-    type: n.type,
-    body: n.body,
-    attachment: null,
-    author: noteAuthor(ctx, n),
-    created_at: iso(n.created_at),
-    updated_at: iso(n.updated_at),
-    system: n.system,
-    noteable_id: n.noteable_id,
-    noteable_type: n.noteable_type,
-    project_id: n.project_id,
-    resolvable: resolvable && n.noteable_type !== 'Commit',
-    confidential: n.confidential,
-    internal: n.internal,
-    imported: false,
-    imported_from: 'none',
-    noteable_iid: null,
-    commands_changes: {},
-  };
-}
-
-/** Entities::Discussion: notes grouped by discussion id, in the order given. */
-export function presentDiscussions(ctx: PresentContext, notes: NoteWithAuthor[]) {
-  const byId = new Map<string, NoteWithAuthor[]>();
-  for (const n of notes) {
-    const list = byId.get(n.discussion_id) ?? [];
-    list.push(n);
-    byId.set(n.discussion_id, list);
-  }
-  return [...byId.entries()].map(([id, list]) => ({
-    id,
-    individual_note: list.length === 1 && list[0].type === null,
-    notes: list.map((n) => presentNote(ctx, n)),
-  }));
 }
 
 export interface RepositoryFile {

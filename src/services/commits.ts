@@ -1,14 +1,11 @@
 import crypto from 'node:crypto';
-import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
-import type { NotePosition } from '../db/schema/notes.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { ParsedCommit } from '../git/catfile.js';
 import {
   commitStats,
   deleteRef,
-  diffLines,
   diffTrees,
   fetchCommitFrom,
   lastCommitForPath,
@@ -26,11 +23,11 @@ import { projectRepoPath, recordRefActivity } from './projects.js';
 
 /**
  * Commits: reading history, creating commits from file actions (the commits and files APIs),
- * cherry-pick and revert, and commit comments. Branch updates are compare-and-swap; see
- * createCommit for what happens when two writers race.
+ * cherry-pick and revert. Branch updates are compare-and-swap; see createCommit for what
+ * happens when two writers race. Commit comments are notes: services/notes.ts.
  */
 
-async function findCommit(cairn: Cairn, project: ProjectWithNamespace, rev: string): Promise<ParsedCommit | null> {
+export async function findCommit(cairn: Cairn, project: ProjectWithNamespace, rev: string): Promise<ParsedCommit | null> {
   return resolveCommit(cairn.catfile, projectRepoPath(cairn, project), rev);
 }
 
@@ -355,74 +352,4 @@ export async function pickCommit(cairn: Cairn, kind: 'cherry_pick' | 'revert', i
 
 function commitTitleOf(c: ParsedCommit): string {
   return (c.message.split(/[\r\n]/, 1)[0] ?? '').trim();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Comments (notes on commits)
-
-export async function commitNotes(cairn: Cairn, projectId: number, commitOid: string) {
-  const rows = await cairn.db
-    .selectFrom('notes as n')
-    .leftJoin('users as u', 'u.id', 'n.author_id')
-    .selectAll('n')
-    .select(sql<any>`case when u.id is null then null else to_jsonb(u) end`.as('author_json'))
-    .where('n.project_id', '=', projectId)
-    .where('n.noteable_type', '=', 'Commit')
-    .where('n.commit_id', '=', commitOid)
-    .orderBy('n.created_at')
-    .orderBy('n.id')
-    .execute();
-  return rows.map(({ author_json, ...n }: any) => ({
-    ...n,
-    author: author_json ? { ...author_json, created_at: new Date(author_json.created_at), updated_at: new Date(author_json.updated_at) } : null,
-  }));
-}
-
-export interface CommentInput {
-  project: ProjectWithNamespace;
-  user: User;
-  commit: ParsedCommit;
-  note: string;
-  path?: string | null;
-  line?: number | null;
-  lineType?: 'new' | 'old' | null;
-}
-
-/**
- * A comment on a commit. When path, line and line_type name a changed line of the commit's
- * diff the note sits on that line; otherwise it is a plain comment on the commit (GitLab's
- * fallback), with path/line/line_type null.
- */
-export async function createCommitNote(cairn: Cairn, input: CommentInput) {
-  let position: NotePosition | null = null;
-  let lineCode: string | null = null;
-  if (input.path && input.line && input.lineType) {
-    const diffs = await diffTrees(projectRepoPath(cairn, input.project), input.commit.parents[0] ?? null, input.commit.oid, { limits: false });
-    const file = diffs.find((d) => d.newPath === input.path);
-    if (file) {
-      const hit = diffLines(file.diff).find((l) => l.type === input.lineType && (input.lineType === 'new' ? l.newLine : l.oldLine) === input.line);
-      if (hit) {
-        const digest = crypto.createHash('sha1').update(file.newPath).digest('hex');
-        lineCode = `${digest}_${hit.oldLine}_${hit.newLine}`;
-        position = { path: file.newPath, line: input.line, line_type: input.lineType };
-      }
-    }
-  }
-  const row = await cairn.db
-    .insertInto('notes')
-    .values({
-      project_id: input.project.id,
-      noteable_type: 'Commit',
-      noteable_id: null,
-      commit_id: input.commit.oid,
-      discussion_id: crypto.randomBytes(20).toString('hex'),
-      type: lineCode ? 'LegacyDiffNote' : null,
-      body: input.note,
-      author_id: input.user.id,
-      position: position ? JSON.stringify(position) : null,
-      line_code: lineCode,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
-  return { ...row, position, author: input.user };
 }

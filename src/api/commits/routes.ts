@@ -17,18 +17,14 @@ import {
 import {
   presentCommit,
   presentCommitDetail,
-  presentCommitNote,
   presentCommitWithStats,
   presentDiff,
-  presentDiscussions,
   type CommitContext,
 } from '../../presenters/commits.js';
 import {
   commitDiff,
   commitRefs,
-  commitNotes,
   createCommit,
-  createCommitNote,
   findCommitOrFail,
   listCommits,
   pickCommit,
@@ -80,13 +76,6 @@ const PickBody = Type.Object({
   branch: Type.String(),
   dry_run: Type.Optional(Type.Boolean()),
   message: Type.Optional(Type.String()),
-});
-
-const CommentBody = Type.Object({
-  note: Type.String(),
-  path: Type.Optional(Type.String()),
-  line: Type.Optional(Type.Integer()),
-  line_type: Type.Optional(Type.Union([Type.Literal('new'), Type.Literal('old')])),
 });
 
 function commitContext(request: FastifyRequest, project: ProjectWithNamespace): CommitContext & { projectId: number } {
@@ -244,34 +233,4 @@ export default async function commitRoutes(fastify: FastifyInstance) {
     return paginateArray(request, reply, diffs).map(presentDiff);
   });
 
-  app.get(`${base}/:sha/comments`, { schema: { params: ShaParams, querystring: Type.Object({ ...PaginationQuery }) } }, async (request, reply) => {
-    const { project } = await authorizeProject(request, request.params.id, 'download_code');
-    const commit = await findCommitOrFail(cairn, project, request.params.sha);
-    const notes = await commitNotes(cairn, project.id, commit.oid);
-    const ctx = { baseUrl: cairn.config.externalUrl };
-    return paginateArray(request, reply, notes).map((n) => presentCommitNote(ctx, n));
-  });
-
-  app.post(`${base}/:sha/comments`, { schema: { params: ShaParams, body: CommentBody } }, async (request, reply) => {
-    const { project } = await authorizeProject(request, request.params.id, 'download_code');
-    const user = requireUser(request);
-    const commit = await findCommitOrFail(cairn, project, request.params.sha);
-    const note = await createCommitNote(cairn, {
-      project,
-      user,
-      commit,
-      note: request.body.note,
-      path: request.body.path,
-      line: request.body.line,
-      lineType: request.body.line_type,
-    });
-    return reply.code(201).send(presentCommitNote({ baseUrl: cairn.config.externalUrl }, note));
-  });
-
-  app.get(`${base}/:sha/discussions`, { schema: { params: ShaParams, querystring: Type.Object({ ...PaginationQuery }) } }, async (request, reply) => {
-    const { project } = await authorizeProject(request, request.params.id, 'download_code');
-    const commit = await findCommitOrFail(cairn, project, request.params.sha);
-    const notes = await commitNotes(cairn, project.id, commit.oid);
-    return paginateArray(request, reply, presentDiscussions({ baseUrl: cairn.config.externalUrl }, notes));
-  });
 }

@@ -1,7 +1,7 @@
 import type { ColumnType, Generated, Selectable } from 'kysely';
-import type { NullableTimestamp, Timestamp } from './core.js';
+import type { NullableTimestamp, Timestamp, User } from './core.js';
 
-/** Position of a diff note: where on which diff the comment sits. */
+/** Position of a LegacyDiffNote (commit comments on a line): where on the commit's diff it sits. */
 export interface NotePosition {
   path: string | null;
   line: number | null;
@@ -32,6 +32,25 @@ export interface NotesTable {
   updated_at: Timestamp;
 }
 export type Note = Selectable<NotesTable>;
+
+/** A DiffNote's position, as GitLab's Position#to_h: a line (text) or a point on an image of a diff. */
+export interface DiffPosition {
+  base_sha: string | null;
+  start_sha: string | null;
+  head_sha: string | null;
+  old_path: string | null;
+  new_path: string | null;
+  position_type: 'text' | 'image';
+  old_line?: number | null;
+  new_line?: number | null;
+  width?: number;
+  height?: number;
+  x?: number;
+  y?: number;
+}
+
+/** A note with its author and resolver loaded (finders/notes.ts). */
+export type NoteWithAuthor = Note & { author: User | null; resolved_by?: User | null };
 
 export interface NoteTables {
   notes: NotesTable;

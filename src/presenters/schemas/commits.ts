@@ -1,6 +1,5 @@
 import { Type } from 'typebox';
 import { Nullable, Sha, Timestamp, strict } from './common.js';
-import { UserBasicSchema } from './users.js';
 
 /** Response schemas of src/presenters/commits.ts; contract tests check real responses against them. */
 const commitProps = {
@@ -58,48 +57,8 @@ export const DiffSchema = Type.Object(
   strict,
 );
 
-/** CommitNote: a commit comment. */
-export const CommitNoteSchema = Type.Object(
-  {
-    note: Type.String(),
-    path: Nullable(Type.String()),
-    line: Nullable(Type.Integer()),
-    line_type: Nullable(Type.Union([Type.Literal('new'), Type.Literal('old')])),
-    author: Nullable(UserBasicSchema),
-    created_at: Timestamp,
-  },
-  strict,
-);
-
-/** GitLab's Note entity as commit discussions show it (no resolution fields: commit notes are not resolvable). */
-export const NoteSchema = Type.Object(
-  {
-    id: Type.Integer(),
-    type: Nullable(Type.String()),
-    body: Type.String(),
-    attachment: Nullable(Type.String()),
-    author: Nullable(UserBasicSchema),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-    system: Type.Boolean(),
-    noteable_id: Nullable(Type.Integer()),
-    noteable_type: Type.String(),
-    project_id: Type.Integer(),
-    resolvable: Type.Boolean(),
-    confidential: Type.Boolean(),
-    internal: Type.Boolean(),
-    imported: Type.Boolean(),
-    imported_from: Type.String(),
-    noteable_iid: Nullable(Type.Integer()),
-    commands_changes: Type.Object({}),
-  },
-  strict,
-);
-
-export const DiscussionSchema = Type.Object(
-  { id: Type.String({ pattern: '^[0-9a-f]{40}$' }), individual_note: Type.Boolean(), notes: Type.Array(NoteSchema) },
-  strict,
-);
+/** Commit comments and discussions are notes: their forms live in ./notes.ts. */
+export { CommitNoteSchema, DiscussionSchema, NoteSchema } from './notes.js';
 
 /** GET .../commits/:sha/refs */
 export const CommitRefSchema = Type.Object({ type: Type.Union([Type.Literal('branch'), Type.Literal('tag')]), name: Type.String() }, strict);

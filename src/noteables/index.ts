@@ -1,0 +1,8 @@
+import { commitNoteable } from './commit.js';
+import type { NoteableKind } from './registry.js';
+
+/** Every noteable kind; src/api/notes/routes.ts serves discussions and notes for each. Add a kind here (see ./registry.ts). */
+export const NOTEABLES: NoteableKind[] = [commitNoteable];
+
+export { commitNoteable };
+export type { FoundNoteable, NoteableKind } from './registry.js';
