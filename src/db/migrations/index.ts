@@ -9,6 +9,7 @@ import * as oauth from './0500_oauth.js';
 import * as groupsProjects from './0200_groups_projects.js';
 import * as notes from './0300_notes.js';
 import * as cacheInvalidation from './0600_cache_invalidation.js';
+import * as accessRules from './0700_access_rules.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -23,4 +24,5 @@ export const migrations: Record<string, Migration> = {
   '0200_groups_projects': groupsProjects,
   '0300_notes': notes,
   '0600_cache_invalidation': cacheInvalidation,
+  '0700_access_rules': accessRules,
 };
