@@ -5,7 +5,7 @@ import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { allParams } from '../../plugins/params.js';
 import { AccessLevel } from '../../policies/access.js';
 import { authorizeGroup } from '../../policies/groups.js';
-import { isLastOwner } from '../../policies/members.js';
+import { isLastOwner, lastOwnersAmong } from '../../policies/members.js';
 import { presentBillableMember, presentBillableMembership } from '../../presenters/members.js';
 import { destroyMembershipsInHierarchy } from '../../services/members.js';
 import { pathInt, presentContext, stringParam } from './params.js';
@@ -27,11 +27,10 @@ export default async function billableRoutes(app: FastifyInstance) {
     if (accessLevel < AccessLevel.OWNER) throw plainBadRequest();
     const page = pageParams(request);
     const { rows, total } = await listBillableMembers(db(), group, { search, sort: (sort ?? 'id_asc') as BillableSort, limit: page.perPage, offset: page.offset });
-    const lastOwner = new Map<number, boolean>();
-    for (const r of rows) lastOwner.set(r.user.id, await isLastOwner(db(), group, r.user.id));
+    const lastOwners = await lastOwnersAmong(db(), group, rows.map((r) => r.user.id));
     setPaginationHeaders(request, reply, page, total);
     const admin = !!request.actor?.user.admin;
-    return rows.map((r) => presentBillableMember(presentContext(request), { ...r, is_last_owner: lastOwner.get(r.user.id)! }, admin));
+    return rows.map((r) => presentBillableMember(presentContext(request), { ...r, is_last_owner: lastOwners.has(r.user.id) }, admin));
   });
 
   app.get<{ Params: MemberParams }>('/api/v4/groups/:id/billable_members/:user_id/memberships', auth, async (request, reply) => {
