@@ -89,6 +89,13 @@ function projectAccessGrants(): string {
 }
 
 export async function up(db: Kysely<any>): Promise<void> {
+  // A user's group memberships (source_type = 'Namespace' and user_id = $1, perhaps with the
+  // source) are where a grant starts from the user's side: with (user_id) alone, a planner
+  // without statistics (PGlite is never analyzed) took the (source_type, source_id, user_id)
+  // index and read every group membership. This one serves every lookup members_user did.
+  await sql`create index members_user_source on members (user_id, source_type, source_id)`.execute(db);
+  await sql`drop index members_user`.execute(db);
+
   // Small enough for PostgreSQL to inline: callers' indexes and filters work through them.
   await sql`
     create or replace function membership_active(m members) returns boolean language sql stable as $$
