@@ -12,8 +12,9 @@ export type BillableSort = (typeof BILLABLE_SORTS)[number] | 'id_asc';
 
 const KINDS: MembershipType[] = ['group_member', 'project_member', 'group_invite', 'project_invite'];
 
-const activeRow = sql`(m.state = 0 and m.requested_at is null and (m.expires_at is null or m.expires_at > current_date))`;
-const linkActive = sql`(l.expires_at is null or l.expires_at > current_date)`;
+// Which memberships and shares count: the access rules' own conditions (migration 0700_access_rules).
+const activeRow = sql`membership_active(m)`;
+const linkActive = sql`share_active(l.expires_at)`;
 
 /**
  * Every (user, kind, level) that takes a seat in the hierarchy under `rootId`: members of its

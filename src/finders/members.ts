@@ -47,7 +47,8 @@ function invitedGroupShown(viewer: MemberViewer): RawBuilder<boolean> {
   return sql<boolean>`(ig.visibility_level = 20 or ig.id in (select group_id from group_authorizations(${viewer.userId})))`;
 }
 
-const linkActive = sql`(l.expires_at is null or l.expires_at > current_date)`;
+/** SQL condition: the share aliased `l` has not expired (SQL share_active, migration 0700_access_rules). */
+const linkActive = sql`share_active(l.expires_at)`;
 const memberColumns = sql`m.id, m.user_id, m.expires_at, m.created_at, m.created_by_id, m.state, m.override`;
 
 /**
@@ -99,7 +100,7 @@ function candidates(source: MemberSource, deep: boolean, viewer: MemberViewer): 
         select ${memberColumns}, least(l.group_access, gl.group_access, m.access_level), 3 from project_group_links l
           join namespaces lg on lg.id = l.group_id
           join group_group_links gl on gl.shared_group_id = any(lg.traversal_ids)
-                                   and (gl.expires_at is null or gl.expires_at > current_date)
+                                   and share_active(gl.expires_at)
           join namespaces ig on ig.id = gl.shared_with_group_id
           join members m on m.source_type = 'Namespace' and m.source_id = gl.shared_with_group_id
          where l.project_id = ${p.id} and ${linkActive}

@@ -164,7 +164,7 @@ function filteredProjects(db: Database, user: User | null, f: ProjectFilters) {
     const { namespaceIds, sharedWithGroupId } = f.groupScope;
     q = q.where(sql<boolean>`(p.namespace_id = any(${namespaceIds}::int[])
       or p.id in (select project_id from project_group_links where group_id = ${sharedWithGroupId ?? -1}
-                  and (expires_at is null or expires_at > current_date)))`);
+                  and share_active(expires_at)))`);
   }
   if (f.sharedWithGroupId !== undefined) {
     q = q.where(sql<boolean>`p.id in (select project_id from project_group_links where group_id = ${f.sharedWithGroupId})`);
@@ -285,8 +285,8 @@ export async function listStarrers(db: Database, projectId: number, viewer: User
 }
 
 /**
- * Active users with access to a project (GET /projects/:id/users): the personal namespace's
- * owner, direct members, members of the group tree and of groups the project is shared with.
+ * Active users with access to a project (GET /projects/:id/users): everyone the access rules
+ * give a level on it (SQL project_authorized_users, migration 0700_access_rules).
  */
 export async function listProjectUsers(
   db: Database,
@@ -294,18 +294,10 @@ export async function listProjectUsers(
   opts: { search?: string; skip: number[] },
   page: { perPage: number; offset: number },
 ) {
-  const ns = project.namespace;
   let base = db
     .selectFrom('users as u')
     .where('u.state', '=', 'active')
-    .where(sql<boolean>`u.id in (
-      select ${ns.type === 'User' ? ns.owner_id : null}::int
-      union select m.user_id from members m where m.source_type = 'Project' and m.source_id = ${project.id} and ${activeMembership}
-      union select m.user_id from members m where m.source_type = 'Namespace' and m.source_id = any(${ns.traversal_ids}::int[]) and ${ns.type === 'Group'}
-        and ${activeMembership}
-      union select m.user_id from project_group_links l join namespaces g on g.id = l.group_id
-        join members m on m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids)
-       where l.project_id = ${project.id} and (l.expires_at is null or l.expires_at > current_date) and ${activeMembership})`);
+    .where(sql<boolean>`u.id in (select user_id from project_authorized_users(${project.id}))`);
   if (opts.search) base = base.where((eb) => eb.or([eb('u.name', 'ilike', likePattern(opts.search!)), eb('u.username', 'ilike', likePattern(opts.search!))]));
   if (opts.skip.length) base = base.where('u.id', 'not in', opts.skip);
   const rows = await base.selectAll('u').orderBy('u.id').limit(page.perPage).offset(page.offset).execute();

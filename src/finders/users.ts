@@ -124,8 +124,10 @@ function bySamlProvider(q: Q, p: UserListParams): Q {
   return q.where((eb) => eb.exists(eb.selectFrom('identities as i').select('i.id').whereRef('i.user_id', '=', 'u.id').where('i.saml_provider_id', '=', id)));
 }
 
+// On the view itself rather than project_authorizations(u.id): one anti-join over the grants,
+// not a function call (computing all of a user's projects) per user.
 function byWithoutProjects(q: Q, p: UserListParams): Q {
-  return p.without_projects ? q.where(sql<boolean>`not exists (select 1 from project_authorizations(u.id))`) : q;
+  return p.without_projects ? q.where(sql<boolean>`not exists (select 1 from project_access_grants a where a.user_id = u.id)`) : q;
 }
 
 function byCustomAttributes(q: Q, p: UserListParams): Q {

@@ -21,41 +21,22 @@ export function accessLevelName(level: number): string {
   return ({ 0: 'No access', 5: 'Minimal Access', 10: 'Guest', 20: 'Reporter', 30: 'Developer', 40: 'Maintainer', 50: 'Owner', 60: 'Admin' } as Record<number, string>)[level] ?? String(level);
 }
 
-/** A membership counts when it is active, not a pending request, and not expired. */
-export const activeMembership = sql<boolean>`(m.state = 0 and m.requested_at is null and (m.expires_at is null or m.expires_at > current_date))`;
+// The access rules themselves (memberships, the group tree, shares and their caps, personal
+// namespaces, expiry, pending requests, minimal access) are SQL, defined once in migration
+// 0700_access_rules: the views group_access_grants / project_access_grants and the functions
+// over them. What follows asks them; it holds no rule of its own.
 
-/** SQL condition: a group share (aliased `l`) has not expired. */
-const linkActive = sql<boolean>`(l.expires_at is null or l.expires_at > current_date)`;
+/** SQL condition: the membership aliased `m` counts (active, not a pending request, not expired). */
+export const activeMembership = sql<boolean>`membership_active(m)`;
 
-
-/**
- * The highest access level a user has on a group: membership of the group or an ancestor,
- * and direct membership of a group that this group (or an ancestor) is shared with, capped at
- * the share's level. As in GitLab, a share reaches only the invited group's direct members.
- * Same rules as the SQL function group_authorizations().
- */
-export async function groupAccessLevel(db: Database, userId: number, group: Pick<Namespace, 'id' | 'traversal_ids'>): Promise<number> {
-  const row = await sql<{ level: number | null }>`
-    select max(level) as level from (
-      select m.access_level as level from members m
-       where m.user_id = ${userId} and m.source_type = 'Namespace'
-         and m.source_id = any(${group.traversal_ids}::int[]) and ${activeMembership}
-      union all
-      select least(l.group_access, m.access_level) from group_group_links l
-        join members m on m.source_type = 'Namespace' and m.source_id = l.shared_with_group_id
-       where l.shared_group_id = any(${group.traversal_ids}::int[]) and ${linkActive}
-         and m.user_id = ${userId} and m.access_level > 5 and ${activeMembership}
-    ) levels`.execute(db);
+/** The highest access level a user has on a group (0: none). */
+export async function groupAccessLevel(db: Database, userId: number, group: Pick<Namespace, 'id'>): Promise<number> {
+  const row = await sql<{ level: number }>`select group_access_level(${userId}, ${group.id}) as level`.execute(db);
   return row.rows[0]?.level ?? 0;
 }
 
-/**
- * The highest access level a user has on a project: direct membership, the namespace's
- * group tree (and groups shared into it), groups the project is shared with (unless its
- * namespace locks sharing), and 50 for the owner of a personal namespace. Minimal access
- * grants nothing on projects. Same rules as the SQL function project_authorizations().
- */
-export async function projectAccessLevel(db: Database, userId: number, project: Pick<Project, 'id' | 'namespace_id'>): Promise<number> {
+/** The highest access level a user has on a project (0: none). */
+export async function projectAccessLevel(db: Database, userId: number, project: Pick<Project, 'id'>): Promise<number> {
   const row = await sql<{ level: number }>`select project_access_level(${userId}, ${project.id}) as level`.execute(db);
   return row.rows[0]?.level ?? 0;
 }

@@ -30,23 +30,49 @@ export async function protectionFor(db: Database, projectId: number, branch: str
   return { rules, levels };
 }
 
-async function userInGroup(db: Database, userId: number, groupId: number): Promise<boolean> {
-  const row = await sql<{ ok: number }>`
-    select 1 as ok from members m join namespaces g on g.id = ${groupId}
-     where m.user_id = ${userId} and m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids) and ${activeMembership}
-     limit 1`.execute(db);
-  return row.rows.length > 0;
+/** Is the user in a group (a member of it or of an ancestor), for protection grants to groups? */
+export type GroupGrantCheck = (groupId: number) => Promise<boolean>;
+
+/**
+ * A GroupGrantCheck for one user over the groups that `levels` grant to: one statement, run on
+ * the first group grant actually checked, answers for all of them (a list of branches asks once).
+ */
+export function groupGrantCheck(db: Database, userId: number, levels: ProtectedBranchAccessLevel[]): GroupGrantCheck {
+  const groupIds = [...new Set(levels.flatMap((l) => (l.group_id !== null ? [l.group_id] : [])))];
+  let loaded: Promise<Set<number>> | undefined;
+  return async (groupId) => {
+    if (!groupIds.includes(groupId)) return (await groupsContaining(db, userId, [groupId])).has(groupId);
+    loaded ??= groupsContaining(db, userId, groupIds);
+    return (await loaded).has(groupId);
+  };
+}
+
+/** Those of `groupIds` the user is in: an active member of the group or of one of its ancestors. */
+async function groupsContaining(db: Database, userId: number, groupIds: number[]): Promise<Set<number>> {
+  const rows = await sql<{ id: number }>`
+    select g.id from namespaces g
+     where g.id = any(${groupIds}::int[])
+       and exists (select 1 from members m
+                    where m.user_id = ${userId} and m.source_type = 'Namespace' and m.source_id = any(g.traversal_ids) and ${activeMembership})`.execute(db);
+  return new Set(rows.rows.map((r) => r.id));
 }
 
 /** Does one of the rule's access levels of `kind` admit this user? */
-export async function admitted(db: Database, levels: ProtectedBranchAccessLevel[], kind: string, user: User, accessLevel: number): Promise<boolean> {
+export async function admitted(
+  db: Database,
+  levels: ProtectedBranchAccessLevel[],
+  kind: string,
+  user: User,
+  accessLevel: number,
+  inGroup: GroupGrantCheck = groupGrantCheck(db, user.id, levels),
+): Promise<boolean> {
   for (const l of levels.filter((x) => x.kind === kind)) {
     if (l.access_level !== null) {
       if (l.access_level === AccessLevel.NO_ACCESS) continue;
       if (l.access_level === AccessLevel.ADMIN ? user.admin : accessLevel >= l.access_level) return true;
     } else if (l.user_id !== null && l.user_id === user.id && accessLevel >= AccessLevel.DEVELOPER) {
       return true;
-    } else if (l.group_id !== null && (await userInGroup(db, user.id, l.group_id))) {
+    } else if (l.group_id !== null && (await inGroup(l.group_id))) {
       return true;
     }
   }
@@ -103,13 +129,18 @@ export async function canPushToBranch(
   return pushDecision(db, await protectionFor(db, project.id, branch), user, { project, accessLevel }, opts);
 }
 
-/** canPushToBranch on an already loaded protection (see protectionOf); `subject` is the project and the user's level on it. */
+/**
+ * canPushToBranch on an already loaded protection (see protectionOf); `subject` is the project and
+ * the user's level on it. A list of branches passes one `inGroup` (groupGrantCheck over the whole
+ * project's protection), so group grants cost one statement for the list, not one per branch.
+ */
 export async function pushDecision(
   db: Database,
   protection: BranchProtection,
   user: User,
   subject: ProjectSubject,
   opts: { force?: boolean; deletion?: boolean } = {},
+  inGroup: GroupGrantCheck = groupGrantCheck(db, user.id, protection.levels),
 ): Promise<PushDecision> {
   if (!can(user, 'push_code', subject)) return { allowed: false, message: 'You are not allowed to push code to this project.' };
   const { accessLevel } = subject;
@@ -118,7 +149,7 @@ export async function pushDecision(
   if (opts.deletion) return { allowed: false, message: 'You can only delete protected branches using the web interface.' };
   for (const rule of rules) {
     const ruleLevels = levels.filter((l) => l.protected_branch_id === rule.id);
-    if (!(await admitted(db, ruleLevels, 'push', user, accessLevel))) {
+    if (!(await admitted(db, ruleLevels, 'push', user, accessLevel, inGroup))) {
       return { allowed: false, message: 'You are not allowed to push code to protected branches on this project.' };
     }
     if (opts.force && !rule.allow_force_push) {
@@ -132,8 +163,9 @@ export async function pushDecision(
 export async function canMergeToBranch(db: Database, project: PushProject, user: User, accessLevel: number, branch: string): Promise<boolean> {
   if (!can(user, 'push_code', { project, accessLevel })) return false;
   const { rules, levels } = await protectionFor(db, project.id, branch);
+  const inGroup = groupGrantCheck(db, user.id, levels);
   for (const rule of rules) {
-    if (!(await admitted(db, levels.filter((l) => l.protected_branch_id === rule.id), 'merge', user, accessLevel))) return false;
+    if (!(await admitted(db, levels.filter((l) => l.protected_branch_id === rule.id), 'merge', user, accessLevel, inGroup))) return false;
   }
   return true;
 }

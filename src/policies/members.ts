@@ -33,19 +33,22 @@ export function isPersonalProjectOwner(source: MemberSource, userId: number): bo
  * ancestor groups count too. A blocked owner only counts when the target is blocked as well.
  */
 export async function isLastOwner(db: Database, group: Namespace, userId: number): Promise<boolean> {
-  const row = await sql<{ is_owner: boolean; target_active: boolean; others: number }>`
-    select
-      exists (select 1 from members m where m.source_type = 'Namespace' and m.source_id = ${group.id}
-                and m.user_id = ${userId} and m.access_level = 50 and m.requested_at is null) as is_owner,
-      (select state = 'active' from users where id = ${userId}) as target_active,
-      (select count(*)::int from members m join users u on u.id = m.user_id
-        where m.source_type = 'Namespace' and m.source_id = any(${group.traversal_ids}::int[])
-          and m.access_level = 50 and m.requested_at is null and m.state = 0
-          and (m.expires_at is null or m.expires_at > current_date)
-          and m.user_id <> ${userId} and u.user_type = 'human'
-          and (u.state = 'active' or (select state <> 'active' from users where id = ${userId}))) as others`.execute(db);
-  const r = row.rows[0];
-  return !!r && r.is_owner && r.others === 0;
+  return (await lastOwnersAmong(db, group, [userId])).has(userId);
+}
+
+/** isLastOwner for several users at once (a page of a list), in one statement: those who are. */
+export async function lastOwnersAmong(db: Database, group: Namespace, userIds: number[]): Promise<Set<number>> {
+  if (userIds.length === 0) return new Set();
+  const rows = await sql<{ user_id: number }>`
+    select t.id as user_id from users t
+     where t.id = any(${userIds}::int[])
+       and exists (select 1 from members m where m.source_type = 'Namespace' and m.source_id = ${group.id}
+                     and m.user_id = t.id and m.access_level = 50 and m.requested_at is null)
+       and not exists (select 1 from members m join users u on u.id = m.user_id
+                        where m.source_type = 'Namespace' and m.source_id = any(${group.traversal_ids}::int[])
+                          and m.access_level = 50 and membership_active(m) and m.user_id <> t.id
+                          and u.user_type = 'human' and (u.state = 'active' or t.state <> 'active'))`.execute(db);
+  return new Set(rows.rows.map((r) => r.user_id));
 }
 
 function today(): string {

@@ -5,7 +5,7 @@ import { listRefs, readCommits, readRef, RefUpdateConflict, resolveCommit, setHe
 import { isValidBranchName, ZERO_OID } from '../git/validate.js';
 import { apiError, ApiError, forbidden, notFound } from '../plugins/errors.js';
 import { can } from '../policies/abilities.js';
-import { developersCan, projectProtection, protectionOf, pushDecision, type BranchProtection } from '../policies/branches.js';
+import { developersCan, groupGrantCheck, projectProtection, protectionOf, pushDecision, type BranchProtection, type GroupGrantCheck } from '../policies/branches.js';
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { BranchView } from '../presenters/branches.js';
 import { mergedInto } from '../git/commits.js';
@@ -43,11 +43,13 @@ async function views(cairn: Cairn, project: ProjectWithNamespace, caller: Caller
     readCommits(cairn.catfile, gitDir, refs.map((r) => r.oid)),
     mergedNames(cairn, project, refs),
   ]);
+  // One check of the caller's groups for every branch's group grants.
+  const inGroup = caller.user ? groupGrantCheck(cairn.db, caller.user.id, protection.levels) : undefined;
   const out: BranchView[] = [];
   for (const ref of refs) {
     const commit = commits.get(ref.oid);
     if (!commit) continue;
-    out.push(await branchView(cairn, project, caller, protection, ref.name, commit, merged.has(ref.name)));
+    out.push(await branchView(cairn, project, caller, protection, ref.name, commit, merged.has(ref.name), inGroup));
   }
   return out;
 }
@@ -60,9 +62,10 @@ async function branchView(
   name: string,
   commit: BranchView['commit'],
   merged: boolean,
+  inGroup?: GroupGrantCheck,
 ): Promise<BranchView> {
   const own = protectionOf(all, name);
-  const canPush = caller.user ? (await pushDecision(cairn.db, own, caller.user, { project, accessLevel: caller.accessLevel })).allowed : false;
+  const canPush = caller.user ? (await pushDecision(cairn.db, own, caller.user, { project, accessLevel: caller.accessLevel }, {}, inGroup)).allowed : false;
   return {
     name,
     commit,

@@ -6,6 +6,7 @@ import { setDefaultBranch } from '../../src/services/branches.js';
 import { findProject } from '../../src/finders/projects.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 import { workTree, type WorkTree } from '../helpers/repo.js';
+import { recordStatements } from '../helpers/statements.js';
 
 describe('branches API', () => {
   let t: TestContext;
@@ -211,5 +212,39 @@ describe('branches API', () => {
       assert.equal(moved.body.default_branch, good);
     }
     assert.equal((await t.put(`/api/v4/projects/${project.id}`, { default_branch: 'main' })).status, 200);
+  });
+
+  it('a list checks group push grants in one statement, however many branches it has', async (ctx) => {
+    // Every branch is protected by a rule that admits Maintainers and two groups the developer is
+    // not in: each branch's can_push asks about both groups.
+    const g1 = await t.createGroup();
+    const g2 = await t.createGroup();
+    const withBranches = async (count: number) => {
+      const p = await t.createProject();
+      const pw = workTree(t, p);
+      pw.write('a.txt', 'a\n');
+      pw.commit('first');
+      for (let i = 1; i < count; i++) pw.git(['branch', `topic-${i}`]);
+      pw.push('--all');
+      await t.addMember(p, developer.user, 30);
+      const rule = await t.db.insertInto('protected_branches').values({ project_id: p.id, name: '*' }).returning('id').executeTakeFirstOrThrow();
+      await t.db.insertInto('protected_branch_access_levels').values([
+        { protected_branch_id: rule.id, kind: 'push', access_level: 40 },
+        { protected_branch_id: rule.id, kind: 'push', group_id: g1.id },
+        { protected_branch_id: rule.id, kind: 'push', group_id: g2.id },
+      ]).execute();
+      return p;
+    };
+    const one = await withBranches(1);
+    const twenty = await withBranches(20);
+    const list = (p: Project) => t.get(api('branches?per_page=100', p), { token: developer.token });
+    await list(one);
+    await list(twenty);
+    const few = await recordStatements(t.db, () => list(one));
+    const many = await recordStatements(t.db, () => list(twenty));
+    assert.equal(many.result.body.length, 20);
+    assert.ok(many.result.body.every((b: any) => b.protected && !b.can_push));
+    ctx.diagnostic(`1 branch: ${few.statements.length} statements, 20 branches: ${many.statements.length}`);
+    assert.equal(many.statements.length, few.statements.length, `1 branch: ${few.statements.length} statements, 20 branches: ${many.statements.length}`);
   });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestContext, type TestContext } from '../helpers/app.js';
+import { recordStatements } from '../helpers/statements.js';
 
 describe('billable members, access requests and sharing', () => {
   let t: TestContext;
@@ -105,6 +106,22 @@ describe('billable members, access requests and sharing', () => {
       assert.equal(left.length, 0);
       const none = await t.delete(`/api/v4/groups/${top.id}/billable_members/${dev.user.id}`, { token: owner.token });
       assert.deepEqual(none.body, { message: '400 Bad request - No member found for the given user_id' });
+    });
+
+    it('a page costs the same statements for 2 members as for 20 (is_last_owner for the page at once)', async (ctx) => {
+      const owner = await t.createUser();
+      const top = await t.createGroup({ owner: owner.user });
+      for (let i = 0; i < 20; i++) await t.addMember(top, (await t.createUser()).user, i % 2 ? 50 : 30);
+      const page = (perPage: number) => t.get(`/api/v4/groups/${top.id}/billable_members?per_page=${perPage}`, { token: owner.token });
+      // Warm the caches (the first answer's writes, such as the token's last use, reset them once).
+      await page(2);
+      await page(2);
+      const few = await recordStatements(t.db, () => page(2));
+      const many = await recordStatements(t.db, () => page(20));
+      assert.equal(many.result.body.length, 20);
+      assert.ok(many.result.body.every((m: any) => m.is_last_owner === false));
+      ctx.diagnostic(`2 rows: ${few.statements.length} statements, 20 rows: ${many.statements.length}`);
+      assert.equal(many.statements.length, few.statements.length, `2 rows: ${few.statements.length} statements, 20 rows: ${many.statements.length}`);
     });
   });
 

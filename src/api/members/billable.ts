@@ -6,7 +6,7 @@ import { apiError, badRequest, notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { can } from '../../policies/abilities.js';
 import { authorizeGroup } from '../../policies/groups.js';
-import { isLastOwner } from '../../policies/members.js';
+import { isLastOwner, lastOwnersAmong } from '../../policies/members.js';
 import { presentBillableMember, presentBillableMembership } from '../../presenters/members.js';
 import { BillableMemberSchema, BillableMembershipSchema } from '../../presenters/schemas/members.js';
 import { destroyMembershipsInHierarchy } from '../../services/members.js';
@@ -35,11 +35,10 @@ export default async function billableRoutes(fastify: FastifyInstance) {
     if (!can(user, 'admin_group_member', { group, accessLevel })) throw plainBadRequest();
     const page = pageParams(request);
     const { rows, total } = await listBillableMembers(db(), group, { search, sort: (sort ?? 'id_asc') as BillableSort, limit: page.perPage, offset: page.offset });
-    const lastOwner = new Map<number, boolean>();
-    for (const r of rows) lastOwner.set(r.user.id, await isLastOwner(db(), group, r.user.id));
+    const lastOwners = await lastOwnersAmong(db(), group, rows.map((r) => r.user.id));
     setPaginationHeaders(request, reply, page, total);
     const admin = !!request.actor?.user.admin;
-    return rows.map((r) => presentBillableMember(presentContext(request), { ...r, is_last_owner: lastOwner.get(r.user.id)! }, admin));
+    return rows.map((r) => presentBillableMember(presentContext(request), { ...r, is_last_owner: lastOwners.has(r.user.id) }, admin));
   });
 
   app.get('/api/v4/groups/:id/billable_members/:user_id/memberships', route({

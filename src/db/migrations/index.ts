@@ -11,6 +11,7 @@ import * as notes from './0300_notes.js';
 import * as cacheInvalidation from './0600_cache_invalidation.js';
 import * as workItems from './0700_work_items.js';
 import * as labels from './0710_labels.js';
+import * as accessRules from './0700_access_rules.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -27,4 +28,5 @@ export const migrations: Record<string, Migration> = {
   '0600_cache_invalidation': cacheInvalidation,
   '0700_work_items': workItems,
   '0710_labels': labels,
+  '0700_access_rules': accessRules,
 };
