@@ -136,7 +136,7 @@ export async function runListBench(filter = process.env.BENCH_LIST_FILTER ?? '')
 }
 
 /** The same bytes served by a bare Fastify process. */
-async function floorFor(name: string, bytes: Buffer, seconds: number): Promise<ListBenchRow> {
+export async function floorFor(name: string, bytes: Buffer, seconds: number, connections?: number): Promise<ListBenchRow> {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-floor-'));
   const port = 20000 + Math.floor(Math.random() * 20000);
   fs.writeFileSync(path.join(tmp, 'page.json'), bytes);
@@ -145,7 +145,7 @@ async function floorFor(name: string, bytes: Buffer, seconds: number): Promise<L
     await new Promise((resolve) => floor.once('message', resolve));
     const url = `http://127.0.0.1:${port}/page`;
     await load('warm-up', url, { seconds: 1 });
-    const result = await load(`floor: same ${Math.round(bytes.length / 1024)} KB as ${name.replace(/^GET /, '')}`, url, { seconds });
+    const result = await load(`floor: same ${Math.round(bytes.length / 1024)} KB as ${name.replace(/^GET /, '')}`, url, { seconds, connections });
     return { ...result, ratio: result.rps / LIST_TARGET_RPS };
   } finally {
     floor.kill();

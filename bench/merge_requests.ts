@@ -5,12 +5,9 @@
 // The merge requests are written straight into the database (the lists read rows only; creating
 // 10,000 through the API would measure git, not the lists), so this needs DATABASE_URL.
 // Run: `DATABASE_URL=postgres://… node --import tsx bench/merge_requests.ts`.
-import { fork } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import pg from 'pg';
-import { api, load, printTable, ROOT, startServer, type BenchServer, type LoadResult } from './lib.js';
+import { api, load, printTable, startServer, type BenchServer, type LoadResult } from './lib.js';
+import { floorFor } from './lists.js';
 
 export const MR_P99_TARGET_MS = 20;
 const MERGE_REQUESTS = Number(process.env.BENCH_MRS || 10_000);
@@ -136,27 +133,10 @@ export async function runMergeRequestBench(): Promise<(LoadResult & { ratio?: nu
       const result = await load(r.name, `${server.url}/api/v4${r.url}`, { headers, seconds, connections: 4 });
       rows.push({ ...result, ratio: MR_P99_TARGET_MS / Math.max(result.p99, 0.001) });
     }
-    if (largest) rows.push(await floorFor(largest.name, largest.bytes, seconds));
+    if (largest) rows.push(await floorFor(largest.name, largest.bytes, seconds, 4));
     return rows;
   } finally {
     await server.stop();
-  }
-}
-
-/** The same bytes served by a bare Fastify process, with the same four connections. */
-async function floorFor(name: string, bytes: Buffer, seconds: number): Promise<LoadResult> {
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-floor-'));
-  const port = 20000 + Math.floor(Math.random() * 20000);
-  fs.writeFileSync(path.join(tmp, 'page.json'), bytes);
-  const floor = fork(path.join(ROOT, 'bench/floor-server.ts'), [String(port), `/page=${tmp}/page.json`], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
-  try {
-    await new Promise((resolve) => floor.once('message', resolve));
-    const url = `http://127.0.0.1:${port}/page`;
-    await load('warm-up', url, { seconds: 1 });
-    return await load(`floor: same ${Math.round(bytes.length / 1024)} KB as ${name}`, url, { seconds, connections: 4 });
-  } finally {
-    floor.kill();
-    fs.rmSync(tmp, { recursive: true, force: true });
   }
 }
 

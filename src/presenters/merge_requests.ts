@@ -85,15 +85,9 @@ export function presentMergeRequest(ctx: PresentContext, mr: MergeRequest, x: Me
   const user = (u: User | null) => (u ? presentUserBasic(ctx, u) : null);
   const draft = isDraftTitle(mr.title);
   const reference = `!${mr.iid}`;
+  const { web_url, ...identity } = presentMergeRequestSimple(ctx, mr, x);
   return {
-    id: mr.id,
-    iid: mr.iid,
-    project_id: mr.target_project_id,
-    title: mr.title,
-    description: mr.description,
-    state: MR_STATES[mr.state_id] ?? 'opened',
-    created_at: iso(mr.created_at),
-    updated_at: iso(mr.updated_at),
+    ...identity,
     merged_by: user(mr.state_id === 3 ? x.mergeUser : null),
     merge_user: user(x.mergeUser),
     merged_at: iso(mr.merged_at),
@@ -128,7 +122,7 @@ export function presentMergeRequest(ctx: PresentContext, mr: MergeRequest, x: Me
     allow_maintainer_to_push: mr.allow_collaboration,
     reference,
     references: { short: reference, relative: reference, full: `${x.targetProjectFullPath}${reference}` },
-    web_url: mergeRequestWebUrl(ctx, x.targetProjectFullPath, mr.iid),
+    web_url,
     time_stats: timeStats(mr),
     squash: mr.squash,
     squash_on_merge: mr.squash,
