@@ -29,8 +29,10 @@ import { sql, type Kysely } from 'kysely';
 // groups a project is shared with.
 //
 // The functions are PL/pgSQL with a generic plan: the plan of these unions costs milliseconds to
-// make, so each connection makes it once and reuses it (the embedded PGlite plans every other
-// statement anew). The callers see an opaque function; they filter and join its answer.
+// make, so each connection makes it once and reuses it. That matters most on PGlite, where the
+// app's statements are not prepared and would plan an inlined view on every call. The callers see
+// an opaque function; they filter and join its answer. A caller that must correlate per row may
+// use a view directly (users without projects: one anti-join rather than a call per user).
 
 /** A member `m` reaches the group tree `tree` (the group's traversal_ids): the rows, with the level each gives. */
 function reachTree(tree: string): { joins: string; level: string }[] {
