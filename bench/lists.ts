@@ -21,7 +21,7 @@ const PROJECTS = Number(process.env.BENCH_LIST_PROJECTS || 120);
 const VISIBILITIES = ['private', 'internal', 'public'] as const;
 
 /** Runs `fn` over `items`, `width` at a time (seeding takes long one by one). */
-async function inParallel<T, R>(items: T[], width: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+export async function inParallel<T, R>(items: T[], width: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
   let next = 0;
   await Promise.all(Array.from({ length: width }, async () => {

@@ -7,20 +7,11 @@
 // Run: `DATABASE_URL=postgres://… node --import tsx bench/merge_requests.ts`.
 import pg from 'pg';
 import { api, load, printTable, startServer, type BenchServer, type LoadResult } from './lib.js';
-import { floorFor } from './lists.js';
+import { floorFor, inParallel } from './lists.js';
 
 export const MR_P99_TARGET_MS = 20;
 const MERGE_REQUESTS = Number(process.env.BENCH_MRS || 10_000);
 const PROJECTS = Number(process.env.BENCH_MR_PROJECTS || 200);
-
-async function inParallel<T, R>(items: T[], width: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    for (let i = next++; i < items.length; i = next++) out[i] = await fn(items[i], i);
-  }));
-  return out;
-}
 
 async function seed(server: BenchServer) {
   const started = Date.now();
