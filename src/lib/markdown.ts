@@ -41,6 +41,12 @@ export function renderMarkdown(text: string | null | undefined): string {
   return md.render(text).trimEnd();
 }
 
+/** One line (a title) as GitLab's single-line pipeline renders it: inline Markdown, no paragraph. */
+export function renderMarkdownLine(text: string | null | undefined): string {
+  if (!text) return '';
+  return md.renderInline(text);
+}
+
 /**
  * GitLab's task_completion_status: the task list items of a description ("- [ ]", "* [x]",
  * "1. [ ]", nested ones too), counted outside code blocks.

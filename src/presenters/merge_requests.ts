@@ -1,6 +1,6 @@
 import type { User } from '../db/schema/core.js';
 import type { MergeRequest } from '../db/schema/work_items.js';
-import { taskCompletionStatus } from '../lib/markdown.js';
+import { renderMarkdown, renderMarkdownLine, taskCompletionStatus } from '../lib/markdown.js';
 import type { presentLabelBasic } from './labels.js';
 import { iso, presentUserBasic, type PresentContext } from './users.js';
 
@@ -144,6 +144,8 @@ export interface MergeRequestDetails {
   pipeline: unknown | null;
   canMerge: boolean;
   firstContribution: boolean;
+  /** `render_html=true`: title_html and description_html. */
+  renderHtml?: boolean;
 }
 
 /** The single form (GitLab's MergeRequest entity): get, create, update, merge. */
@@ -163,6 +165,38 @@ export function presentMergeRequestSingle(ctx: PresentContext, mr: MergeRequest,
     ...(d.divergedCommitsCount !== undefined ? { diverged_commits_count: d.divergedCommitsCount } : {}),
     first_contribution: d.firstContribution,
     user: { can_merge: d.canMerge },
+    ...(d.renderHtml ? { title_html: renderMarkdownLine(mr.title), description_html: renderMarkdown(mr.description ?? '') } : {}),
+  };
+}
+
+/** GitLab's approval state of a merge request (GET .../approvals, approve, unapprove), without approval rules. */
+export function presentApprovalState(ctx: PresentContext, mr: MergeRequest, approvers: User[], viewer: { userId: number | null; mayApprove: boolean }) {
+  const userHasApproved = viewer.userId !== null && approvers.some((u) => u.id === viewer.userId);
+  return {
+    id: mr.id,
+    iid: mr.iid,
+    project_id: mr.target_project_id,
+    title: mr.title,
+    description: mr.description,
+    state: MR_STATES[mr.state_id] ?? 'opened',
+    created_at: iso(mr.created_at),
+    updated_at: iso(mr.updated_at),
+    merge_status: mr.merge_status,
+    approved: approvers.length > 0,
+    approvals_required: 0,
+    approvals_left: 0,
+    require_password_to_approve: false,
+    approved_by: approvers.map((u) => ({ user: presentUserBasic(ctx, u) })),
+    suggested_approvers: [],
+    approvers: [],
+    approver_groups: [],
+    user_has_approved: userHasApproved,
+    user_can_approve: viewer.mayApprove && !userHasApproved,
+    approval_rules_left: [],
+    has_approval_rules: false,
+    merge_request_approvers_available: false,
+    multiple_approval_rules_available: false,
+    invalid_approvers_rules: [],
   };
 }
 

@@ -75,6 +75,16 @@ describe('merge requests: create, read, list, update, close, reopen, delete', ()
     assert.deepEqual(mr.time_stats, { time_estimate: 0, total_time_spent: 0, human_time_estimate: null, human_total_time_spent: null });
   });
 
+  it('renders title and description as HTML with render_html=true, sanitised', async () => {
+    const plain = await t.get(`${base}/merge_requests/1`, { token: dev.token });
+    assert.equal('description_html' in plain.body, false, 'only on request');
+    const html = await t.get(`${base}/merge_requests/1?render_html=true`, { token: dev.token });
+    assertOne(MergeRequestSingleSchema, html, 'GET merge request render_html');
+    assert.equal(html.body.title_html, 'Draft: Add the feature');
+    assert.match(html.body.description_html, /<input[^>]+type="checkbox"/);
+    assert.doesNotMatch(html.body.description_html, /<p>- \[x\]/);
+  });
+
   it('refuses duplicates, missing branches and bad input with GitLab answers', async () => {
     const dup = await t.post(`${base}/merge_requests`, { source_branch: 'feature', target_branch: 'main', title: 'again' }, { token: dev.token });
     assert.equal(dup.status, 409);

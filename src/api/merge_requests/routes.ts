@@ -12,12 +12,12 @@ import { forbidden, notFound } from '../../plugins/errors.js';
 import { pageParams, paginateArray, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentCommit } from '../../presenters/commits.js';
 import {
-  MR_STATES, presentMergeRequest, presentMergeRequestSimple, presentMergeRequestSingle,
+  presentApprovalState, presentMergeRequest, presentMergeRequestSimple, presentMergeRequestSingle,
 } from '../../presenters/merge_requests.js';
 import { presentDiff } from '../../presenters/repository.js';
 import { CommitSchema, DiffSchema } from '../../presenters/schemas/commits.js';
 import { ApprovalStateSchema, MergeRequestChangesSchema, MergeRequestSchema, MergeRequestSimpleSchema, MergeRequestSingleSchema } from '../../presenters/schemas/merge_requests.js';
-import { iso, presentUserBasic, type PresentContext } from '../../presenters/users.js';
+import type { PresentContext } from '../../presenters/users.js';
 import { Sha } from '../../presenters/schemas/common.js';
 import { presentMilestone, type MilestoneView } from '../../presenters/milestones.js';
 import {
@@ -150,7 +150,7 @@ function assertCanUpdate(access: ProjectAccess, mr: MergeRequest) {
 }
 
 /** The single form: git facts, subscription, the caller's merge right. */
-export async function renderSingle(request: FastifyRequest, access: ProjectAccess, mr: MergeRequest, q: { include_diverged_commits_count?: boolean; include_rebase_in_progress?: boolean } = {}) {
+export async function renderSingle(request: FastifyRequest, access: ProjectAccess, mr: MergeRequest, q: { include_diverged_commits_count?: boolean; include_rebase_in_progress?: boolean; render_html?: boolean } = {}) {
   const cairn = request.server.cairn;
   let current = await reconcileLocked(cairn, access.project, mr);
   if (current.state_id === 1 && (current.merge_status === 'unchecked' || current.merge_status === 'cannot_be_merged_recheck')) {
@@ -168,6 +168,7 @@ export async function renderSingle(request: FastifyRequest, access: ProjectAcces
     pipeline: null,
     canMerge: !!user && can(user, 'push_code', access),
     firstContribution: false,
+    renderHtml: q.render_html,
   });
 }
 
@@ -358,21 +359,11 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return reply.code(202).send({ rebase_in_progress: true });
   });
 
-  const approvalsResponse = async (request: FastifyRequest, access: ProjectAccess, mr: MergeRequest) => {
-    const approvers = await approvalsOf(cairn, mr);
-    const user = access.user;
-    const ctx = ctxOf(request);
-    return {
-      id: mr.id, iid: mr.iid, project_id: mr.target_project_id, title: mr.title, description: mr.description,
-      state: MR_STATES[mr.state_id] ?? 'opened', created_at: iso(mr.created_at), updated_at: iso(mr.updated_at), merge_status: mr.merge_status,
-      approved: approvers.length > 0, approvals_required: 0, approvals_left: 0, require_password_to_approve: false,
-      approved_by: approvers.map((u) => ({ user: presentUserBasic(ctx, u) })),
-      suggested_approvers: [], approvers: [], approver_groups: [],
-      user_has_approved: !!user && approvers.some((u) => u.id === user.id),
-      user_can_approve: !!user && can(user, 'update_merge_request', access) && !approvers.some((u) => u.id === user.id),
-      approval_rules_left: [], has_approval_rules: false, merge_request_approvers_available: false, multiple_approval_rules_available: false, invalid_approvers_rules: [],
-    };
-  };
+  const approvalsResponse = async (request: FastifyRequest, access: ProjectAccess, mr: MergeRequest) =>
+    presentApprovalState(ctxOf(request), mr, await approvalsOf(cairn, mr), {
+      userId: access.user?.id ?? null,
+      mayApprove: !!access.user && can(access.user, 'update_merge_request', access),
+    });
 
   app.get(`${base}/:merge_request_iid/approvals`, route({
     access: read,

@@ -91,6 +91,8 @@ const singleProps = {
     diverged_commits_count: Type.Optional(Type.Integer()),
     first_contribution: Type.Boolean(),
     user: Type.Object({ can_merge: Type.Boolean() }, strict),
+    title_html: Type.Optional(Type.String()),
+    description_html: Type.Optional(Type.String()),
 };
 export const MergeRequestSingleSchema = Type.Object(singleProps, strict);
 
