@@ -173,14 +173,7 @@ export function presentMergeRequestSingle(ctx: PresentContext, mr: MergeRequest,
 export function presentApprovalState(ctx: PresentContext, mr: MergeRequest, approvers: User[], viewer: { userId: number | null; mayApprove: boolean }) {
   const userHasApproved = viewer.userId !== null && approvers.some((u) => u.id === viewer.userId);
   return {
-    id: mr.id,
-    iid: mr.iid,
-    project_id: mr.target_project_id,
-    title: mr.title,
-    description: mr.description,
-    state: MR_STATES[mr.state_id] ?? 'opened',
-    created_at: iso(mr.created_at),
-    updated_at: iso(mr.updated_at),
+    ...mergeRequestIdentity(mr),
     merge_status: mr.merge_status,
     approved: approvers.length > 0,
     approvals_required: 0,
@@ -200,8 +193,8 @@ export function presentApprovalState(ctx: PresentContext, mr: MergeRequest, appr
   };
 }
 
-/** `view=simple`: iid, URL, title, description and the basic state. */
-export function presentMergeRequestSimple(ctx: PresentContext, mr: MergeRequest, x: Pick<MergeRequestExtras, 'targetProjectFullPath'>) {
+/** The fields every form starts with: who it is and its basic state. */
+function mergeRequestIdentity(mr: MergeRequest) {
   return {
     id: mr.id,
     iid: mr.iid,
@@ -211,6 +204,10 @@ export function presentMergeRequestSimple(ctx: PresentContext, mr: MergeRequest,
     state: MR_STATES[mr.state_id] ?? 'opened',
     created_at: iso(mr.created_at),
     updated_at: iso(mr.updated_at),
-    web_url: mergeRequestWebUrl(ctx, x.targetProjectFullPath, mr.iid),
   };
+}
+
+/** `view=simple`: iid, URL, title, description and the basic state. */
+export function presentMergeRequestSimple(ctx: PresentContext, mr: MergeRequest, x: Pick<MergeRequestExtras, 'targetProjectFullPath'>) {
+  return { ...mergeRequestIdentity(mr), web_url: mergeRequestWebUrl(ctx, x.targetProjectFullPath, mr.iid) };
 }
