@@ -187,6 +187,11 @@ describe('merge request discussions and notes', () => {
     assert.equal(own.body.resolved, true);
     assert.equal(own.body.resolved_by.id, developer2.user.id);
 
+    // As the spec's clients send it: PUT .../discussions/:id?resolved=false.
+    const viaQuery = await t.call('PUT', `${mrUrl}/discussions/${d.id}`, { query: { resolved: 'false' }, token: developer.token });
+    assert.equal(viaQuery.status, 200, viaQuery.text);
+    assert.equal(viaQuery.body.notes[0].resolved, false);
+
     // An individual note is not resolvable.
     const individual = await t.post(`${mrUrl}/notes`, { body: 'just saying' }, { token: developer.token });
     const threadOfIndividual = (await t.get(`${mrUrl}/discussions`, { query: { per_page: 100 } })).body.find((x: any) => x.notes[0].id === individual.body.id);
