@@ -193,7 +193,7 @@ export interface LabelEventView {
  */
 export async function labelEventsOf(
   db: Database,
-  targetType: 'Issue' | 'MergeRequest',
+  targetType: 'Issue' | 'MergeRequest' | 'Epic',
   targetId: number,
   page?: LabelPage,
 ): Promise<{ rows: LabelEventView[]; total: number }> {

@@ -223,8 +223,10 @@ export async function loadMergeRequestExtras(
       select awardable_id, count(*) filter (where name = 'thumbsup')::int as up, count(*) filter (where name = 'thumbsdown')::int as down
         from award_emoji where awardable_type = 'MergeRequest' and awardable_id = any(${ids}::int[])
        group by awardable_id`.execute(db),
-    sql<{ id: number; full_path: string }>`
-      select p.id, n.full_path || '/' || p.path as full_path from projects p join namespaces n on n.id = p.namespace_id
+    sql<{ id: number; full_path: string; threads_block: boolean }>`
+      select p.id, n.full_path || '/' || p.path as full_path,
+             coalesce(p.settings->>'only_allow_merge_if_all_discussions_are_resolved', 'false') = 'true' as threads_block
+        from projects p join namespaces n on n.id = p.namespace_id
        where p.id = any(${projectIds}::int[])`.execute(db),
   ]);
   const userIds = [
@@ -233,6 +235,7 @@ export async function loadMergeRequestExtras(
   ];
   const users = await findUsersByIds(db, userIds);
   const pathOf = new Map(paths.rows.map((r) => [r.id, r.full_path]));
+  const threadsBlock = new Set(paths.rows.filter((r) => r.threads_block).map((r) => r.id));
   const milestoneOf = new Map(milestones.map((m) => [m.id, m]));
   const noteCounts = new Map(notes.rows.map((r) => [r.noteable_id, r]));
   const awardCounts = new Map(awards.rows.map((r) => [r.awardable_id, r]));
@@ -254,7 +257,8 @@ export async function loadMergeRequestExtras(
       userNotesCount: noteCounts.get(r.id)?.user_notes ?? 0,
       upvotes: awardCounts.get(r.id)?.up ?? 0,
       downvotes: awardCounts.get(r.id)?.down ?? 0,
-      blockingDiscussionsResolved: (noteCounts.get(r.id)?.unresolved ?? 0) === 0,
+      // GitLab's mergeable_discussions_state?: unresolved threads block only where the project says they must be resolved.
+      blockingDiscussionsResolved: !threadsBlock.has(r.target_project_id) || (noteCounts.get(r.id)?.unresolved ?? 0) === 0,
       targetProjectFullPath: target,
       sourceProjectFullPath: source,
     });

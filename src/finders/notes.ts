@@ -115,3 +115,18 @@ export async function listNotes(db: Database, scope: NoteableScope, opts: NoteLi
   ]);
   return { notes: revive(rows), total: Number(count.total) };
 }
+
+/** Whether a merge request has a thread still to resolve (GitLab's unresolved_notes.any?(&:to_be_resolved?)). */
+export async function hasUnresolvedThreads(db: Database, mergeRequestId: number): Promise<boolean> {
+  const row = await db
+    .selectFrom('notes')
+    .select('id')
+    .where('noteable_type', '=', 'MergeRequest')
+    .where('noteable_id', '=', mergeRequestId)
+    .where('system', '=', false)
+    .where('type', 'in', ['DiscussionNote', 'DiffNote'])
+    .where('resolved_at', 'is', null)
+    .limit(1)
+    .executeTakeFirst();
+  return !!row;
+}

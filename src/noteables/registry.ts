@@ -61,6 +61,8 @@ export interface FoundNoteable<R = unknown> {
    * noteable's diff and returns it normalised with its line code. Absent: positions are ignored.
    */
   checkPosition?: (position: DiffPosition) => Promise<{ position: DiffPosition; lineCode: string | null }>;
+  /** The noteable's author (issues, merge requests), who may resolve its threads whatever their level. */
+  authorId?: number | null;
 }
 
 interface KindBase<A, Access, R> {
@@ -73,6 +75,8 @@ interface KindBase<A, Access, R> {
   abilities: NoteAbilities<A>;
   /** Threads can be resolved (merge requests). */
   resolvable?: boolean;
+  /** Every route of the kind needs a signed-in caller, reads too (the spec: merge request calls are authenticated). */
+  signedIn?: boolean;
   /** The noteable named by the path, for the caller whose parent access the guard loaded; throws 404 otherwise. */
   find(ctx: { cairn: Cairn; access: Access; params: Record<string, unknown> }): Promise<FoundNoteable<R>>;
 }

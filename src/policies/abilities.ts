@@ -111,6 +111,8 @@ const PROJECT_RULES = {
   admin_note: member(AccessLevel.MAINTAINER),
   /** Give a new note a `created_at` of one's choosing (imports): owners, and administrators (who count as owners). */
   set_note_created_at: member(AccessLevel.OWNER),
+  /** Resolve anyone's merge request threads: developers and up (a note's author and the merge request's author may too). */
+  resolve_note: member(AccessLevel.DEVELOPER),
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>
@@ -142,6 +144,19 @@ const GROUP_RULES = {
   request_access: (a, s) => !!a && readGroup(a, s) && s.accessLevel < AccessLevel.GUEST,
   /** GitLab's read_namespace_via_membership (GET /namespaces/:id): members only, visibility is not enough. */
   read_namespace_via_membership: groupMember(AccessLevel.GUEST),
+  /** Epics (GitLab premium): whoever reads the group sees its epics; confidential ones need read_confidential_epic. */
+  read_epic: readGroup,
+  read_confidential_epic: groupMember(AccessLevel.REPORTER),
+  /** Create epics: reporters and up. */
+  create_epic: groupMember(AccessLevel.REPORTER),
+  /** Edit, close and reopen epics: reporters and up. */
+  admin_epic: groupMember(AccessLevel.REPORTER),
+  /** Delete epics: owners. */
+  destroy_epic: groupMember(AccessLevel.OWNER),
+  /** Edit or delete anyone's note on the group's noteables (epics): maintainers and up, as on projects. */
+  admin_note: groupMember(AccessLevel.MAINTAINER),
+  /** Backdate a new note: owners and administrators. */
+  set_note_created_at: groupMember(AccessLevel.OWNER),
 } satisfies Record<string, Rule<GroupSubject>>;
 
 export type ProjectAbility = keyof typeof PROJECT_RULES;

@@ -3,13 +3,15 @@ import type { Database } from '../db/index.js';
 import type { Label } from '../db/schema/work_items.js';
 import { DEFAULT_LABEL_COLOR, sanitizeText } from './labels.js';
 
-/** What carries labels: an issue or a merge request, in the project whose labels it may use. */
+/** What carries labels: an issue or a merge request in the project whose labels it may use, or an epic in its group. */
 export interface LabelTarget {
-  targetType: 'Issue' | 'MergeRequest';
-  /** The issue's or merge request's id (not its iid). */
+  targetType: 'Issue' | 'MergeRequest' | 'Epic';
+  /** The issue's, merge request's or epic's id (not its iid). */
   targetId: number;
-  /** The issue's project, or the merge request's target project. */
-  projectId: number;
+  /** The issue's project, or the merge request's target project; null for an epic (see groupId). */
+  projectId: number | null;
+  /** An epic's group: it sees its group's labels and those of the groups above; new labels are group labels. */
+  groupId?: number;
   /** Who makes the change; recorded on each label event (null for the system). */
   userId: number | null;
   /**
@@ -87,7 +89,7 @@ async function applyLabelChange(db: Database, target: LabelTarget, change: Label
   const resolved = await resolveTitles(db, target, titles);
   const creatable = [...new Set([...(wanted ?? []), ...adding])].filter((t) => !resolved.has(t));
   if (creatable.length && target.createMissing !== false) {
-    for (const [title, label] of await createProjectLabels(db, target.projectId, creatable)) resolved.set(title, label);
+    for (const [title, label] of await createLabels(db, target, creatable)) resolved.set(title, label);
   }
   const labelsOf = (list: string[]) => list.map((t) => resolved.get(t)).filter((l): l is Label => !!l);
 
@@ -146,7 +148,14 @@ async function applyLabelChange(db: Database, target: LabelTarget, change: Label
 async function resolveTitles(db: Database, target: LabelTarget, titles: string[]): Promise<Map<string, Label>> {
   const found = new Map<string, Label>();
   if (titles.length === 0) return found;
-  const rows = await sql<Label & { rank: number }>`
+  const rows = target.projectId === null
+    ? await sql<Label & { rank: number }>`
+    select l.*, array_length(n.traversal_ids, 1) - array_position(n.traversal_ids, l.group_id) as rank
+      from namespaces n
+      join labels l on l.group_id = any(n.traversal_ids)
+     where n.id = ${target.groupId ?? 0} and l.title = any(${titles}::text[])
+     order by rank, l.id`.execute(db)
+    : await sql<Label & { rank: number }>`
     select l.*,
            case when l.project_id is not null then 0 else 1 + array_length(n.traversal_ids, 1) - coalesce(array_position(n.traversal_ids, l.group_id), 0) end as rank
       from projects p
@@ -158,17 +167,26 @@ async function resolveTitles(db: Database, target: LabelTarget, titles: string[]
   return found;
 }
 
-/** New project labels for unknown titles (requested title -> label); a title another call created meanwhile is taken as it is. */
-async function createProjectLabels(db: Database, projectId: number, titles: string[]): Promise<Map<string, Label>> {
+/** New project (or, for an epic, group) labels for unknown titles (requested title -> label); a title another call created meanwhile is taken as it is. */
+async function createLabels(db: Database, target: LabelTarget, titles: string[]): Promise<Map<string, Label>> {
+  const { projectId } = target;
   const clean = new Map(titles.map((t) => [t, sanitizeText(t).trim()]));
   const valid = [...new Set([...clean.values()].filter((t) => t !== '' && !t.includes(',') && [...t].length <= 255))];
   const created = new Map<string, Label>();
   if (valid.length === 0) return created;
-  await sql`
-    insert into labels (project_id, title, color)
-    select ${projectId}, t, ${DEFAULT_LABEL_COLOR} from unnest(${valid}::text[]) as t
-    on conflict (project_id, title) where project_id is not null do nothing`.execute(db);
-  const rows = await db.selectFrom('labels').selectAll().where('project_id', '=', projectId).where('title', 'in', valid).execute();
+  if (projectId === null) {
+    await sql`
+      insert into labels (group_id, title, color)
+      select ${target.groupId ?? 0}, t, ${DEFAULT_LABEL_COLOR} from unnest(${valid}::text[]) as t
+      on conflict (group_id, title) where group_id is not null do nothing`.execute(db);
+  } else {
+    await sql`
+      insert into labels (project_id, title, color)
+      select ${projectId}, t, ${DEFAULT_LABEL_COLOR} from unnest(${valid}::text[]) as t
+      on conflict (project_id, title) where project_id is not null do nothing`.execute(db);
+  }
+  const owner = projectId === null ? ('group_id' as const) : ('project_id' as const);
+  const rows = await db.selectFrom('labels').selectAll().where(owner, '=', projectId ?? target.groupId ?? 0).where('title', 'in', valid).execute();
   const byTitle = new Map(rows.map((l) => [l.title, l]));
   for (const [asked, title] of clean) {
     const label = byTitle.get(title);

@@ -14,7 +14,9 @@ import { projectAccessLevel } from '../policies/access.js';
 import { canMergeToBranch, canPushToBranch } from '../policies/branches.js';
 import { ApiError, apiError, forbidden, unauthorized } from '../plugins/errors.js';
 import { isDraftTitle } from '../presenters/merge_requests.js';
-import { MR_STATE, mergeRefName, refreshMergeRequest } from './merge_requests.js';
+import { MR_STATE, mergeRefName, mergeRequestNoteScope, refreshMergeRequest } from './merge_requests.js';
+import { addSystemNote } from './notes.js';
+import { hasUnresolvedThreads } from '../finders/notes.js';
 import { projectRepoPath } from './projects.js';
 
 /**
@@ -72,6 +74,10 @@ export async function acceptMergeRequest(
   const mr = initial.merge_status === 'can_be_merged' ? initial : await refreshMergeRequest(cairn, initial, subject.project);
   assertMergeable(mr, opts);
   const project = subject.project;
+  // GitLab's mergeable_discussions_state?: with the project's setting on, unresolved threads block the merge (405).
+  if (settings(project).only_allow_merge_if_all_discussions_are_resolved === true && (await hasUnresolvedThreads(cairn.db, mr.id))) {
+    throw apiError(405, '405 Method Not Allowed');
+  }
   if (opts.squash && settings(project).squash_option === 'never') throw apiError(400, 'Squashing not allowed: This project doesn\'t allow you to squash commits when merging.');
   const squash = settings(project).squash_option === 'always' ? true : opts.squash ?? mr.squash;
 
@@ -162,23 +168,27 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
       await unlock(null);
       throw apiError(406, 'Branch cannot be merged');
     }
-    const merged = await db
-      .updateTable('merge_requests')
-      .set({
-        state_id: MR_STATE.merged,
-        merged_at: sql`now()` as any,
-        merge_user_id: user.id,
-        merge_commit_sha: outcome.mergeCommit,
-        squash_commit_sha: outcome.squashCommit,
-        squash: opts.squash,
-        merge_when_pipeline_succeeds: false,
-        merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, opts.squash) }),
-        updated_at: sql`now()` as any,
-      })
-      .where('id', '=', mr.id)
-      .where('state_id', '=', MR_STATE.locked)
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const merged = await db.transaction().execute(async (trx) => {
+      const row = await trx
+        .updateTable('merge_requests')
+        .set({
+          state_id: MR_STATE.merged,
+          merged_at: sql`now()` as any,
+          merge_user_id: user.id,
+          merge_commit_sha: outcome.mergeCommit,
+          squash_commit_sha: outcome.squashCommit,
+          squash: opts.squash,
+          merge_when_pipeline_succeeds: false,
+          merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, opts.squash) }),
+          updated_at: sql`now()` as any,
+        })
+        .where('id', '=', mr.id)
+        .where('state_id', '=', MR_STATE.locked)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, 'merged');
+      return row;
+    });
     await afterMerge(cairn, project, user, merged, opts);
     return merged;
   } catch (e) {
@@ -344,13 +354,21 @@ export async function approve(cairn: Cairn, subject: ProjectSubject, user: User,
   if (!can(user, 'update_merge_request', subject)) throw unauthorized();
   if (mr.author_id === user.id && settings.merge_requests_author_approval !== true) throw unauthorized();
   if (sha !== undefined && sha !== mr.head_sha) throw apiError(409, 'SHA does not match HEAD of source branch: ' + (mr.head_sha ?? ''));
-  const inserted = await cairn.db.insertInto('merge_request_approvals').values({ merge_request_id: mr.id, user_id: user.id })
-    .onConflict((oc) => oc.doNothing()).returning('user_id').executeTakeFirst();
+  const inserted = await cairn.db.transaction().execute(async (trx) => {
+    const row = await trx.insertInto('merge_request_approvals').values({ merge_request_id: mr.id, user_id: user.id })
+      .onConflict((oc) => oc.doNothing()).returning('user_id').executeTakeFirst();
+    if (row) await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, 'approved this merge request');
+    return row;
+  });
   if (!inserted) throw unauthorized();
 }
 
 export async function unapprove(cairn: Cairn, user: User, mr: MergeRequest): Promise<void> {
-  const removed = await cairn.db.deleteFrom('merge_request_approvals').where('merge_request_id', '=', mr.id).where('user_id', '=', user.id).returning('user_id').executeTakeFirst();
+  const removed = await cairn.db.transaction().execute(async (trx) => {
+    const row = await trx.deleteFrom('merge_request_approvals').where('merge_request_id', '=', mr.id).where('user_id', '=', user.id).returning('user_id').executeTakeFirst();
+    if (row) await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, 'unapproved this merge request');
+    return row;
+  });
   if (!removed) throw apiError(404, '404 Not found');
 }
 

@@ -3,7 +3,7 @@ import type { Cairn, PostReceiveEvent } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import type { MergeRequest } from '../db/schema/work_items.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
-import { findProjectRow } from '../finders/projects.js';
+import { findProjectRow, projectFullPath } from '../finders/projects.js';
 import { deleteRef, fetchCommitFrom } from '../git/commits.js';
 import { compareAndSwapRef } from '../git/write.js';
 import { readRef } from '../git/refs.js';
@@ -13,6 +13,10 @@ import { nextInternalId } from './internal_ids.js';
 import { setLabels, type LabelChange } from './label_links.js';
 import type { Database } from '../db/index.js';
 import { projectRepoPath } from './projects.js';
+import type { NoteableScope } from '../finders/notes.js';
+import { commitsBetween, readCommitsOnce } from '../git/compare.js';
+import { draftlessTitle, isDraftTitle } from '../presenters/merge_requests.js';
+import { addSystemNote } from './notes.js';
 
 /**
  * Merge requests: create, update, close and reopen, delete, and keeping each one's view of git
@@ -29,6 +33,45 @@ const STATE_EVENTS: Record<'close' | 'reopen', { from: number[]; to: number }> =
   close: { from: [MR_STATE.opened, MR_STATE.locked], to: MR_STATE.closed },
   reopen: { from: [MR_STATE.closed], to: MR_STATE.opened },
 };
+
+/** The notes of a merge request: its threads and its system notes. */
+export function mergeRequestNoteScope(mr: Pick<MergeRequest, 'id' | 'target_project_id'>): NoteableScope {
+  return { type: 'MergeRequest', projectId: mr.target_project_id, key: { column: 'noteable_id', value: mr.id } };
+}
+
+/**
+ * GitLab's title change note: the part of each title that changed, between the common start and
+ * end, marked as its InlineDiffMarkdownMarker marks it ({-removed-}, {+added+}).
+ */
+export function titleChangeNote(oldTitle: string, newTitle: string): string {
+  const a = [...oldTitle];
+  const b = [...newTitle];
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) start++;
+  let end = 0;
+  while (end < a.length - start && end < b.length - start && a[a.length - 1 - end] === b[b.length - 1 - end]) end++;
+  const mark = (chars: string[], sign: '-' | '+') => {
+    const middle = chars.slice(start, chars.length - end).join('');
+    if (!middle) return chars.join('');
+    return `${chars.slice(0, start).join('')}{${sign}${middle}${sign}}${chars.slice(chars.length - end).join('')}`;
+  };
+  return `changed title from **${mark(a, '-')}** to **${mark(b, '+')}**`;
+}
+
+/** The system notes GitLab writes for an update of these fields (state changes write their own), in its order. */
+function updateNotes(mr: MergeRequest, set: Record<string, unknown>): string[] {
+  const notes: string[] = [];
+  if (typeof set.title === 'string' && set.title !== mr.title) {
+    if (isDraftTitle(mr.title) !== isDraftTitle(set.title)) notes.push(`marked this merge request as **${isDraftTitle(set.title) ? 'draft' : 'ready'}**`);
+    if (draftlessTitle(mr.title) !== draftlessTitle(set.title)) notes.push(titleChangeNote(mr.title, set.title));
+  }
+  if (set.description !== undefined && (set.description ?? '') !== (mr.description ?? '')) notes.push('changed the description');
+  if (typeof set.target_branch === 'string') notes.push(`changed target branch from \`${mr.target_branch}\` to \`${set.target_branch}\``);
+  if (set.discussion_locked !== undefined && !!set.discussion_locked !== !!mr.discussion_locked) {
+    notes.push(`${set.discussion_locked ? 'locked' : 'unlocked'} this merge request`);
+  }
+  return notes;
+}
 
 /** The ref that keeps a merge request's source head in the target repository (GitLab's refs/merge-requests/:iid/head). */
 export const headRef = (iid: number) => `refs/merge-requests/${iid}/head`;
@@ -283,12 +326,17 @@ export async function updateMergeRequest(cairn: Cairn, project: ProjectWithNames
     current = await changeState(cairn, mr, params.state_event, user);
   }
   if (Object.keys(set).length || assignees || reviewers || labelsChanged) {
-    current = await cairn.db
-      .updateTable('merge_requests')
-      .set({ ...set, updated_at: sql`now()` as any })
-      .where('id', '=', mr.id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const notes = updateNotes(mr, set);
+    current = await cairn.db.transaction().execute(async (trx) => {
+      const row = await trx
+        .updateTable('merge_requests')
+        .set({ ...set, updated_at: sql`now()` as any })
+        .where('id', '=', mr.id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      for (const body of notes) await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, body);
+      return row;
+    });
   }
   if (set.target_branch !== undefined || params.state_event === 'reopen') current = await refreshMergeRequest(cairn, current, project);
   return current;
@@ -314,15 +362,20 @@ export async function changeState(cairn: Cairn, mr: MergeRequest, event: 'close'
       .executeTakeFirst();
     if (other) throw conflictMessage(other.iid);
   }
-  const updated = await cairn.db
-    .updateTable('merge_requests')
-    .set(event === 'close'
-      ? { state_id: rule.to, closed_at: sql`now()` as any, closed_by_id: user.id, updated_at: sql`now()` as any }
-      : { state_id: rule.to, closed_at: null, closed_by_id: null, merge_status: 'unchecked', updated_at: sql`now()` as any })
-    .where('id', '=', mr.id)
-    .where('state_id', 'in', rule.from)
-    .returningAll()
-    .executeTakeFirst();
+  const updated = await cairn.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable('merge_requests')
+      .set(event === 'close'
+        ? { state_id: rule.to, closed_at: sql`now()` as any, closed_by_id: user.id, updated_at: sql`now()` as any }
+        : { state_id: rule.to, closed_at: null, closed_by_id: null, merge_status: 'unchecked', updated_at: sql`now()` as any })
+      .where('id', '=', mr.id)
+      .where('state_id', 'in', rule.from)
+      .returningAll()
+      .executeTakeFirst();
+    // GitLab's change_status note, only by whoever made the change.
+    if (row) await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, event === 'close' ? 'closed' : 'reopened');
+    return row;
+  });
   return updated ?? (await cairn.db.selectFrom('merge_requests').selectAll().where('id', '=', mr.id).executeTakeFirstOrThrow());
 }
 
@@ -371,7 +424,39 @@ export async function refreshAfterPush(cairn: Cairn, event: PostReceiveEvent): P
       ]),
     )
     .execute();
-  for (const mr of rows) await refreshMergeRequest(cairn, mr);
+  for (const mr of rows) {
+    const refreshed = await refreshMergeRequest(cairn, mr);
+    const pushedSource = mr.source_project_id === event.projectId && branches.includes(mr.source_branch);
+    if (pushedSource && mr.head_sha && refreshed.head_sha && refreshed.head_sha !== mr.head_sha) {
+      await noteAddedCommits(cairn, refreshed, mr.head_sha, event.userId);
+    }
+  }
+}
+
+/**
+ * GitLab's "added N commits" note after a push to the source branch: the commits the merge
+ * request has now that it did not have at `oldHead`, oldest first, with a link to compare with
+ * the previous version.
+ */
+async function noteAddedCommits(cairn: Cairn, mr: MergeRequest, oldHead: string, userId: number | null): Promise<void> {
+  const project = await findProjectRow(cairn.db, mr.target_project_id);
+  if (!project || !mr.head_sha) return;
+  const gitDir = projectRepoPath(cairn, project);
+  // New since oldHead, and in the merge request (not already in the target branch).
+  const [sincePush, ofMergeRequest] = await Promise.all([
+    commitsBetween(gitDir, oldHead, mr.head_sha).catch(() => [] as string[]),
+    commitsBetween(gitDir, mr.base_sha, mr.head_sha).catch(() => [] as string[]),
+  ]);
+  const inMergeRequest = new Set(ofMergeRequest);
+  const oids = sincePush.filter((oid) => inMergeRequest.has(oid));
+  if (!oids.length) return;
+  const commits = await readCommitsOnce(gitDir, oids);
+  const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+  const items = commits.map((c) => `<li>${c.oid.slice(0, 8)} - ${escape(c.message.split('\n')[0] ?? '')}</li>`).join('');
+  const count = commits.length;
+  const path = `/${projectFullPath(project)}/-/merge_requests/${mr.iid}/diffs?start_sha=${oldHead}`;
+  const body = [`added ${count} commit${count === 1 ? '' : 's'}`, `<ul>${items}</ul>`, `[Compare with previous version](${path})`].join('\n\n');
+  await addSystemNote(cairn.db, mergeRequestNoteScope(mr), userId, body);
 }
 
 /** Throws GitLab's 404 for a merge request that does not exist in the project. */

@@ -3,7 +3,8 @@ import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import type { DiffPosition, NotePosition, NoteWithAuthor } from '../db/schema/notes.js';
-import { findNote, type NoteableScope } from '../finders/notes.js';
+import { discussionNotes, findNote, type NoteableScope } from '../finders/notes.js';
+import type { Database } from '../db/index.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { ParsedCommit } from '../git/catfile.js';
 import { diffLines, diffTrees, type DiffFile } from '../git/commits.js';
@@ -126,6 +127,49 @@ export async function setNoteResolved(cairn: Cairn, scope: NoteableScope, note: 
     .where('id', '=', note.id)
     .execute();
   return reload(cairn, scope, note.id);
+}
+
+/** GitLab's Note#resolvable?: a thread's note (DiscussionNote or DiffNote) that is not a system note; whether its kind resolves is the caller's. */
+export function isResolvableNote(note: Pick<NoteWithAuthor, 'system' | 'type'>): boolean {
+  return !note.system && (note.type === 'DiscussionNote' || note.type === 'DiffNote');
+}
+
+/** Resolves (by `user`) or unresolves every resolvable note of a thread, in one statement; answers the thread's notes. */
+export async function setDiscussionResolved(cairn: Cairn, scope: NoteableScope, discussionId: string, user: User, resolved: boolean): Promise<NoteWithAuthor[]> {
+  await cairn.db
+    .updateTable('notes')
+    .set(resolved ? { resolved_at: sql<Date>`coalesce(resolved_at, now())`, resolved_by_id: sql<number>`coalesce(resolved_by_id, ${user.id})` } : { resolved_at: null, resolved_by_id: null })
+    .where('discussion_id', '=', discussionId)
+    .where('noteable_type', '=', scope.type)
+    .where(scope.key.column, '=', scope.key.value as never)
+    .where((eb) => (scope.projectId === null ? eb.val(true) : eb('project_id', '=', scope.projectId)))
+    .where('system', '=', false)
+    .where('type', 'in', ['DiscussionNote', 'DiffNote'])
+    .execute();
+  return discussionNotes(cairn.db, scope, discussionId);
+}
+
+/**
+ * A system note (GitLab's SystemNoteService): one line saying what `authorId` changed on the
+ * noteable ("closed", "changed target branch from `a` to `b`"...). Pass the transaction that
+ * makes the change, so the note and the change commit together. System notes are individual
+ * notes that nobody edits, deletes or replies to (api/notes/routes.ts).
+ */
+export async function addSystemNote(db: Database, scope: NoteableScope, authorId: number | null, body: string): Promise<void> {
+  await db
+    .insertInto('notes')
+    .values({
+      project_id: scope.projectId,
+      noteable_type: scope.type,
+      noteable_id: scope.key.column === 'noteable_id' ? scope.key.value : null,
+      commit_id: scope.key.column === 'commit_id' ? scope.key.value : null,
+      discussion_id: newDiscussionId(),
+      type: null,
+      body,
+      author_id: authorId,
+      system: true,
+    })
+    .execute();
 }
 
 export async function deleteNote(cairn: Cairn, note: NoteWithAuthor): Promise<void> {

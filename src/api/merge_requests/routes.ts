@@ -15,6 +15,9 @@ import {
   presentApprovalState, presentMergeRequest, presentMergeRequestSimple, presentMergeRequestSingle,
 } from '../../presenters/merge_requests.js';
 import { presentDiff } from '../../presenters/repository.js';
+import { labelEventsOf } from '../../finders/labels.js';
+import { presentResourceLabelEvent } from '../../presenters/labels.js';
+import { ResourceLabelEventSchema } from '../../presenters/schemas/labels.js';
 import { CommitSchema, DiffSchema } from '../../presenters/schemas/commits.js';
 import { ApprovalStateSchema, MergeRequestChangesSchema, MergeRequestSchema, MergeRequestSimpleSchema, MergeRequestSingleSchema } from '../../presenters/schemas/merge_requests.js';
 import type { PresentContext } from '../../presenters/users.js';
@@ -349,6 +352,30 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
       return reply.code(201).send(await renderSingle(request, access, updated));
     });
   }
+
+  // Label changes are their own records, not notes (GitLab's Resource label events API).
+  app.get(`${base}/:merge_request_iid/resource_label_events`, route({
+    access: read,
+    paginated: true,
+    schema: { params: IidParams, response: { 200: Type.Array(ResourceLabelEventSchema) } },
+  }), async (request, reply) => {
+    const { mr } = await loadMergeRequest(request);
+    const page = pageParams(request);
+    const { rows, total } = await labelEventsOf(cairn.db, 'MergeRequest', mr.id, { limit: page.perPage, offset: page.offset });
+    setPaginationHeaders(request, reply, page, total);
+    return rows.map((r) => presentResourceLabelEvent(ctxOf(request), r));
+  });
+
+  app.get(`${base}/:merge_request_iid/resource_label_events/:resource_label_event_id`, route({
+    access: read,
+    schema: { params: Type.Object({ id: Type.String(), merge_request_iid: RowId, resource_label_event_id: RowId }), response: { 200: ResourceLabelEventSchema } },
+  }), async (request) => {
+    const { mr } = await loadMergeRequest(request);
+    const { rows } = await labelEventsOf(cairn.db, 'MergeRequest', mr.id);
+    const event = rows.find((r) => r.event.id === request.params.resource_label_event_id);
+    if (!event) throw notFound();
+    return presentResourceLabelEvent(ctxOf(request), event);
+  });
 
   app.put(`${base}/:merge_request_iid/rebase`, route({
     access: read,

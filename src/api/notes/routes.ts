@@ -16,7 +16,9 @@ import {
   deleteNote,
   noteInvalid,
   noteText,
+  isResolvableNote,
   replyToDiscussion,
+  setDiscussionResolved,
   setNoteResolved,
   updateNoteBody,
 } from '../../services/notes.js';
@@ -61,7 +63,7 @@ async function loadNoteable(kind: NoteableKind, request: FastifyRequest): Promis
 
 /** The route guard of a kind: its parent loaded for the caller with the given ability. */
 function guard(kind: NoteableKind, ability: 'read' | 'create', signedIn = false): Access {
-  const extra = signedIn ? { signedIn: true } : {};
+  const extra = signedIn || kind.signedIn ? { signedIn: true } : {};
   return kind.parent === 'project' ? { project: kind.abilities[ability], ...extra } : { group: kind.abilities[ability], ...extra };
 }
 
@@ -223,6 +225,22 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return reply.code(201).send(presentDiscussion(ctx, [note], loaded.form));
   });
 
+  if (kind.resolvable) {
+    // Resolves or unresolves every note of a thread (GitLab's Discussion#can_resolve?: the noteable's author or the resolve ability).
+    app.put(`${base}/discussions/:discussion_id`, route({
+      access: change,
+      schema: { params: ThreadParams, body: Type.Object({ resolved: Type.Boolean() }), response: { 200: DiscussionSchema } },
+    }), async (request) => {
+      const loaded = await loadNoteable(kind, request);
+      const user = signedInUser(loaded);
+      const thread = await threadOf(loaded, request.params.discussion_id as string);
+      const resolvable = thread.some((n) => isResolvableNote(n));
+      if (!resolvable || (loaded.found.authorId !== user.id && !loaded.allowed('resolve'))) throw forbidden();
+      const notes = await setDiscussionResolved(cairn, loaded.found.scope, thread[0].discussion_id, user, request.body.resolved);
+      return presentDiscussion(ctx, notes, loaded.form);
+    });
+  }
+
   app.get(`${base}/discussions/:discussion_id/notes`, route({
     access: read,
     schema: { params: ThreadParams, response: { 200: Type.Array(NoteSchema) } },
@@ -264,8 +282,9 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     const note = await noteOf(request, loaded, request.params.note_id as number, request.params.discussion_id as string);
     if (resolved !== undefined) {
       const user = signedInUser(loaded);
-      if (note.author_id !== user.id && !loaded.allowed('resolve')) throw forbidden();
-      const resolvable = kind.resolvable && !note.system && (note.type === 'DiscussionNote' || note.type === 'DiffNote');
+      // GitLab's resolve_note on a note: its author, the noteable's author, or the kind's resolve ability.
+      if (note.author_id !== user.id && loaded.found.authorId !== user.id && !loaded.allowed('resolve')) throw forbidden();
+      const resolvable = kind.resolvable && isResolvableNote(note);
       if (!resolvable) throw badRequest('Note is not resolvable');
       return presentNote(ctx, await setNoteResolved(cairn, loaded.found.scope, note, user, resolved), loaded.form);
     }

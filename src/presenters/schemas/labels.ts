@@ -39,7 +39,7 @@ export const ResourceLabelEventSchema = Type.Object(
     id: Type.Integer(),
     user: Nullable(UserBasicSchema),
     created_at: Timestamp,
-    resource_type: Type.Union([Type.Literal('Issue'), Type.Literal('MergeRequest')]),
+    resource_type: Type.Union([Type.Literal('Issue'), Type.Literal('MergeRequest'), Type.Literal('Epic')]),
     resource_id: Type.Integer(),
     label: Nullable(LabelBasicSchema),
     action: Type.Union([Type.Literal('add'), Type.Literal('remove')]),

@@ -1,0 +1,138 @@
+import { sql } from 'kysely';
+import type { Cairn } from '../context.js';
+import type { User } from '../db/schema/core.js';
+import type { Epic } from '../db/schema/work_items.js';
+import type { NoteableScope } from '../finders/notes.js';
+import { ApiError } from '../plugins/errors.js';
+import { castDate } from './milestones.js';
+import { nextInternalId } from './internal_ids.js';
+import { setLabels, type LabelChange } from './label_links.js';
+
+/**
+ * Minimal group epics (GitLab's Epics API): create, update (title, description, state_event,
+ * labels, confidential, fixed start and due dates), delete. iids count per group; a state change
+ * is one guarded UPDATE; label changes are label events (resource_label_events), not notes.
+ */
+
+export const EPIC_STATE = { opened: 1, closed: 2 } as const;
+
+export interface EpicParams {
+  title?: string;
+  description?: string | null;
+  confidential?: boolean;
+  /** Fixed dates (start_date_fixed / due_date_fixed, or the deprecated start_date / end_date); null clears. */
+  startDate?: string | null;
+  dueDate?: string | null;
+  state_event?: 'close' | 'reopen';
+  labelChange?: LabelChange;
+}
+
+const TITLE_MAX = 255;
+const DESCRIPTION_MAX = 1_048_576;
+
+/** The notes of an epic: epics belong to a group, so their notes have no project. */
+export function epicNoteScope(epic: Pick<Epic, 'id'>): NoteableScope {
+  return { type: 'Epic', projectId: null, key: { column: 'noteable_id', value: epic.id } };
+}
+
+/** GitLab's render_validation_error!: 400 {"message": {"field": ["..."]}}. */
+function invalid(errors: Record<string, string[]>): ApiError {
+  return new ApiError(400, { message: errors });
+}
+
+function check(p: EpicParams, creating: boolean) {
+  const errors: Record<string, string[]> = {};
+  if (creating || p.title !== undefined) {
+    const title = p.title?.trim() ?? '';
+    if (!title) errors.title = ["can't be blank"];
+    else if ([...title].length > TITLE_MAX) errors.title = [`is too long (maximum is ${TITLE_MAX} characters)`];
+  }
+  if (p.description && p.description.length > DESCRIPTION_MAX) errors.description = [`is too long (maximum is ${DESCRIPTION_MAX} characters)`];
+  if (Object.keys(errors).length) throw invalid(errors);
+}
+
+/** A date parameter: null clears it; a value that is not a date is refused. */
+function dateParam(name: string, value: string | null | undefined): string | null | undefined {
+  if (value === undefined || value === null || value === '') return value === '' ? null : value;
+  const date = castDate(value);
+  if (!date) throw new ApiError(400, { error: `${name} is invalid` });
+  return date;
+}
+
+export function epicDates(body: { start_date_fixed?: string | null; start_date?: string | null; due_date_fixed?: string | null; end_date?: string | null; start_date_is_fixed?: boolean; due_date_is_fixed?: boolean }) {
+  let startDate = dateParam('start_date_fixed', body.start_date_fixed !== undefined ? body.start_date_fixed : body.start_date);
+  let dueDate = dateParam('due_date_fixed', body.due_date_fixed !== undefined ? body.due_date_fixed : body.end_date);
+  // Dates are fixed ones only: un-fixing one leaves the epic without it (no milestones feed it).
+  if (body.start_date_is_fixed === false) startDate = null;
+  if (body.due_date_is_fixed === false) dueDate = null;
+  return { startDate, dueDate };
+}
+
+async function applyLabels(db: Cairn['db'], epic: Epic, user: User, change: LabelChange | undefined): Promise<boolean> {
+  if (!change || (change.labels === undefined && change.add_labels === undefined && change.remove_labels === undefined)) return false;
+  const result = await setLabels(db, { targetType: 'Epic', targetId: epic.id, projectId: null, groupId: epic.group_id, userId: user.id, createMissing: true }, change);
+  return result.added.length > 0 || result.removed.length > 0;
+}
+
+export async function createEpic(cairn: Cairn, groupId: number, user: User, p: EpicParams): Promise<Epic> {
+  check(p, true);
+  return cairn.db.transaction().execute(async (trx) => {
+    const iid = await nextInternalId(trx, 'epics', groupId);
+    const epic = await trx
+      .insertInto('epics')
+      .values({
+        iid,
+        group_id: groupId,
+        title: p.title!.trim(),
+        description: p.description ?? null,
+        author_id: user.id,
+        confidential: p.confidential ?? false,
+        start_date: p.startDate ?? null,
+        due_date: p.dueDate ?? null,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await applyLabels(trx, epic, user, p.labelChange);
+    return epic;
+  });
+}
+
+export async function updateEpic(cairn: Cairn, epic: Epic, user: User, p: EpicParams): Promise<Epic> {
+  check(p, false);
+  const set: Record<string, unknown> = {};
+  if (p.title !== undefined) set.title = p.title.trim();
+  if (p.description !== undefined) set.description = p.description;
+  if (p.confidential !== undefined) set.confidential = p.confidential;
+  if (p.startDate !== undefined) set.start_date = p.startDate;
+  if (p.dueDate !== undefined) set.due_date = p.dueDate;
+  return cairn.db.transaction().execute(async (trx) => {
+    const labelsChanged = await applyLabels(trx, epic, user, p.labelChange);
+    let current = epic;
+    if (p.state_event) {
+      const to = p.state_event === 'close' ? EPIC_STATE.closed : EPIC_STATE.opened;
+      const from = p.state_event === 'close' ? EPIC_STATE.opened : EPIC_STATE.closed;
+      current = (await trx
+        .updateTable('epics')
+        .set({ state_id: to, closed_at: to === EPIC_STATE.closed ? sql<Date>`now()` : null, updated_at: sql<Date>`now()` })
+        .where('id', '=', epic.id)
+        .where('state_id', '=', from)
+        .returningAll()
+        .executeTakeFirst()) ?? current;
+    }
+    if (Object.keys(set).length || labelsChanged) {
+      current = await trx.updateTable('epics').set({ ...set, updated_at: sql<Date>`now()` }).where('id', '=', epic.id).returningAll().executeTakeFirstOrThrow();
+    }
+    return current;
+  });
+}
+
+/** DELETE: the epic, its notes, label links and events, awards and subscriptions. */
+export async function deleteEpic(cairn: Cairn, epic: Epic): Promise<void> {
+  await cairn.db.transaction().execute(async (trx) => {
+    for (const [table, type] of [['label_links', 'target'], ['resource_label_events', 'target'], ['award_emoji', 'awardable'], ['subscriptions', 'subscribable']] as const) {
+      await sql`delete from ${sql.table(table)} where ${sql.ref(`${type}_type`)} = 'Epic' and ${sql.ref(`${type}_id`)} = ${epic.id}`.execute(trx);
+    }
+    await trx.deleteFrom('notes').where('noteable_type', '=', 'Epic').where('noteable_id', '=', epic.id).execute();
+    await trx.deleteFrom('epics').where('id', '=', epic.id).execute();
+  });
+}
