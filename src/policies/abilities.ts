@@ -111,6 +111,13 @@ const PROJECT_RULES = {
   admin_note: member(AccessLevel.MAINTAINER),
   /** Give a new note a `created_at` of one's choosing (imports): owners, and administrators (who count as owners). */
   set_note_created_at: member(AccessLevel.OWNER),
+  /** Fork the project: signed in, its code readable and its forking feature available to the caller. */
+  fork_project: (a, s) => !!a && downloadCode(a, s) && featureAvailable(s, 'forking'),
+  /** Mark the project as a fork of another (POST /projects/:id/fork/:forked_from_id) or undo it (DELETE /projects/:id/fork). */
+  link_forked_project: member(AccessLevel.OWNER),
+  remove_fork_project: member(AccessLevel.OWNER),
+  /** React with an emoji (on what the caller may read): any signed-in caller who sees the project, as GitLab's guest access. */
+  award_emoji: (a, s) => !!a && readProject(a, s),
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>
