@@ -22,6 +22,8 @@ import labelRoutes from './labels/routes.js';
 import milestoneRoutes from './milestones/routes.js';
 import noteRoutes from './notes/routes.js';
 import epicRoutes from './epics/routes.js';
+import forkRoutes from './forks/routes.js';
+import awardEmojiRoutes from './award_emoji/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -48,4 +50,6 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(milestoneRoutes);
   await app.register(noteRoutes);
   await app.register(epicRoutes);
+  await app.register(forkRoutes);
+  await app.register(awardEmojiRoutes);
 }

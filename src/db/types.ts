@@ -1,5 +1,6 @@
 import type { BranchTables } from './schema/branches.js';
 import type { CoreTables } from './schema/core.js';
+import type { ForkTables } from './schema/forks.js';
 import type { GroupsTables } from './schema/groups.js';
 import type { KeysTables } from './schema/keys.js';
 import type { OAuthTables } from './schema/oauth.js';
@@ -16,4 +17,5 @@ export interface DB
     OAuthTables,
     UsersAreaTables,
     NoteTables,
-    WorkItemTables {}
+    WorkItemTables,
+    ForkTables {}

@@ -70,6 +70,10 @@ export interface ProjectFilters {
   groupScope?: { namespaceIds: number[]; sharedWithGroupId?: number };
   /** Projects starred by this user. */
   starredBy?: number;
+  /** Direct forks of this project (GET /projects/:id/forks). */
+  forkedFromProjectId?: number;
+  /** Only these projects. */
+  ids?: number[];
   orderBy?: ProjectOrder;
   sort?: 'asc' | 'desc';
 }
@@ -132,6 +136,10 @@ function filteredProjects(db: Database, user: User | null, f: ProjectFilters) {
   }
   if (user && f.starred) q = q.where(sql<boolean>`p.id in (select project_id from users_star_projects where user_id = ${user.id})`);
   if (f.starredBy !== undefined) q = q.where(sql<boolean>`p.id in (select project_id from users_star_projects where user_id = ${f.starredBy})`);
+  if (f.forkedFromProjectId !== undefined) {
+    q = q.where(sql<boolean>`p.id in (select project_id from fork_network_members where forked_from_project_id = ${f.forkedFromProjectId})`);
+  }
+  if (f.ids) q = q.where('p.id', 'in', f.ids.length ? f.ids : [-1]);
   if (f.archived !== undefined) q = q.where('p.archived', '=', f.archived);
   if (f.visibility) q = q.where('p.visibility_level', '=', VISIBILITY_LEVELS[f.visibility] ?? -1);
   if (f.search) {
@@ -227,6 +235,8 @@ export async function loadProjectExtras(
     project_member: number | null;
     group_member: number | null;
     stars: number;
+    forks: number;
+    forked_from: number | null;
     links: (SharedGroupLink & { project_id?: number })[];
   }>`
     select p.id, a.level,
@@ -236,6 +246,8 @@ export async function loadProjectExtras(
         where n.type = 'Group' and m.user_id = ${uid} and m.source_type = 'Namespace'
           and m.source_id = any(n.traversal_ids) and ${activeMembership}) as group_member,
       (select count(*)::int from users_star_projects s where s.project_id = p.id) as stars,
+      (select count(*)::int from fork_network_members f where f.forked_from_project_id = p.id) as forks,
+      (select f.forked_from_project_id from fork_network_members f where f.project_id = p.id) as forked_from,
       coalesce((select json_agg(json_build_object(
                   'group_id', g.id, 'group_name', g.name, 'group_full_path', g.full_path,
                   'group_access', l.group_access, 'expires_at', to_char(l.expires_at, 'YYYY-MM-DD')) order by l.id)
@@ -252,7 +264,8 @@ export async function loadProjectExtras(
       accessLevel: level,
       admin: !!user?.admin,
       starCount: x?.stars ?? 0,
-      forksCount: 0,
+      forksCount: x?.forks ?? 0,
+      forkedFromId: x?.forked_from ?? null,
       openIssuesCount: 0,
       sharedWithGroups: x?.links ?? [],
       projectAccess: ownsPersonal ? 50 : (user ? (x?.project_member ?? null) : null),

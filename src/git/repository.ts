@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { git } from './command.js';
+import { assertSafeArg, git } from './command.js';
 
 /**
  * Where a repository lives inside its storage. Hashed by id (as GitLab does), so renames and
@@ -23,9 +23,42 @@ export function repositoryPath(storageRoot: string, diskPath: string): string {
 export async function initBareRepository(dir: string, defaultBranch = 'main'): Promise<void> {
   await fs.mkdir(dir, { recursive: true });
   await git(['init', '--bare', '--quiet', `--initial-branch=${defaultBranch}`, dir], { cwd: dir });
+  await configureRepository(dir);
+}
+
+/** The configuration every repository Cairn serves has (pushes over HTTP, fetches by SHA between repositories). */
+async function configureRepository(dir: string): Promise<void> {
   await git(['config', 'http.receivepack', 'true'], { gitDir: dir });
   await git(['config', 'uploadpack.allowAnySHA1InWant', 'true'], { gitDir: dir });
   await git(['config', 'core.logAllRefUpdates', 'false'], { gitDir: dir });
+}
+
+/**
+ * A fork's repository: a bare clone of `sourceDir` into `dir` (which must not exist yet), with its
+ * branches and tags (not merge request or other internal refs); `branch` limits it to that one
+ * branch, without tags. `headBranch` becomes HEAD.
+ *
+ * Why a local clone and not alternates: git's local clone hardlinks the object files (or copies
+ * them where the storage is another filesystem), and git never changes an object or pack file
+ * in place, so the two repositories share nothing either can alter. Deleting, repacking or
+ * pruning the source later cannot break the fork. Alternates would save the copy on a
+ * cross-filesystem storage, but leave the fork reading the source's object directory forever: a
+ * `git gc --prune` or a deletion of the source would corrupt it. The clone's remote is
+ * removed, so nothing in the fork names the source's path.
+ */
+export async function cloneRepositoryForFork(sourceDir: string, dir: string, opts: { branch?: string; headBranch: string }): Promise<void> {
+  const only = opts.branch !== undefined ? ['--single-branch', '--no-tags', '--branch', assertSafeArg(opts.branch, 'branch')] : [];
+  await fs.mkdir(path.dirname(dir), { recursive: true });
+  await git(['clone', '--bare', '--quiet', ...only, '--', sourceDir, dir], { cwd: path.dirname(dir), timeoutMs: 30 * 60_000 });
+  await git(['config', '--remove-section', 'remote.origin'], { gitDir: dir, okCodes: [1, 3, 5, 128] });
+  await configureRepository(dir);
+  await git(['symbolic-ref', 'HEAD', `refs/heads/${assertSafeArg(opts.headBranch, 'branch')}`], { gitDir: dir });
+}
+
+/** Moves a repository prepared elsewhere on the same storage to its place (one rename: it is there whole or not at all). */
+export async function moveRepository(from: string, to: string): Promise<void> {
+  await fs.mkdir(path.dirname(to), { recursive: true });
+  await fs.rename(from, to);
 }
 
 export async function removeRepository(dir: string): Promise<void> {

@@ -113,6 +113,13 @@ const PROJECT_RULES = {
   set_note_created_at: member(AccessLevel.OWNER),
   /** Resolve anyone's merge request threads: developers and up (a note's author and the merge request's author may too). */
   resolve_note: member(AccessLevel.DEVELOPER),
+  /** Fork the project: signed in, its code readable and its forking feature available to the caller. */
+  fork_project: (a, s) => !!a && downloadCode(a, s) && featureAvailable(s, 'forking'),
+  /** Mark the project as a fork of another (POST /projects/:id/fork/:forked_from_id) or undo it (DELETE /projects/:id/fork). */
+  link_forked_project: member(AccessLevel.OWNER),
+  remove_fork_project: member(AccessLevel.OWNER),
+  /** React with an emoji (on what the caller may read): any signed-in caller who sees the project, as GitLab's guest access. */
+  award_emoji: (a, s) => !!a && readProject(a, s),
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>

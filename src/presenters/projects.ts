@@ -100,7 +100,12 @@ export interface ProjectExtras {
   admin: boolean;
   readmePath: string | null;
   starCount: number;
+  /** Direct forks. */
   forksCount: number;
+  /** The project this one was forked from, if any (whether the caller may see it or not). */
+  forkedFromId?: number | null;
+  /** That project, loaded for callers who may read it: shown as forked_from_project. */
+  forkedFrom?: { row: ProjectRow; extras: ProjectExtras };
   openIssuesCount: number;
   sharedWithGroups: SharedGroupLink[];
   /** For the with-access form: the caller's project and group membership levels. */
@@ -209,6 +214,7 @@ export function presentProject(ctx: PresentContext, p: ProjectRow, x: ProjectExt
     import_type: s.import_type,
     import_status: s.import_status,
     ...(maintainer ? { import_error: null } : {}),
+    ...(x.forkedFrom ? { forked_from_project: presentProjectSimple(ctx, x.forkedFrom.row, x.forkedFrom.extras) } : {}),
     ...(available('issues') ? { open_issues_count: x.openIssuesCount } : {}),
     description_html: null,
     ci_default_git_depth: s.ci_default_git_depth,

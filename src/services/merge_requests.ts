@@ -4,6 +4,7 @@ import type { User } from '../db/schema/core.js';
 import type { MergeRequest } from '../db/schema/work_items.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import { findProjectRow, projectFullPath } from '../finders/projects.js';
+import { inSameForkNetwork } from '../finders/forks.js';
 import { deleteRef, fetchCommitFrom } from '../git/commits.js';
 import { compareAndSwapRef } from '../git/write.js';
 import { readRef } from '../git/refs.js';
@@ -213,6 +214,10 @@ export interface CreateInput {
 export async function createMergeRequest(cairn: Cairn, input: CreateInput): Promise<MergeRequest> {
   const { sourceProject, targetProject, user, params } = input;
   checkText(params, true);
+  // Across projects only inside one fork network (GitLab's validate_fork, answered 422).
+  if (sourceProject.id !== targetProject.id && !(await inSameForkNetwork(cairn.db, sourceProject.id, targetProject.id))) {
+    throw new ApiError(422, { message: ['Source project is not a fork of the target project'] });
+  }
   const sourceBranch = params.source_branch!;
   const targetBranch = params.target_branch!;
   const errors: string[] = [];

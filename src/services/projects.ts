@@ -34,7 +34,14 @@ export function projectRepoPath(cairn: Cairn, project: { repository_storage: str
  * `git init` rolls the row back, and a crash before commit leaves only an unused directory
  * under a hashed path no row points to.
  */
-export async function insertProject(cairn: Cairn, attrs: NewProject) {
+export async function insertProject(
+  cairn: Cairn,
+  attrs: NewProject,
+  opts: {
+    /** Puts the repository in place instead of `git init` (a fork's, prepared beforehand), inside the same transaction. */
+    repository?: (trx: Database, project: Project, gitDir: string) => Promise<void>;
+  } = {},
+) {
   return cairn.db.transaction().execute(async (trx) => {
     const inserted = await trx
       .insertInto('projects')
@@ -43,7 +50,8 @@ export async function insertProject(cairn: Cairn, attrs: NewProject) {
       .executeTakeFirstOrThrow();
     const diskPath = hashedDiskPath('project', inserted.id);
     const project = await trx.updateTable('projects').set({ disk_path: diskPath }).where('id', '=', inserted.id).returningAll().executeTakeFirstOrThrow();
-    await initBareRepository(projectRepoPath(cairn, project), project.default_branch ?? 'main');
+    if (opts.repository) await opts.repository(trx, project, projectRepoPath(cairn, project));
+    else await initBareRepository(projectRepoPath(cairn, project), project.default_branch ?? 'main');
     return project;
   });
 }
@@ -51,8 +59,8 @@ export async function insertProject(cairn: Cairn, attrs: NewProject) {
 // ---------------------------------------------------------------------------------------------
 // Projects API: create, update, delete, transfer, stars.
 
-const NAME_RE = /^[\p{L}\p{N}_\p{Extended_Pictographic}][\p{L}\p{N}\p{Extended_Pictographic}\p{M}_.+\- ]*$/u;
-const NAME_MESSAGE = "can contain only letters, digits, emoji, '_', '.', '+', dashes, or spaces. It must start with a letter, digit, emoji, or '_'.";
+export const NAME_RE = /^[\p{L}\p{N}_\p{Extended_Pictographic}][\p{L}\p{N}\p{Extended_Pictographic}\p{M}_.+\- ]*$/u;
+export const NAME_MESSAGE = "can contain only letters, digits, emoji, '_', '.', '+', dashes, or spaces. It must start with a letter, digit, emoji, or '_'.";
 
 /** Ruby's Hash#inspect of validation errors, as GitLab embeds it in some messages. */
 export function rubyErrors(errors: Record<string, string[]>): string {
@@ -71,7 +79,7 @@ export async function canCreateProjectIn(db: Database, user: User, ns: Namespace
 }
 
 /** Is `path` free inside namespace `ns` (no project and no subgroup holds it)? */
-async function pathTaken(db: Database, ns: Namespace, path: string, exceptProjectId?: number) {
+export async function pathTaken(db: Database, ns: Namespace, path: string, exceptProjectId?: number) {
   const project = await db
     .selectFrom('projects')
     .select('id')
@@ -84,7 +92,7 @@ async function pathTaken(db: Database, ns: Namespace, path: string, exceptProjec
   return !!group;
 }
 
-async function nameTaken(db: Database, ns: Namespace, name: string, exceptProjectId?: number) {
+export async function nameTaken(db: Database, ns: Namespace, name: string, exceptProjectId?: number) {
   const row = await db
     .selectFrom('projects')
     .select('id')
@@ -188,15 +196,7 @@ export async function createProject(cairn: Cairn, input: CreateProjectInput): Pr
     settings,
   });
 
-  // A developer who creates a project in a group becomes its maintainer (GitLab's rule): whoever
-  // the group does not already make able to administer it.
-  if (ns.type === 'Group' && !user.admin && !can(user, 'admin_project', { project, accessLevel: effectiveLevel(user, await groupAccessLevel(db, user.id, ns)) })) {
-    await db
-      .insertInto('members')
-      .values({ source_type: 'Project', source_id: project.id, user_id: user.id, access_level: AccessLevel.MAINTAINER, created_by_id: user.id })
-      .onConflict((oc) => oc.columns(['source_type', 'source_id', 'user_id']).doNothing())
-      .execute();
-  }
+  await grantCreatorMaintainer(db, user, ns, project);
 
   if (params.initialize_with_readme === true) {
     const content = `# ${projectName}\n\n${project.description ? project.description + '\n' : ''}`;
@@ -209,6 +209,20 @@ export async function createProject(cairn: Cairn, input: CreateProjectInput): Pr
     return db.updateTable('projects').set({ empty_repo: false, last_activity_at: new Date() }).where('id', '=', project.id).returningAll().executeTakeFirstOrThrow();
   }
   return project;
+}
+
+/**
+ * A developer who creates a project (or a fork) in a group becomes its maintainer (GitLab's rule):
+ * whoever the group does not already make able to administer it.
+ */
+export async function grantCreatorMaintainer(db: Database, user: User, ns: Namespace, project: Project): Promise<void> {
+  if (ns.type !== 'Group' || user.admin) return;
+  if (can(user, 'admin_project', { project, accessLevel: effectiveLevel(user, await groupAccessLevel(db, user.id, ns)) })) return;
+  await db
+    .insertInto('members')
+    .values({ source_type: 'Project', source_id: project.id, user_id: user.id, access_level: AccessLevel.MAINTAINER, created_by_id: user.id })
+    .onConflict((oc) => oc.columns(['source_type', 'source_id', 'user_id']).doNothing())
+    .execute();
 }
 
 export interface UpdateProjectInput {
@@ -306,6 +320,15 @@ export async function deleteProjects(cairn: Cairn, projects: Pick<Project, 'id' 
 export async function deleteProjectRows(trx: Database, projects: Pick<Project, 'id' | 'repository_storage' | 'disk_path'>[]): Promise<void> {
   if (projects.length === 0) return;
   const ids = projects.map((p) => p.id);
+  // Open merge requests from a deleted fork into the rest of its network are closed, as GitLab's
+  // unlink does (those into it go with it); their head refs stay in the target repository.
+  await trx
+    .updateTable('merge_requests')
+    .set({ state_id: 2, closed_at: new Date(), updated_at: new Date() })
+    .where('state_id', 'in', [1, 4])
+    .where('source_project_id', 'in', ids)
+    .where('target_project_id', 'not in', ids)
+    .execute();
   await trx.deleteFrom('members').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
   await trx.deleteFrom('projects').where('id', 'in', ids).execute();
   await scheduleRepositoryRemoval(trx, projects);

@@ -305,6 +305,7 @@ describe('repository API: tree, blobs, archives, compare, contributors, merge_ba
 
     it('from_project_id reads the other project without changing either repository', async () => {
       const other = await t.createProject({ visibility: 20 });
+      assert.equal((await t.post(`/api/v4/projects/${other.id}/fork/${project.id}`)).status, 201);
       const ow = workTree(t, other);
       ow.git(['fetch', '-q', w.bare, 'main']);
       ow.git(['checkout', '-q', '-b', 'main', 'FETCH_HEAD']);

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
-import { loadProjectExtras } from '../../finders/projects.js';
+import { listProjects, loadProjectExtras } from '../../finders/projects.js';
 import { featureAvailable } from '../../policies/abilities.js';
-import { presentProject, presentProjectSimple, presentProjectWithAccess, type ProjectRow } from '../../presenters/projects.js';
+import { presentProject, presentProjectSimple, presentProjectWithAccess, type ProjectExtras, type ProjectRow } from '../../presenters/projects.js';
 import { readmePaths } from '../../services/projects.js';
 import type { PresentContext } from '../../presenters/users.js';
 
@@ -25,7 +25,31 @@ export async function presentProjects(request: FastifyRequest, rows: ProjectRow[
   const ctx = presentContext(request);
   const present = form === 'simple' ? presentProjectSimple : form === 'full' ? presentProject : presentProjectWithAccess;
   const complete = rows.every((r) => readmes.has(r.id) || !featureAvailable({ project: r, accessLevel: levels.get(r.id) ?? 0 }, 'repository'));
-  return { bodies: rows.map((r) => present(ctx, r, { ...extras.get(r.id)!, readmePath: readmes.get(r.id) ?? null })), complete };
+  const sources = form === 'simple' ? new Map() : await loadForkSources(request, [...extras.values()].map((x) => x.forkedFromId));
+  return {
+    bodies: rows.map((r) => {
+      const x = extras.get(r.id)!;
+      return present(ctx, r, { ...x, readmePath: readmes.get(r.id) ?? null, forkedFrom: x.forkedFromId ? sources.get(x.forkedFromId) : undefined });
+    }),
+    complete,
+  };
+}
+
+/**
+ * The projects a page's forks were forked from, those the caller may read (the finder's
+ * visibility rule), with what their simple form needs: shown as `forked_from_project`.
+ */
+async function loadForkSources(request: FastifyRequest, ids: (number | null | undefined)[]): Promise<Map<number, { row: ProjectRow; extras: ProjectExtras }>> {
+  const wanted = [...new Set(ids.filter((id): id is number => !!id))];
+  const out = new Map<number, { row: ProjectRow; extras: ProjectExtras }>();
+  if (!wanted.length) return out;
+  const cairn = request.server.cairn;
+  const user = request.actor?.user ?? null;
+  const { rows } = await listProjects(cairn.db, user, { ids: wanted }, { limit: wanted.length, offset: 0, withTotal: false });
+  const extras = await loadProjectExtras(cairn.db, user, rows);
+  const readmes = await readmePaths(cairn, rows, new Map([...extras].map(([id, x]) => [id, x.accessLevel])), request.cacheGeneration);
+  for (const row of rows) out.set(row.id, { row, extras: { ...extras.get(row.id)!, readmePath: readmes.get(row.id) ?? null } });
+  return out;
 }
 
 export async function renderProjects(request: FastifyRequest, rows: ProjectRow[], form: ProjectForm, knownAccessLevel?: number) {

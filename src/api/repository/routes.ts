@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
+import { inSameForkNetwork } from '../../finders/forks.js';
 import { ARCHIVE_FORMATS } from '../../git/archive.js';
 import { ApiError, apiError, forbidden, invalidParam, missingParam } from '../../plugins/errors.js';
 import { paginateArray, paginateArrayWithKeyset } from '../../plugins/pagination.js';
@@ -132,7 +133,10 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
     const { project } = projectOf(request);
     let fromProject;
     if (q.from_project_id !== undefined && q.from_project_id !== project.id) {
-      // Another project, which the caller must be able to read too.
+      // Another project of the same fork network, which the caller must be able to read too.
+      if (!(await inSameForkNetwork(cairn.db, project.id, q.from_project_id))) {
+        throw apiError(400, `Target project id:${q.from_project_id} is not a fork of project id:${request.params.id}`);
+      }
       try {
         fromProject = (await authorizeProject(request, q.from_project_id, 'download_code')).project;
       } catch (e) {

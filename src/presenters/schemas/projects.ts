@@ -57,6 +57,8 @@ export const SharedWithGroupSchema = Type.Object(
 const fullProps = {
   ...simpleProps,
   updated_at: Timestamp,
+  /** A fork's source, for callers who may read it (GitLab's BasicProjectDetails). */
+  forked_from_project: Type.Optional(ProjectSimpleSchema),
   container_registry_image_prefix: Type.String(),
   _links: Type.Object(
     {
