@@ -172,8 +172,12 @@ export async function addSystemNote(db: Database, scope: NoteableScope, authorId
     .execute();
 }
 
+/** Deletes a note and the emoji reactions on it, in one transaction. */
 export async function deleteNote(cairn: Cairn, note: NoteWithAuthor): Promise<void> {
-  await cairn.db.deleteFrom('notes').where('id', '=', note.id).execute();
+  await cairn.db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('award_emoji').where('awardable_type', '=', 'Note').where('awardable_id', '=', note.id).execute();
+    await trx.deleteFrom('notes').where('id', '=', note.id).execute();
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
