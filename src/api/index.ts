@@ -21,6 +21,7 @@ import mergeRequestRoutes from './merge_requests/routes.js';
 import labelRoutes from './labels/routes.js';
 import milestoneRoutes from './milestones/routes.js';
 import noteRoutes from './notes/routes.js';
+import issueRoutes from './issues/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -46,4 +47,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(labelRoutes);
   await app.register(milestoneRoutes);
   await app.register(noteRoutes);
+  await app.register(issueRoutes);
 }

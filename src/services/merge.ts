@@ -14,6 +14,7 @@ import { projectAccessLevel } from '../policies/access.js';
 import { canMergeToBranch, canPushToBranch } from '../policies/branches.js';
 import { ApiError, apiError, forbidden, unauthorized } from '../plugins/errors.js';
 import { isDraftTitle } from '../presenters/merge_requests.js';
+import { enqueueClosingIssues } from './closing_issues.js';
 import { MR_STATE, mergeRefName, refreshMergeRequest } from './merge_requests.js';
 import { projectRepoPath } from './projects.js';
 
@@ -162,23 +163,28 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
       await unlock(null);
       throw apiError(406, 'Branch cannot be merged');
     }
-    const merged = await db
-      .updateTable('merge_requests')
-      .set({
-        state_id: MR_STATE.merged,
-        merged_at: sql`now()` as any,
-        merge_user_id: user.id,
-        merge_commit_sha: outcome.mergeCommit,
-        squash_commit_sha: outcome.squashCommit,
-        squash: opts.squash,
-        merge_when_pipeline_succeeds: false,
-        merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, opts.squash) }),
-        updated_at: sql`now()` as any,
-      })
-      .where('id', '=', mr.id)
-      .where('state_id', '=', MR_STATE.locked)
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    // Recorded with the job that closes the issues it names, so a crash cannot lose the closing.
+    const merged = await db.transaction().execute(async (trx) => {
+      const row = await trx
+        .updateTable('merge_requests')
+        .set({
+          state_id: MR_STATE.merged,
+          merged_at: sql`now()` as any,
+          merge_user_id: user.id,
+          merge_commit_sha: outcome.mergeCommit,
+          squash_commit_sha: outcome.squashCommit,
+          squash: opts.squash,
+          merge_when_pipeline_succeeds: false,
+          merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, opts.squash) }),
+          updated_at: sql`now()` as any,
+        })
+        .where('id', '=', mr.id)
+        .where('state_id', '=', MR_STATE.locked)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      await enqueueClosingIssues(trx, row, user.id);
+      return row;
+    });
     await afterMerge(cairn, project, user, merged, opts);
     return merged;
   } catch (e) {
@@ -210,13 +216,17 @@ export async function reconcileLocked(cairn: Cairn, project: ProjectWithNamespac
   const gitDir = projectRepoPath(cairn, project);
   const target = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
   const merged = !!(target && mr.head_sha && (await isAncestor(gitDir, mr.head_sha, target)));
-  const row = await cairn.db
-    .updateTable('merge_requests')
-    .set(merged ? { state_id: MR_STATE.merged, merged_at: sql`now()` as any } : { state_id: MR_STATE.opened })
-    .where('id', '=', mr.id)
-    .where('state_id', '=', MR_STATE.locked)
-    .returningAll()
-    .executeTakeFirst();
+  const row = await cairn.db.transaction().execute(async (trx) => {
+    const done = await trx
+      .updateTable('merge_requests')
+      .set(merged ? { state_id: MR_STATE.merged, merged_at: sql`now()` as any } : { state_id: MR_STATE.opened })
+      .where('id', '=', mr.id)
+      .where('state_id', '=', MR_STATE.locked)
+      .returningAll()
+      .executeTakeFirst();
+    if (done && merged) await enqueueClosingIssues(trx, done, done.merge_user_id);
+    return done;
+  });
   return row ?? mr;
 }
 

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
+import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import type { DiffPosition, NotePosition, NoteWithAuthor } from '../db/schema/notes.js';
 import { findNote, type NoteableScope } from '../finders/notes.js';
@@ -231,4 +232,28 @@ export async function createCommitComment(cairn: Cairn, input: CommentInput): Pr
     position,
     lineCode: code,
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// System notes
+
+/**
+ * A system note (system: true) recording a change to the noteable, in GitLab's words ("closed",
+ * "reopened", "closed via merge request !3"). Runs in the caller's transaction when given one.
+ */
+export async function addSystemNote(db: Database, scope: NoteableScope, author: Pick<User, 'id'> | null, body: string): Promise<void> {
+  await db
+    .insertInto('notes')
+    .values({
+      project_id: scope.projectId,
+      noteable_type: scope.type,
+      noteable_id: scope.key.column === 'noteable_id' ? scope.key.value : null,
+      commit_id: scope.key.column === 'commit_id' ? scope.key.value : null,
+      discussion_id: newDiscussionId(),
+      type: null,
+      body,
+      author_id: author?.id ?? null,
+      system: true,
+    })
+    .execute();
 }
