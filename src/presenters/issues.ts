@@ -26,20 +26,23 @@ export interface IssueExtras {
   projectPath: string;
 }
 
-/** Where a reference is written from: a project (project lists), a group (group lists), or nowhere (global lists). */
-export type ReferenceFrom = { projectId: number } | { namespaceId: number } | null;
+/**
+ * Where a reference is written from: a project (its id and namespace; project lists and single
+ * reads), a group (group lists), or nowhere (global lists).
+ */
+export type ReferenceFrom = { projectId?: number; namespaceId: number } | null;
 
 export function issueWebUrl(ctx: PresentContext, projectFullPath: string, iid: number): string {
   return `${ctx.baseUrl}/${projectFullPath}/-/issues/${iid}`;
 }
 
-/** GitLab's Issue#to_reference(from): `#1` in its project, `path#1` from its own group, the full path otherwise. */
+/** GitLab's Issue#to_reference(from): `#1` in its project, `path#1` from its own namespace, the full path otherwise. */
 function references(issue: Issue, x: IssueExtras, from: ReferenceFrom) {
   const short = `#${issue.iid}`;
   const full = `${x.projectFullPath}${short}`;
   let relative = full;
-  if (from && 'projectId' in from && from.projectId === issue.project_id) relative = short;
-  else if (from && 'namespaceId' in from && from.namespaceId === x.namespaceId) relative = `${x.projectPath}${short}`;
+  if (from?.projectId === issue.project_id) relative = short;
+  else if (from && from.namespaceId === x.namespaceId) relative = `${x.projectPath}${short}`;
   return { short, relative, full };
 }
 

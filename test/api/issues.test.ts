@@ -396,6 +396,7 @@ describe('issues API', () => {
   it('pages through a few hundred issues with GitLab headers', async () => {
     const p = await t.createProject({ group: top });
     await t.addMember(p, guest.user, 10);
+    await t.addMember(p, developer.user, 30);
     await sql`insert into issues (iid, project_id, title, author_id, created_at, updated_at)
               select g, ${p.id}, 'bulk ' || g, ${developer.user.id}, now() - (g || ' minutes')::interval, now() from generate_series(1, 260) g`.execute(t.db);
     await sql`insert into internal_ids (usage, parent_id, last_value) values ('issues', ${p.id}, 260)`.execute(t.db);

@@ -155,7 +155,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     const extras = (await extrasOf(request, [issue])).get(issue.id)!;
     const participant = !!user && (issue.author_id === user.id || found.assigneeIds.includes(user.id));
     const subscribed = user ? await isSubscribed(db(), user.id, 'Issue', issue.id, participant) : false;
-    return presentIssueSingle(ctxOf(request), issue, extras, subscribed, { from: { projectId: issue.project_id }, ...opts });
+    return presentIssueSingle(ctxOf(request), issue, extras, subscribed, { from: { projectId: issue.project_id, namespaceId: extras.namespaceId }, ...opts });
   }
 
   async function loadIssue(request: FastifyRequest): Promise<{ access: ProjectAccess; found: IssueAccess }> {
@@ -190,7 +190,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     schema: { params: IdParams, querystring: IssueListQuery, response: { 200: Type.Array(IssueSchema) } },
   }), async (request, reply) => {
     const access = projectOf(request);
-    return sendList(request, reply, { ...issueFilters(request.query, { project: true }), ...projectFilters(access) }, request.query, { projectId: access.project.id });
+    return sendList(request, reply, { ...issueFilters(request.query, { project: true }), ...projectFilters(access) }, request.query, { projectId: access.project.id, namespaceId: access.project.namespace_id });
   });
 
   app.get('/api/v4/groups/:id/issues', route({
@@ -340,7 +340,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     const slice = visible.slice(page.offset, page.offset + page.perPage);
     const extras = await extrasOf(request, slice);
     const ctx = ctxOf(request);
-    return slice.map((r) => presentIssueBasic(ctx, r, extras.get(r.id)!, { from: { projectId: access.project.id } }));
+    return slice.map((r) => presentIssueBasic(ctx, r, extras.get(r.id)!, { from: { projectId: access.project.id, namespaceId: access.project.namespace_id } }));
   });
 
   // ---- milestones' issues and merge requests
@@ -354,7 +354,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     const milestone = await findMilestone(db(), { projectId: access.project.id }, request.params.milestone_id);
     if (!milestone) throw notFound('Milestone');
     if (!can(access.user, 'read_issue', access)) return (setPaginationHeaders(request, reply, pageParams(request), 0), []);
-    return sendList(request, reply, { ...projectFilters(access), milestoneRowId: milestone.id, state: 'all' }, {}, { projectId: access.project.id }, true);
+    return sendList(request, reply, { ...projectFilters(access), milestoneRowId: milestone.id, state: 'all' }, {}, { projectId: access.project.id, namespaceId: access.project.namespace_id }, true);
   });
 
   app.get('/api/v4/groups/:id/milestones/:milestone_id/issues', route({
