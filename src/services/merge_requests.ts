@@ -9,6 +9,7 @@ import { compareAndSwapRef } from '../git/write.js';
 import { readRef } from '../git/refs.js';
 import { changedPathCount, checkMerge, divergence, mergeBaseOf } from '../git/merge.js';
 import { ApiError, apiError } from '../plugins/errors.js';
+import { syncClosingIssues } from './closing_issues.js';
 import { nextInternalId } from './internal_ids.js';
 import { setLabels, type LabelChange } from './label_links.js';
 import type { Database } from '../db/index.js';
@@ -233,7 +234,9 @@ export async function createMergeRequest(cairn: Cairn, input: CreateInput): Prom
     }
     throw e;
   }
-  return refreshMergeRequest(cairn, mr, targetProject);
+  const refreshed = await refreshMergeRequest(cairn, mr, targetProject);
+  await syncClosingIssues(cairn, targetProject, refreshed);
+  return refreshed;
 }
 
 function conflictMessage(iid: number): ApiError {
@@ -291,6 +294,7 @@ export async function updateMergeRequest(cairn: Cairn, project: ProjectWithNames
       .executeTakeFirstOrThrow();
   }
   if (set.target_branch !== undefined || params.state_event === 'reopen') current = await refreshMergeRequest(cairn, current, project);
+  if (set.description !== undefined || set.target_branch !== undefined) await syncClosingIssues(cairn, project, current);
   return current;
 }
 

@@ -134,6 +134,11 @@ describe('merge requests: closes_issues and closing on merge', () => {
 
     await write('feature3', 'f3', 'third', 'main');
     const cross = await t.post(`${base}/merge_requests`, { source_branch: 'feature3', target_branch: 'main', title: 'Cross', description: `Fixes ${group.full_path}/${other.path}#${o.iid}` }, { token: dev.token });
+    assert.equal((await state(other, o.iid)).merge_requests_count, 1, 'recorded when the merge request was opened');
+    const edited = await t.put(`${base}/merge_requests/${cross.body.iid}`, { description: 'nothing to close' }, { token: dev.token });
+    assert.equal(edited.status, 200);
+    assert.equal((await state(other, o.iid)).merge_requests_count, 0, 'and when its description changed');
+    await t.put(`${base}/merge_requests/${cross.body.iid}`, { description: `Fixes ${group.full_path}/${other.path}#${o.iid}` }, { token: dev.token });
     assert.equal((await t.put(`${base}/merge_requests/${cross.body.iid}/merge`, {}, { token: dev.token })).status, 200);
     await drainJobs(t.app.cairn);
     const now = await state(other, o.iid);
