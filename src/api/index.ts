@@ -24,6 +24,7 @@ import noteRoutes from './notes/routes.js';
 import epicRoutes from './epics/routes.js';
 import forkRoutes from './forks/routes.js';
 import awardEmojiRoutes from './award_emoji/routes.js';
+import issueRoutes from './issues/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -52,4 +53,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(epicRoutes);
   await app.register(forkRoutes);
   await app.register(awardEmojiRoutes);
+  await app.register(issueRoutes);
 }

@@ -1,11 +1,11 @@
+import { issueAwardable } from './issue.js';
 import { mergeRequestAwardable } from './merge_request.js';
 import type { AwardableKind } from './registry.js';
 
 /**
  * Every awardable kind; src/api/award_emoji/routes.ts serves the emoji reactions API for each.
- * Issues (and their notes) register here once the issues API lands: one defineAwardable object
- * (see ./registry.ts for the whole of it).
+ * A new kind is one defineAwardable object (see ./registry.ts) added here.
  */
-export const AWARDABLES: AwardableKind[] = [mergeRequestAwardable];
+export const AWARDABLES: AwardableKind[] = [issueAwardable, mergeRequestAwardable];
 
 export type { AwardableKind } from './registry.js';

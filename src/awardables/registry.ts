@@ -10,8 +10,8 @@ import type { ProjectAccess } from '../policies/projects.js';
  * (`<prefix>/award_emoji[/:award_id]`) and, with `notes`, on each of its notes
  * (`<prefix>/notes/:note_id/award_emoji[/:award_id]`, awardable_type "Note").
  *
- * Adding a kind (say issues, once they exist) is: write its registration and add it to
- * AWARDABLES in ./index.ts. Nothing else:
+ * Adding a kind is: write its registration and add it to AWARDABLES in ./index.ts. Nothing
+ * else. Issues (./issue.ts) are the model:
  *
  *   export const issueAwardable = defineAwardable({
  *     type: 'Issue',                              // awardable_type, and the noteable_type of its notes
@@ -20,7 +20,7 @@ import type { ProjectAccess } from '../policies/projects.js';
  *     read: 'read_issue',                         // project ability to see it (404 without)
  *     notes: true,
  *     async find({ cairn, access, params }) {     // 404 when absent or hidden from access.user (confidential)
- *       const issue = await findIssueOrFail(cairn, access, params.issue_iid);
+ *       const { issue } = await findIssueOrFail(cairn.db, access, access.user, Number(params.issue_iid));
  *       return { id: issue.id };
  *     },
  *   });

@@ -7,6 +7,7 @@ import { activeMembership, projectVisibleTo, VISIBILITY_LEVELS } from '../polici
 import type { ProjectExtras, ProjectRow } from '../presenters/projects.js';
 import type { SharedGroupLink } from '../presenters/groups.js';
 import { pageWithTotal, totalCount } from './paging.js';
+import { openIssueCounts } from './issues.js';
 
 export type ProjectWithNamespace = Project & { namespace: Namespace };
 
@@ -256,6 +257,7 @@ export async function loadProjectExtras(
     ${levelJoin}
     where p.id = any(${ids}::int[])`.execute(db);
   const byId = new Map(found.rows.map((r) => [r.id, r]));
+  const openIssues = await openIssueCounts(db, user, ids);
   for (const r of rows) {
     const x = byId.get(r.id);
     const level = knownAccessLevel ?? (user?.admin ? Math.max(x?.level ?? 0, 50) : (x?.level ?? 0));
@@ -266,7 +268,7 @@ export async function loadProjectExtras(
       starCount: x?.stars ?? 0,
       forksCount: x?.forks ?? 0,
       forkedFromId: x?.forked_from ?? null,
-      openIssuesCount: 0,
+      openIssuesCount: openIssues.get(r.id) ?? 0,
       sharedWithGroups: x?.links ?? [],
       projectAccess: ownsPersonal ? 50 : (user ? (x?.project_member ?? null) : null),
       groupAccess: user ? (x?.group_member || null) : null,

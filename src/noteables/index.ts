@@ -1,10 +1,11 @@
 import { commitNoteable } from './commit.js';
 import { epicNoteable } from './epic.js';
+import { issueNoteable } from './issue.js';
 import { mergeRequestNoteable } from './merge_request.js';
 import type { NoteableKind } from './registry.js';
 
 /** Every noteable kind; src/api/notes/routes.ts serves discussions and notes for each. Add a kind here (see ./registry.ts). */
-export const NOTEABLES: NoteableKind[] = [commitNoteable, mergeRequestNoteable, epicNoteable];
+export const NOTEABLES: NoteableKind[] = [commitNoteable, issueNoteable, mergeRequestNoteable, epicNoteable];
 
-export { commitNoteable, epicNoteable, mergeRequestNoteable };
+export { commitNoteable, epicNoteable, issueNoteable, mergeRequestNoteable };
 export type { FoundNoteable, NoteableKind } from './registry.js';

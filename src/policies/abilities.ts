@@ -66,6 +66,9 @@ const member = (level: number): Rule<ProjectSubject> => (a, s) => !!a && readPro
 const downloadCode: Rule<ProjectSubject> = (a, s) =>
   readProject(a, s) && (s.project.visibility_level !== Visibility.PRIVATE || s.accessLevel >= AccessLevel.REPORTER);
 
+/** Issues: their feature on (a "private" feature is for members, guests included). */
+const readIssue: Rule<ProjectSubject> = (a, s) => readProject(a, s) && featureAvailable(s, 'issues');
+
 /**
  * Project abilities. Writability (archived, read-only during a storage move) is not an ability:
  * those refusals carry their own messages (see policies/code.ts).
@@ -120,6 +123,22 @@ const PROJECT_RULES = {
   remove_fork_project: member(AccessLevel.OWNER),
   /** React with an emoji (on what the caller may read): any signed-in caller who sees the project, as GitLab's guest access. */
   award_emoji: (a, s) => !!a && readProject(a, s),
+  /** See the project's issues (a confidential one also needs read_confidential_issues, or to be its author or an assignee). */
+  read_issue: readIssue,
+  /** Open issues: any signed-in caller who sees them (non-members too on public and internal projects, as GitLab's guest access). */
+  create_issue: (a, s) => !!a && readIssue(a, s) && !s.project.archived,
+  /** Comment on issues: as create_issue. */
+  create_issue_note: (a, s) => !!a && readIssue(a, s) && !s.project.archived,
+  /** Edit, close and reopen any issue (their authors and assignees may too, whatever the level). */
+  update_issue: (a, s) => member(AccessLevel.REPORTER)(a, s) && readIssue(a, s) && !s.project.archived,
+  /** Set an issue's labels, milestone, assignees, due date, lock (GitLab drops those fields silently for others). */
+  admin_issue: (a, s) => member(AccessLevel.REPORTER)(a, s) && readIssue(a, s) && !s.project.archived,
+  /** See confidential issues whoever wrote them: reporters and up. */
+  read_confidential_issues: (a, s) => member(AccessLevel.REPORTER)(a, s) && readIssue(a, s),
+  destroy_issue: (a, s) => member(AccessLevel.OWNER)(a, s) && readIssue(a, s),
+  /** Give a new issue its own `created_at` or `iid` (imports): owners and administrators. */
+  set_issue_created_at: (a, s) => member(AccessLevel.OWNER)(a, s) && readIssue(a, s),
+  set_issue_iid: (a, s) => member(AccessLevel.OWNER)(a, s) && readIssue(a, s),
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>

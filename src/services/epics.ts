@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import type { Epic } from '../db/schema/work_items.js';
@@ -7,6 +6,7 @@ import { ApiError } from '../plugins/errors.js';
 import { castDate } from './milestones.js';
 import { nextInternalId } from './internal_ids.js';
 import { setLabels, type LabelChange } from './label_links.js';
+import { deleteWorkItemDependents } from './work_items.js';
 
 /**
  * Minimal group epics (GitLab's Epics API): create, update (title, description, state_event,
@@ -129,10 +129,7 @@ export async function updateEpic(cairn: Cairn, epic: Epic, user: User, p: EpicPa
 /** DELETE: the epic, its notes, label links and events, awards and subscriptions. */
 export async function deleteEpic(cairn: Cairn, epic: Epic): Promise<void> {
   await cairn.db.transaction().execute(async (trx) => {
-    for (const [table, type] of [['label_links', 'target'], ['resource_label_events', 'target'], ['award_emoji', 'awardable'], ['subscriptions', 'subscribable']] as const) {
-      await sql`delete from ${sql.table(table)} where ${sql.ref(`${type}_type`)} = 'Epic' and ${sql.ref(`${type}_id`)} = ${epic.id}`.execute(trx);
-    }
-    await trx.deleteFrom('notes').where('noteable_type', '=', 'Epic').where('noteable_id', '=', epic.id).execute();
+    await deleteWorkItemDependents(trx, 'Epic', epic.id);
     await trx.deleteFrom('epics').where('id', '=', epic.id).execute();
   });
 }

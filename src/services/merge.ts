@@ -17,6 +17,7 @@ import { isDraftTitle } from '../presenters/merge_requests.js';
 import { MR_STATE, mergeRefName, mergeRequestNoteScope, refreshMergeRequest } from './merge_requests.js';
 import { addSystemNote } from './notes.js';
 import { hasUnresolvedThreads } from '../finders/notes.js';
+import { enqueueClosingIssues } from './closing_issues.js';
 import { projectRepoPath } from './projects.js';
 
 /**
@@ -168,6 +169,7 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
       await unlock(null);
       throw apiError(406, 'Branch cannot be merged');
     }
+    // Recorded with the job that closes the issues it names, so a crash cannot lose the closing.
     const merged = await db.transaction().execute(async (trx) => {
       const row = await trx
         .updateTable('merge_requests')
@@ -187,6 +189,7 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
         .returningAll()
         .executeTakeFirstOrThrow();
       await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, 'merged');
+      await enqueueClosingIssues(trx, row, user.id);
       return row;
     });
     await afterMerge(cairn, project, user, merged, opts);
@@ -220,13 +223,17 @@ export async function reconcileLocked(cairn: Cairn, project: ProjectWithNamespac
   const gitDir = projectRepoPath(cairn, project);
   const target = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
   const merged = !!(target && mr.head_sha && (await isAncestor(gitDir, mr.head_sha, target)));
-  const row = await cairn.db
-    .updateTable('merge_requests')
-    .set(merged ? { state_id: MR_STATE.merged, merged_at: sql`now()` as any } : { state_id: MR_STATE.opened })
-    .where('id', '=', mr.id)
-    .where('state_id', '=', MR_STATE.locked)
-    .returningAll()
-    .executeTakeFirst();
+  const row = await cairn.db.transaction().execute(async (trx) => {
+    const done = await trx
+      .updateTable('merge_requests')
+      .set(merged ? { state_id: MR_STATE.merged, merged_at: sql`now()` as any } : { state_id: MR_STATE.opened })
+      .where('id', '=', mr.id)
+      .where('state_id', '=', MR_STATE.locked)
+      .returningAll()
+      .executeTakeFirst();
+    if (done && merged) await enqueueClosingIssues(trx, done, done.merge_user_id);
+    return done;
+  });
   return row ?? mr;
 }
 

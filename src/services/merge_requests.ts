@@ -10,8 +10,10 @@ import { compareAndSwapRef } from '../git/write.js';
 import { readRef } from '../git/refs.js';
 import { changedPathCount, checkMerge, divergence, mergeBaseOf } from '../git/merge.js';
 import { ApiError, apiError } from '../plugins/errors.js';
+import { syncClosingIssues } from './closing_issues.js';
 import { nextInternalId } from './internal_ids.js';
 import { setLabels, type LabelChange } from './label_links.js';
+import { deleteWorkItemDependents } from './work_items.js';
 import type { Database } from '../db/index.js';
 import { projectRepoPath } from './projects.js';
 import type { NoteableScope } from '../finders/notes.js';
@@ -281,7 +283,9 @@ export async function createMergeRequest(cairn: Cairn, input: CreateInput): Prom
     }
     throw e;
   }
-  return refreshMergeRequest(cairn, mr, targetProject);
+  const refreshed = await refreshMergeRequest(cairn, mr, targetProject);
+  await syncClosingIssues(cairn, targetProject, refreshed);
+  return refreshed;
 }
 
 function conflictMessage(iid: number): ApiError {
@@ -344,6 +348,7 @@ export async function updateMergeRequest(cairn: Cairn, project: ProjectWithNames
     });
   }
   if (set.target_branch !== undefined || params.state_event === 'reopen') current = await refreshMergeRequest(cairn, current, project);
+  if (set.description !== undefined || set.target_branch !== undefined) await syncClosingIssues(cairn, project, current);
   return current;
 }
 
@@ -387,10 +392,7 @@ export async function changeState(cairn: Cairn, mr: MergeRequest, event: 'close'
 /** DELETE: the row and what hangs off it; the refs it kept in the repository go with it. */
 export async function deleteMergeRequest(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest): Promise<void> {
   await cairn.db.transaction().execute(async (trx) => {
-    for (const [table, type] of [['label_links', 'target'], ['resource_label_events', 'target'], ['award_emoji', 'awardable'], ['subscriptions', 'subscribable']] as const) {
-      await sql`delete from ${sql.table(table)} where ${sql.ref(`${type}_type`)} = 'MergeRequest' and ${sql.ref(`${type}_id`)} = ${mr.id}`.execute(trx);
-    }
-    await trx.deleteFrom('notes').where('noteable_type', '=', 'MergeRequest').where('noteable_id', '=', mr.id).execute();
+    await deleteWorkItemDependents(trx, 'MergeRequest', mr.id);
     await trx.deleteFrom('merge_requests').where('id', '=', mr.id).execute();
   });
   const gitDir = projectRepoPath(cairn, project);

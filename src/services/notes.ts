@@ -1,10 +1,10 @@
 import crypto from 'node:crypto';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
+import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import type { DiffPosition, NotePosition, NoteWithAuthor } from '../db/schema/notes.js';
 import { discussionNotes, findNote, type NoteableScope } from '../finders/notes.js';
-import type { Database } from '../db/index.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { ParsedCommit } from '../git/catfile.js';
 import { diffLines, diffTrees, type DiffFile } from '../git/commits.js';

@@ -184,4 +184,25 @@ describe('award emoji on merge requests and their notes', () => {
     const left = await t.db.selectFrom('award_emoji').select('id').where('awardable_type', '=', 'MergeRequest').where('awardable_id', '=', mr3).execute();
     assert.deepEqual(left, []);
   });
+
+  it('issues and their notes take awards too; a confidential issue is a 404 to a guest; upvotes count', async () => {
+    const issues = `/api/v4/projects/${project.id}/issues`;
+    const issue = await t.post(issues, { title: 'an issue' }, { token: guest.token });
+    assert.equal(issue.status, 201);
+    const award = await t.post(`${issues}/${issue.body.iid}/award_emoji`, { name: 'thumbsup' }, { token: guest.token });
+    assert.equal(award.status, 201);
+    assertOne(AwardEmojiSchema, award, 'POST issue award');
+    assert.equal(award.body.awardable_type, 'Issue');
+    assert.equal(award.body.awardable_id, issue.body.id);
+    assert.equal((await t.get(`${issues}/${issue.body.iid}`, { token: dev.token })).body.upvotes, 1);
+    const note = await t.post(`${issues}/${issue.body.iid}/notes`, { body: 'me too' }, { token: dev.token });
+    assert.equal(note.status, 201);
+    const noteAward = await t.post(`${issues}/${issue.body.iid}/notes/${note.body.id}/award_emoji`, { name: 'tada' }, { token: reporter.token });
+    assert.equal(noteAward.status, 201);
+    assert.equal(noteAward.body.awardable_type, 'Note');
+    const secret = await t.post(issues, { title: 'secret', confidential: true }, { token: dev.token });
+    assert.equal((await t.post(`${issues}/${secret.body.iid}/award_emoji`, { name: 'eyes' }, { token: guest.token })).status, 404);
+    assert.equal((await t.post(`${issues}/${secret.body.iid}/award_emoji`, { name: 'eyes' }, { token: reporter.token })).status, 201);
+    assert.equal((await t.get(`${issues}/${issue.body.iid}/award_emoji`, { token: outsider.token })).status, 404);
+  });
 });

@@ -13,6 +13,7 @@ import * as workItems from './0700_work_items.js';
 import * as labels from './0710_labels.js';
 import * as accessRules from './0700_access_rules.js';
 import * as forks from './0730_forks.js';
+import * as issues from './0730_issues.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -31,4 +32,5 @@ export const migrations: Record<string, Migration> = {
   '0710_labels': labels,
   '0700_access_rules': accessRules,
   '0730_forks': forks,
+  '0730_issues': issues,
 };

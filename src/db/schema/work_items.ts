@@ -122,6 +122,12 @@ export interface MergeRequestUserLinkTable {
   created_at: Timestamp;
 }
 
+export interface MergeRequestsClosingIssuesTable {
+  merge_request_id: number;
+  issue_id: number;
+  created_at: Timestamp;
+}
+
 export interface LabelLinksTable {
   label_id: number;
   target_type: string;
@@ -190,6 +196,7 @@ export interface WorkItemTables {
   merge_request_reviewers: MergeRequestUserLinkTable;
   merge_request_approvals: MergeRequestUserLinkTable;
   label_links: LabelLinksTable;
+  merge_requests_closing_issues: MergeRequestsClosingIssuesTable;
   resource_label_events: ResourceLabelEventsTable;
   award_emoji: AwardEmojiTable;
   subscriptions: SubscriptionsTable;
