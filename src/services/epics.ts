@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import type { Epic } from '../db/schema/work_items.js';
