@@ -49,10 +49,9 @@ export function loadYaml(text: string): YamlResult {
       // and booleans are Psych's (yes/no/on/off/true/false), not YAML 1.1's y/n
       customTags: (tags) => [
         ...psychBooleans,
-        ...tags.filter((t) => t.tag !== 'tag:yaml.org,2002:timestamp' && t.tag !== 'tag:yaml.org,2002:bool'),
+        ...tags.filter((t) => typeof t === 'string' || (t.tag !== 'tag:yaml.org,2002:timestamp' && t.tag !== 'tag:yaml.org,2002:bool')),
         referenceTag,
       ],
-      maxAliasCount: 1000,
       prettyErrors: true,
     });
   } catch (e) {
