@@ -2,18 +2,18 @@
 // (what POST /projects/:id/ci/lint calls). Pure: the repository is reached only through the
 // functions passed in. Output types and their meaning are in types.ts.
 
-import { ConfigError, loadConfig } from './load.ts';
-import { analyzeConfig, type PipelineSpec } from './normalize.ts';
-import { seedPipeline } from './seed.ts';
-import type { CompileInput, CompileResult, IncludeInfo, LintJob, LintResult, RepositoryAccess } from './types.ts';
-import { dumpYaml } from './yaml.ts';
+import { ConfigError, loadConfig } from './load.js';
+import { analyzeConfig, type PipelineSpec } from './normalize.js';
+import { seedPipeline } from './seed.js';
+import type { CompileInput, CompileResult, IncludeInfo, LintJob, LintResult, RepositoryAccess } from './types.js';
+import { dumpYaml } from './yaml.js';
 
-export type * from './types.ts';
-export { Expression, ExpressionError } from './expression.ts';
-export { parseDuration } from './duration.ts';
-export { matchGlob, matchAnyGlob } from './glob.ts';
-export { expandString } from './variables.ts';
-export { MAX_JOB_NAME_LENGTH } from './normalize.ts';
+export type * from './types.js';
+export { Expression, ExpressionError } from './expression.js';
+export { parseDuration } from './duration.js';
+export { matchGlob, matchAnyGlob } from './glob.js';
+export { expandString } from './variables.js';
+export { MAX_JOB_NAME_LENGTH } from './normalize.js';
 
 const SKIP_CI = /\[(ci[ _-]skip|skip[ _-]ci)\]/i;
 

@@ -3,14 +3,13 @@
 // that includes them (the including file wins), `extends` is resolved (bases deep-merged in
 // order, then the job itself), then `!reference` tags are replaced by what they point at.
 
-import { Expression } from './expression.ts';
-import { matchAnyGlob } from './glob.ts';
-import type { IncludeInfo, RepositoryAccess } from './types.ts';
-import { expandString } from './variables.ts';
-import { deepClone, deepMerge, isPlainObject, loadYaml, ReferenceTag } from './yaml.ts';
+import { Expression } from './expression.js';
+import { matchAnyGlob } from './glob.js';
+import type { IncludeInfo, RepositoryAccess } from './types.js';
+import { expandString } from './variables.js';
+import { deepClone, deepMerge, isPlainObject, loadYaml, ReferenceTag } from './yaml.js';
 
 export const MAX_INCLUDES = 150;
-export const MAX_INCLUDE_DEPTH = 100;
 export const MAX_EXTENDS_NESTING = 10;
 export const MAX_REFERENCE_NESTING = 10;
 
@@ -67,7 +66,6 @@ async function expandIncludes(
   if (!Object.hasOwn(config, 'include')) return config;
   const { include, ...rest } = config;
   if (include === null || include === undefined) return rest;
-  if (depth >= MAX_INCLUDE_DEPTH) throw new ConfigError(`Maximum of ${MAX_INCLUDE_DEPTH} nested includes are allowed!`);
   const entries = Array.isArray(include) ? include : [include];
   let merged: Record<string, unknown> = {};
   for (const raw of entries) {
@@ -148,13 +146,23 @@ async function includeRulesMatch(rules: unknown, opts: LoadOptions): Promise<boo
   return false;
 }
 
-/** GitLab's Extendable: every top-level hash with `extends` gets its bases deep-merged under it. */
+/**
+ * GitLab's Extendable: every top-level hash with `extends` gets its bases deep-merged under it
+ * (in order), then its own keys. GitLab checks nesting from every starting key; the memo keeps
+ * each key's longest chain so that a key resolved earlier still counts at its full depth.
+ */
 export function resolveExtends(config: Record<string, unknown>): Record<string, unknown> {
   const ctx: Record<string, unknown> = { ...config };
-  const done = new Set<string>();
+  // height: extensible levels from this key down (0 for a plain hash); deepest: the last of them
+  const memo = new Map<string, { height: number; deepest: string }>();
   const extend = (key: string, ancestors: string[]): unknown => {
     const value = ctx[key];
-    if (!isPlainObject(value) || !Object.hasOwn(value, 'extends') || done.has(key)) return value;
+    if (!isPlainObject(value) || !Object.hasOwn(value, 'extends')) return value;
+    const known = memo.get(key);
+    if (known) {
+      if (ancestors.length + known.height - 1 > MAX_EXTENDS_NESTING) throw new ConfigError(`${known.deepest}: nesting too deep in \`extends\``);
+      return value;
+    }
     const ext = value.extends;
     if (!(typeof ext === 'string' || (Array.isArray(ext) && ext.every((e) => typeof e === 'string')))) {
       throw new ConfigError(`jobs:${key} extends should be an array of strings or a string`);
@@ -167,9 +175,18 @@ export function resolveExtends(config: Record<string, unknown>): Record<string, 
     if (ancestors.length > MAX_EXTENDS_NESTING) throw new ConfigError(`${key}: nesting too deep in \`extends\``);
     if (ancestors.includes(key)) throw new ConfigError(`${key}: circular dependency detected in \`extends\``);
     let merged: Record<string, unknown> = {};
-    for (const base of bases) merged = deepMerge(merged, deepClone(extend(base, [...ancestors, key])) as Record<string, unknown>);
+    let height = 1;
+    let deepest = key;
+    for (const base of bases) {
+      merged = deepMerge(merged, deepClone(extend(base, [...ancestors, key])) as Record<string, unknown>);
+      const below = memo.get(base);
+      if (below && below.height + 1 > height) {
+        height = below.height + 1;
+        deepest = below.deepest;
+      }
+    }
     ctx[key] = deepMerge(merged, value);
-    done.add(key);
+    memo.set(key, { height, deepest });
     return ctx[key];
   };
   for (const key of Object.keys(ctx)) if (key !== 'include') extend(key, []);

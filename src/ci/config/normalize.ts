@@ -5,9 +5,9 @@
 // point at jobs of the current or earlier stages, no cycles), stopping at the first failure as
 // GitLab does.
 
-import { parseDuration } from './duration.ts';
-import { Expression, fabricatePattern } from './expression.ts';
-import { RESERVED_KEYS } from './load.ts';
+import { parseDuration } from './duration.js';
+import { Expression, fabricatePattern } from './expression.js';
+import { RESERVED_KEYS } from './load.js';
 import type {
   CompiledArtifacts,
   CompiledCache,
@@ -16,8 +16,8 @@ import type {
   CompiledService,
   CompiledVariable,
   JobWhen,
-} from './types.ts';
-import { isPlainObject } from './yaml.ts';
+} from './types.js';
+import { isPlainObject } from './yaml.js';
 
 export const MAX_JOB_NAME_LENGTH = 255;
 export const MAX_PARALLEL = 200;

@@ -4,9 +4,9 @@
 // `only: [branches, tags]` applies unless workflow:rules exist), then needs to jobs that ended up
 // excluded are errors unless optional, as GitLab's pipeline seeding does.
 
-import { fabricatePattern } from './expression.ts';
-import { matchAnyGlob } from './glob.ts';
-import type { JobSpec, NeedSpec, PipelineSpec, PolicySpec, RuleSpec, VarSpec } from './normalize.ts';
+import { fabricatePattern } from './expression.js';
+import { matchAnyGlob } from './glob.js';
+import type { JobSpec, NeedSpec, PipelineSpec, PolicySpec, RuleSpec, VarSpec } from './normalize.js';
 import type {
   CompileInput,
   CompileResult,
@@ -16,8 +16,8 @@ import type {
   CompiledVariable,
   IncludeInfo,
   JobWhen,
-} from './types.ts';
-import { expandAll, expandString } from './variables.ts';
+} from './types.js';
+import { expandAll, expandString } from './variables.js';
 
 export const NO_JOBS_MESSAGE =
   'Pipeline will not run for the selected trigger. The rules configuration prevented any jobs from being added to the pipeline.';
