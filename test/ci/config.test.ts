@@ -1210,3 +1210,33 @@ describe('ci config: size', () => {
     assert.ok(ms < 1000, `took ${ms} ms`);
   });
 });
+
+describe('ci config: odds and ends', () => {
+  it('skips a spec: header document', async () => {
+    const p = await pipeline('spec:\n  inputs:\n    env: { default: x }\n---\na: { script: x }\n');
+    assert.deepEqual(names(p), ['a']);
+    assert.match(await firstError('a: { script: x }\n---\nb: { script: x }\n---\nc: 1\n'), /^\(<unknown>\)/);
+  });
+
+  it('gives rules the job predefined variables', async () => {
+    const p = await pipeline(`
+rspec:
+  script: x
+  parallel: 2
+  rules:
+    - if: $CI_NODE_INDEX == "2" && $CI_JOB_STAGE == "test"
+named:
+  script: x
+  rules:
+    - if: $CI_JOB_NAME =~ /^nam/
+`);
+    assert.deepEqual(names(p), ['rspec 2/2', 'named']);
+  });
+
+  it('reads YAML as GitLab (Psych) does: yes/on are booleans, y/n are not, duplicate keys: last wins', async () => {
+    const p = await pipeline('y: { script: x, interruptible: yes }\nn: { script: x, interruptible: off }\nn: { script: last }\n');
+    assert.deepEqual(names(p), ['y', 'n']);
+    assert.equal(job(p, 'y').interruptible, true);
+    assert.deepEqual(job(p, 'n').script, ['last']);
+  });
+});

@@ -139,8 +139,18 @@ function toCompiled(vars: VarSpec[]): CompiledVariable[] {
   return vars.map((v) => ({ key: v.key, value: v.value, raw: v.raw }));
 }
 
-function evaluationContext(input: SeedInput, yaml: CompiledVariable[]): Record<string, string> {
+function evaluationContext(input: SeedInput, yaml: CompiledVariable[], job?: JobSpec): Record<string, string> {
   const all: Record<string, string> = { ...(input.lowPrecedenceVariables ?? {}) };
+  if (job) {
+    // the job's own predefined variables, as GitLab's seed context has them
+    all.CI_JOB_NAME = job.name;
+    all.CI_JOB_NAME_SLUG = slugify(job.name);
+    all.CI_JOB_STAGE = job.stage;
+    if (job.parallel) {
+      all.CI_NODE_INDEX = String(job.parallel.index);
+      all.CI_NODE_TOTAL = String(job.parallel.total);
+    }
+  }
   const raw = new Set<string>();
   for (const v of yaml) {
     all[v.key] = v.value;
@@ -152,6 +162,15 @@ function evaluationContext(input: SeedInput, yaml: CompiledVariable[]): Record<s
     raw.delete(k);
   }
   return expandAll(all, raw);
+}
+
+/** GitLab's CI_*_SLUG: lowercased, non-alphanumerics to '-', at most 63 characters, no '-' at the ends. */
+function slugify(text: string): string {
+  return text
+    .toLowerCase()
+    .replace(/[^a-z0-9]/g, '-')
+    .slice(0, 63)
+    .replace(/^-+|-+$/g, '');
 }
 
 export async function seedPipeline(spec: PipelineSpec, input: SeedInput, includes: IncludeInfo[]): Promise<CompileResult> {
@@ -228,7 +247,7 @@ async function seedJob(
         ? []
         : globals.filter((g) => (job.inheritVariables as string[]).includes(g.key));
   let variables = mergeVariables(inherited, toCompiled(job.variables));
-  let ctx = evaluationContext(input, variables);
+  let ctx = evaluationContext(input, variables, job);
 
   let when: JobWhen = job.when ?? 'on_success';
   let startIn = job.startIn;
@@ -246,7 +265,7 @@ async function seedJob(
     if (rule.needs) needs = rule.needs;
     if (rule.variables) {
       variables = mergeVariables(variables, Object.entries(rule.variables).map(([key, value]) => ({ key, value, raw: false })));
-      ctx = evaluationContext(input, variables);
+      ctx = evaluationContext(input, variables, job);
     }
   } else {
     const only = job.only ?? (hasWorkflowRules ? null : DEFAULT_ONLY);

@@ -2,7 +2,7 @@
 // duplicate keys allowed (the last one wins), and GitLab's `!reference [job, key, ...]` tag, which
 // is kept as a ReferenceTag marker and resolved once includes and extends are applied.
 
-import { isScalar, parseDocument, stringify, YAMLSeq, type CollectionTag, type ScalarTag } from 'yaml';
+import { isScalar, parseAllDocuments, parseDocument, stringify, YAMLSeq, type CollectionTag, type ScalarTag, type Tags } from 'yaml';
 
 /** Upper bound on the configuration text (GitLab's default max total YAML size is 2 MB per file... and we are stricter on depth). */
 export const MAX_YAML_BYTES = 2 * 1024 * 1024;
@@ -35,28 +35,31 @@ const psychBooleans: ScalarTag[] = [
   { tag: 'tag:yaml.org,2002:bool', default: true, test: /^(?:[Nn]o|NO|[Ff]alse|FALSE|[Oo]ff|OFF)$/, resolve: () => false },
 ];
 
+const PARSE_OPTIONS = {
+  version: '1.1' as const,
+  merge: true,
+  uniqueKeys: false,
+  // dates stay strings (a timestamp-looking value is never a Date in a job definition)
+  // and booleans are Psych's (yes/no/on/off/true/false), not YAML 1.1's y/n
+  customTags: (tags: Tags) => [
+    ...psychBooleans,
+    ...tags.filter((t) => typeof t === 'string' || (t.tag !== 'tag:yaml.org,2002:timestamp' && t.tag !== 'tag:yaml.org,2002:bool')),
+    referenceTag,
+  ],
+  prettyErrors: true,
+};
+
 export type YamlResult = { ok: true; value: unknown } | { ok: false; error: string };
 
 export function loadYaml(text: string): YamlResult {
   if (Buffer.byteLength(text, 'utf8') > MAX_YAML_BYTES) return { ok: false, error: 'The parsed YAML is too big' };
   let doc;
   try {
-    doc = parseDocument(text, {
-      version: '1.1',
-      merge: true,
-      uniqueKeys: false,
-      // dates stay strings (a timestamp-looking value is never a Date in a job definition)
-      // and booleans are Psych's (yes/no/on/off/true/false), not YAML 1.1's y/n
-      customTags: (tags) => [
-        ...psychBooleans,
-        ...tags.filter((t) => typeof t === 'string' || (t.tag !== 'tag:yaml.org,2002:timestamp' && t.tag !== 'tag:yaml.org,2002:bool')),
-        referenceTag,
-      ],
-      prettyErrors: true,
-    });
+    doc = configDocument(text);
   } catch (e) {
     return { ok: false, error: `(<unknown>): ${(e as Error).message}` };
   }
+  if (doc === null) return { ok: false, error: '(<unknown>): a file has at most two documents: a spec header and the configuration' };
   if (doc.errors.length > 0) {
     const e = doc.errors[0];
     const pos = e.linePos?.[0];
@@ -71,6 +74,21 @@ export function loadYaml(text: string): YamlResult {
   }
   if (depthExceeds(value, MAX_YAML_DEPTH)) return { ok: false, error: 'The parsed YAML is too big' };
   return { ok: true, value };
+}
+
+/**
+ * The configuration document. A file may start with a `spec:` header document (CI/CD inputs)
+ * followed by `---` and the configuration, as GitLab allows; the header is skipped.
+ */
+function configDocument(text: string) {
+  const docs = parseAllDocuments(text, PARSE_OPTIONS);
+  if (!Array.isArray(docs)) return docs; // an empty stream
+  if (docs.length <= 1) return docs[0] ?? parseDocument('', PARSE_OPTIONS);
+  if (docs.length === 2 && docs[0].errors.length === 0) {
+    const header = docs[0].toJS();
+    if (isPlainObject(header) && Object.keys(header).length === 1 && 'spec' in header) return docs[1];
+  }
+  return null;
 }
 
 function depthExceeds(value: unknown, max: number): boolean {
