@@ -118,6 +118,15 @@ describe('ci config: expression language', () => {
     });
   }
 
+  it('runs patterns on RE2: no catastrophic backtracking, no lookaround', () => {
+    const t0 = performance.now();
+    assert.equal(Expression.parse('$MSG =~ /(a+)+$/').truthful({ MSG: 'a'.repeat(50_000) + '!' }), false);
+    assert.ok(performance.now() - t0 < 2000);
+    assert.equal(Expression.isValid('$A =~ /(?=x)/'), false);
+    assert.equal(Expression.parse('$A =~ /^line2/').truthful({ A: 'line1\nline2' }), false);
+    assert.equal(Expression.parse('$A =~ /1.line2/m').truthful({ A: 'line1\nline2' }), true);
+  });
+
   it('refuses invalid syntax', () => {
     for (const bad of ['', '$A ==', '$A = "x"', '"open', '$A == "x" &&', '()', 'foo', '$A == /(/', '$A === "x"', '$ == "x"', '$A == "x")', '($A == "x"']) {
       assert.equal(Expression.isValid(bad), false, bad);

@@ -12,13 +12,24 @@
 // one of their operands with Ruby truthiness (only null and false are false); the statement as a
 // whole is true when its value is "present" (not null, not false, not a blank string).
 
+import { RE2JS } from 're2js';
+
 export type Value = string | null | boolean | Pattern;
 
+/**
+ * A "/pattern/flags" literal. Patterns come from users' files and are matched against values
+ * they control (commit messages, branch names), so they run on RE2 (re2js: linear time, no
+ * backtracking) as GitLab runs them (Gitlab::UntrustedRegexp), never on JS RegExp.
+ */
 export class Pattern {
   constructor(
     readonly source: string,
-    readonly regexp: RegExp,
+    private readonly re: RE2JS,
   ) {}
+
+  test(text: string): boolean {
+    return this.re.test(text);
+  }
 }
 
 type Node =
@@ -43,12 +54,12 @@ export class ExpressionError extends Error {}
 export function fabricatePattern(text: string): Pattern | null {
   const m = /^\/(.*)\/([ismU]*)$/s.exec(text);
   if (!m || m[1] === '') return null;
-  let flags = '';
-  if (m[2].includes('i')) flags += 'i';
+  let flags = 0;
+  if (m[2].includes('i')) flags |= RE2JS.CASE_INSENSITIVE;
   // Ruby's /m is "dot matches newline"
-  if (m[2].includes('m') || m[2].includes('s')) flags += 's';
+  if (m[2].includes('m') || m[2].includes('s')) flags |= RE2JS.DOTALL;
   try {
-    return new Pattern(text, new RegExp(m[1].replace(/\\\//g, '/'), flags));
+    return new Pattern(text, RE2JS.compile(m[1].replace(/\\\//g, '/'), flags));
   } catch {
     return null;
   }
@@ -266,6 +277,5 @@ function matches(text: Value, pattern: Value): boolean {
   if (pattern instanceof Pattern) p = pattern;
   else if (typeof pattern === 'string') p = fabricatePattern(pattern);
   if (!p) return false;
-  p.regexp.lastIndex = 0;
-  return p.regexp.test(text);
+  return p.test(text);
 }

@@ -9,7 +9,7 @@ import type { CompileInput, CompileResult, IncludeInfo, LintJob, LintResult, Rep
 import { dumpYaml } from './yaml.js';
 
 export type * from './types.js';
-export { Expression, ExpressionError } from './expression.js';
+export { Expression, ExpressionError, fabricatePattern, Pattern } from './expression.js';
 export { parseDuration } from './duration.js';
 export { matchGlob, matchAnyGlob } from './glob.js';
 export { expandString } from './variables.js';

@@ -110,7 +110,7 @@ class Evaluator {
     }
     if (p.startsWith('/')) {
       const re = fabricatePattern(p);
-      return re ? re.regexp.test(ref) : false;
+      return re ? re.test(ref) : false;
     }
     return p === ref;
   }
