@@ -161,6 +161,10 @@ describe('ci config: helpers', () => {
     assert.ok(matchGlob('/Dockerfile', 'Dockerfile'));
     assert.ok(matchGlob('file?.txt', 'file1.txt'));
     assert.ok(matchGlob('[a-c].txt', 'b.txt'));
+    assert.ok(matchGlob('a(b)+c.txt', 'a(b)+c.txt'), 'regex characters are literal');
+    const t0 = performance.now();
+    assert.ok(!matchGlob('*a*a*a*a*a*a*a*a*a*a*a*b', 'a'.repeat(3000)));
+    assert.ok(performance.now() - t0 < 2000, 'no backtracking');
   });
 
   it('recognises [skip ci] and [ci skip]', () => {

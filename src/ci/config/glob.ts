@@ -2,9 +2,13 @@
 // with FNM_PATHNAME | FNM_DOTMATCH | FNM_EXTGLOB. So `*` and `?` stop at `/`, `**/` spans zero or
 // more directories, `{a,b}` alternates, `[a-z]` is a class, and dot files are matched like others.
 
-const cache = new Map<string, RegExp>();
+import { RE2JS } from 're2js';
 
-export function globToRegExp(glob: string): RegExp {
+// Compiled with RE2 (linear time): globs and paths both come from users, and a glob such as
+// `*a*a*a*a*a*b` would backtrack without end on a JS RegExp.
+const cache = new Map<string, RE2JS>();
+
+function compileGlob(glob: string): RE2JS {
   const hit = cache.get(glob);
   if (hit) return hit;
   let re = '';
@@ -45,10 +49,19 @@ export function globToRegExp(glob: string): RegExp {
     } else re += escapeRe(c);
   }
   while (braces-- > 0) re += ')';
-  const compiled = new RegExp('^' + re + '$');
+  let compiled: RE2JS;
+  try {
+    compiled = RE2JS.compile('^' + re + '$');
+  } catch {
+    compiled = RE2JS.compile('^' + escapeAll(glob) + '$');
+  }
   if (cache.size > 5000) cache.clear();
   cache.set(glob, compiled);
   return compiled;
+}
+
+function escapeAll(text: string): string {
+  return [...text].map(escapeRe).join('');
 }
 
 function escapeRe(c: string): string {
@@ -56,7 +69,7 @@ function escapeRe(c: string): string {
 }
 
 export function matchGlob(glob: string, path: string): boolean {
-  return globToRegExp(glob.replace(/^\/+/, '')).test(path.replace(/^\/+/, ''));
+  return compileGlob(glob.replace(/^\/+/, '')).testExact(path.replace(/^\/+/, ''));
 }
 
 export function matchAnyGlob(globs: string[], paths: string[]): boolean {
