@@ -1,0 +1,45 @@
+// Human durations as GitLab accepts them (ChronicDuration): "30 minutes", "1h 30m", "2 days",
+// "1 week and 2 hours", "3600" (bare numbers are seconds). Returns seconds, or null when the text
+// is not a duration.
+
+const UNIT_SECONDS: Record<string, number> = {};
+function unit(seconds: number, ...names: string[]) {
+  for (const n of names) UNIT_SECONDS[n] = seconds;
+}
+unit(1, 's', 'sec', 'secs', 'second', 'seconds');
+unit(60, 'm', 'min', 'mins', 'minute', 'minutes');
+unit(3600, 'h', 'hr', 'hrs', 'hour', 'hours');
+unit(86400, 'd', 'day', 'days');
+unit(604800, 'w', 'wk', 'wks', 'week', 'weeks');
+unit(2592000, 'mo', 'mos', 'month', 'months');
+unit(31536000, 'y', 'yr', 'yrs', 'year', 'years');
+
+export function parseDuration(input: unknown): number | null {
+  if (typeof input === 'number') return Number.isFinite(input) && input >= 0 ? Math.round(input) : null;
+  if (typeof input !== 'string') return null;
+  const text = input.trim().toLowerCase();
+  if (!text) return null;
+  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text));
+  // hh:mm:ss and mm:ss
+  const clock = /^(\d+):(\d{1,2})(?::(\d{1,2}))?$/.exec(text);
+  if (clock) {
+    const parts = clock.slice(1).filter((p) => p !== undefined).map(Number);
+    return parts.length === 3 ? parts[0] * 3600 + parts[1] * 60 + parts[2] : parts[0] * 60 + parts[1];
+  }
+  const re = /(\d+(?:\.\d+)?)\s*([a-z]+)?/g;
+  let total = 0;
+  let matched = false;
+  let rest = text;
+  for (const m of text.matchAll(re)) {
+    const value = Number(m[1]);
+    const u = m[2] ?? 's';
+    const factor = UNIT_SECONDS[u];
+    if (factor === undefined) return null;
+    total += value * factor;
+    matched = true;
+    rest = rest.replace(m[0], ' ');
+  }
+  if (!matched) return null;
+  if (rest.replace(/\band\b|,/g, ' ').trim() !== '') return null;
+  return Math.round(total);
+}
