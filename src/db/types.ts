@@ -1,4 +1,5 @@
 import type { BranchTables } from './schema/branches.js';
+import type { CiTables } from './schema/ci.js';
 import type { CoreTables } from './schema/core.js';
 import type { ForkTables } from './schema/forks.js';
 import type { GroupsTables } from './schema/groups.js';
@@ -18,4 +19,5 @@ export interface DB
     UsersAreaTables,
     NoteTables,
     WorkItemTables,
-    ForkTables {}
+    ForkTables,
+    CiTables {}
