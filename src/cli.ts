@@ -7,6 +7,7 @@ const USAGE = `usage: cairn <command>
 commands:
   serve     run the HTTP server (migrates the database first)
   migrate   apply pending database migrations and exit
+  runner    Cairn's CI runner: register, run, verify, unregister (cairn runner --help)
   help      show this text`;
 
 async function main(argv: string[]) {
@@ -23,6 +24,11 @@ async function main(argv: string[]) {
       const applied = await migrateToLatest(database.db);
       console.log(applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
       await database.close();
+      return;
+    }
+    case 'runner': {
+      const { runnerCommand } = await import('./runner/cli.js');
+      process.exitCode = await runnerCommand(argv.slice(1));
       return;
     }
     case 'help':

@@ -1,0 +1,380 @@
+// One job on the shell executor: a fresh directory, the sources cloned with the job token, the
+// dependencies' artifacts, before_script + script, after_script, artifacts, the final update.
+// Everything the job runs is in its own process group (and, with bubblewrap, its own PID
+// namespace and a read-only view of the machine).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { CAIRN_VERSION } from '../version.js';
+import { collectArtifactFiles, extractZip, writeGzipConcat, writeZip } from './artifacts.js';
+import type { RunnerClient } from './client.js';
+import { runProcess, type Running, type RunResult } from './process.js';
+import { sandboxArgs, type SandboxStatus } from './sandbox.js';
+import { baseEnvironment, expandVariables, jobEnvironment, stepScript } from './script.js';
+import { JobTrace } from './trace.js';
+import type { JobArtifact, JobPayload, JobStep } from './types.js';
+
+export interface ExecutorOptions {
+  /** Where job directories are made (each job gets a fresh one, removed afterwards). */
+  buildsDir: string;
+  /** Isolation: bwrap status from detectSandbox(). */
+  sandbox: SandboxStatus;
+  /** Run jobs without bubblewrap when it is not available. */
+  allowUnisolated: boolean;
+  /** Paths jobs must not see (Cairn's data dir, the runner config); buildsDir is always added. */
+  hiddenPaths: string[];
+  /** Trace interval before the server gives one, ms (3000). */
+  traceIntervalMs?: number;
+  /** Delay between retries of the final update, ms (1000). */
+  retryDelayMs?: number;
+  /** Default job timeout when the server gives none, seconds (3600). */
+  defaultTimeoutSec?: number;
+  /** after_script's own timeout, seconds (300). */
+  afterScriptTimeoutSec?: number;
+  /** Accept file:// repository URLs (tests and local setups; a server could otherwise make the runner copy local repositories). */
+  allowFileUrls?: boolean;
+  /** Keep job directories (debugging). */
+  keepBuilds?: boolean;
+  description?: string;
+  log?: (msg: string) => void;
+}
+
+export interface JobOutcome {
+  state: 'success' | 'failed';
+  failureReason?: string;
+  exitCode?: number;
+  /** The server stopped the job (403 / canceled); the final update may have been refused. */
+  aborted: boolean;
+  canceled: boolean;
+  timedOut: boolean;
+}
+
+const ALWAYS_SUPPORTED = new Set(['script_failure', 'runner_system_failure', 'job_execution_timeout']);
+const COMPAT: Record<string, string> = { image_pull_failure: 'runner_system_failure', runner_configuration_error: 'script_failure' };
+
+/** gitlab-runner's rule: a reason the server does not list is replaced by one it knows. */
+export function supportedFailureReason(reason: string, supported: string[] | undefined): string {
+  // A server that lists nothing is assumed to know GitLab's oldest reasons only.
+  const known = supported ?? ['unknown_failure'];
+  if (ALWAYS_SUPPORTED.has(reason) || known.includes(reason)) return reason;
+  const compat = COMPAT[reason];
+  if (compat && (ALWAYS_SUPPORTED.has(compat) || known.includes(compat))) return compat;
+  return known.includes('unknown_failure') ? 'unknown_failure' : 'script_failure';
+}
+
+class JobError extends Error {
+  constructor(message: string, readonly reason: string, readonly exitCode?: number) {
+    super(message);
+  }
+}
+
+const SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+const SAFE_REFSPEC = /^\+?[^\s\0-\x1f~^:?*\[\\-][^\s\0-\x1f~^?*\[\\]*(:[^\s\0-\x1f~^:?*\[\\-][^\s\0-\x1f~^:?*\[\\]*)?$/;
+
+function cleanUrl(u: string): string {
+  try {
+    const url = new URL(u);
+    url.username = '';
+    url.password = '';
+    return url.toString();
+  } catch {
+    return '[invalid URL]';
+  }
+}
+
+const color = {
+  section: (s: string) => `\x1b[32;1m${s}\x1b[0;m\n`,
+  info: (s: string) => `${s}\n`,
+  warn: (s: string) => `\x1b[0;33mWARNING: ${s}\x1b[0;m\n`,
+  error: (s: string) => `\x1b[31;1mERROR: ${s}\x1b[0;m\n`,
+};
+
+export async function executeJob(client: RunnerClient, job: JobPayload, o: ExecutorOptions): Promise<JobOutcome> {
+  const log = o.log ?? (() => {});
+  let current: Running | null = null;
+  let aborted = false;
+  let canceled = false;
+  let timedOut = false;
+  const stopCurrent = () => current?.kill();
+
+  const vars = expandVariables(job.variables ?? []);
+  const masked = [...vars.values()].filter((v) => v.masked).map((v) => v.value);
+  masked.push(job.token);
+  for (const d of job.dependencies ?? []) if (d.token) masked.push(d.token);
+  try {
+    const u = new URL(job.git_info.repo_url);
+    if (u.password) masked.push(decodeURIComponent(u.password), u.password);
+  } catch {
+    /* reported at clone time */
+  }
+
+  const trace = new JobTrace({
+    client,
+    jobId: job.id,
+    jobToken: job.token,
+    maskedValues: masked,
+    updateIntervalMs: o.traceIntervalMs,
+    retryDelayMs: o.retryDelayMs,
+    log,
+    onAbort: (why) => {
+      aborted = true;
+      log(`job ${job.id}: aborting: ${why}`);
+      stopCurrent();
+    },
+    onCancel: () => {
+      canceled = true;
+      log(`job ${job.id}: cancel requested`);
+      stopCurrent();
+    },
+  });
+  trace.start();
+  trace.write(color.info(`Running with cairn-runner ${CAIRN_VERSION}`) + color.info(`  on ${o.description ?? os.hostname()}`));
+
+  const timeoutSec = job.runner_info?.timeout && job.runner_info.timeout > 0 ? job.runner_info.timeout : (o.defaultTimeoutSec ?? 3600);
+  const deadline = setTimeout(() => {
+    timedOut = true;
+    log(`job ${job.id}: timed out after ${timeoutSec}s`);
+    stopCurrent();
+  }, timeoutSec * 1000);
+
+  let jobDir: string | null = null;
+  let outcome: JobOutcome;
+  try {
+    fs.mkdirSync(o.buildsDir, { recursive: true, mode: 0o700 });
+    jobDir = fs.mkdtempSync(path.join(fs.realpathSync(o.buildsDir), `job-${job.id}-`));
+    const buildDir = path.join(jobDir, 'build');
+    const tmpDir = path.join(jobDir, 'tmp');
+    const homeDir = path.join(jobDir, 'home');
+    for (const d of [buildDir, tmpDir, homeDir]) fs.mkdirSync(d, { mode: 0o700 });
+
+    const isolated = o.sandbox.available;
+    trace.write(color.section('Preparing the "shell" executor'));
+    if (isolated) trace.write(color.info(`Using bubblewrap isolation (${o.sandbox.bwrap})`));
+    else if (o.allowUnisolated) trace.write(color.warn(`running WITHOUT isolation: ${o.sandbox.reason}`));
+    else throw new JobError(`this runner refuses to run jobs without isolation: ${o.sandbox.reason}`, 'runner_system_failure');
+    trace.write(color.info(`Running on ${os.hostname()}...`));
+
+    const base = baseEnvironment();
+    const extra: Record<string, string> = {
+      CI_PROJECT_DIR: buildDir,
+      CI_BUILDS_DIR: jobDir,
+      CI_SERVER: 'yes',
+      CI_RUNNER_VERSION: CAIRN_VERSION,
+      CI_RUNNER_EXECUTABLE_ARCH: `${os.platform()}/${os.arch()}`,
+      CI_DISPOSABLE_ENVIRONMENT: 'true',
+      HOME: homeDir,
+    };
+    if (!isolated) extra.TMPDIR = tmpDir;
+    const env = jobEnvironment(vars, { tmpDir, base, extra });
+    const hidden = [...o.hiddenPaths, o.buildsDir];
+
+    const run = (file: string, args: string[], cwd: string, runEnv: NodeJS.ProcessEnv, sandboxed: boolean, limitSec?: number): Promise<RunResult> => {
+      const [cmd, argv] = sandboxed && isolated ? [o.sandbox.bwrap!, sandboxArgs({ bwrap: o.sandbox.bwrap!, jobDir: jobDir!, cwd, hidden }, [file, ...args])] : [file, args];
+      const proc = runProcess(cmd, argv, { cwd, env: runEnv, onOutput: (b) => trace.write(b) });
+      current = proc;
+      let own: NodeJS.Timeout | null = null;
+      let ownTimedOut = false;
+      if (limitSec) {
+        own = setTimeout(() => {
+          ownTimedOut = true;
+          proc.kill();
+        }, limitSec * 1000);
+      }
+      // A stop that arrived while nothing was running applies to this one too.
+      if (aborted || canceled || timedOut) proc.kill();
+      return proc.done.then((r) => {
+        if (own) clearTimeout(own);
+        if (current === proc) current = null;
+        return ownTimedOut ? { ...r, killed: true, exitCode: null } : r;
+      });
+    };
+    const interrupted = () => aborted || canceled || timedOut;
+
+    // Sources.
+    trace.write(color.section('Getting source from Git repository'));
+    await fetchSources(job, buildDir, { run, trace, allowFileUrls: !!o.allowFileUrls, interrupted });
+
+    // Dependencies' artifacts.
+    const deps = (job.dependencies ?? []).filter((d) => d.artifacts_file?.filename);
+    if (deps.length) {
+      trace.write(color.section('Downloading artifacts'));
+      for (const d of deps) {
+        if (interrupted()) break;
+        const zipPath = path.join(tmpDir, `dependency-${d.id}.zip`);
+        trace.write(color.info(`Downloading artifacts for ${d.name ?? d.id} (${d.id})...`));
+        try {
+          await client.downloadArtifacts(d.id, d.token, zipPath);
+          const r = await extractZip(zipPath, buildDir);
+          trace.write(color.info(`  ${r.extracted} files extracted`));
+          for (const s of r.skipped) trace.write(color.warn(`${s}: entry would be extracted outside the build directory, skipped`));
+        } catch (err) {
+          throw new JobError(`downloading artifacts of ${d.name ?? d.id}: ${(err as Error).message}`, 'runner_system_failure');
+        } finally {
+          fs.rmSync(zipPath, { force: true });
+        }
+      }
+    }
+
+    // Steps.
+    const steps: JobStep[] = job.steps ?? [];
+    let failure: JobError | null = null;
+    for (const step of steps.filter((s) => s.name !== 'after_script')) {
+      if (interrupted()) break;
+      const when = step.when ?? 'on_success';
+      const runIt = failure ? when === 'on_failure' || when === 'always' : when === 'on_success' || when === 'always' || when === '';
+      if (!runIt) continue;
+      trace.write(color.section(step.name === 'script' ? 'Executing "step_script" stage of the job script' : `Executing "${step.name}" stage of the job script`));
+      const r = await runStep(step, 'script', { run, jobDir, buildDir, tmpDir, env });
+      if (interrupted()) break;
+      if (r.exitCode !== 0 && !step.allow_failure) {
+        failure = new JobError(`Job failed: exit code ${r.exitCode ?? (r.signal ? `signal ${r.signal}` : 'unknown')}`, 'script_failure', r.exitCode ?? undefined);
+      }
+    }
+
+    const status = aborted ? 'failed' : canceled ? 'canceled' : failure || timedOut ? 'failed' : 'success';
+    const after = steps.find((s) => s.name === 'after_script' && s.script?.length);
+    if (after && !aborted) {
+      trace.write(color.section('Running after_script'));
+      const afterEnv = { ...env, CI_JOB_STATUS: status };
+      const limit = Math.min(after.timeout && after.timeout > 0 ? after.timeout : Infinity, o.afterScriptTimeoutSec ?? 300);
+      // The job's deadline does not cut after_script short; its own limit does.
+      const wasTimedOut = timedOut;
+      timedOut = false;
+      const r = await runStep(after, 'after_script', { run, jobDir, buildDir, tmpDir, env: afterEnv }, limit);
+      timedOut = wasTimedOut;
+      if (r.exitCode !== 0) trace.write(color.warn(`after_script failed, but the job's status does not change: exit code ${r.exitCode ?? r.signal ?? 'unknown'}`));
+    }
+
+    if (timedOut) failure = new JobError(`Job failed: execution took longer than ${timeoutSec} seconds`, 'job_execution_timeout');
+    else if (canceled) failure = new JobError('Job canceled', 'job_canceled');
+    else if (aborted) failure = new JobError('Job stopped: the server no longer runs it (canceled)', 'job_canceled');
+
+    // Artifacts.
+    if (!aborted) {
+      const ok = !failure;
+      for (const a of job.artifacts ?? []) {
+        const when = a.when || 'on_success';
+        if (!(ok ? when === 'on_success' || when === 'always' : when === 'on_failure' || when === 'always')) continue;
+        try {
+          await uploadArtifact(client, job, a, { buildDir, tmpDir, trace });
+        } catch (err) {
+          trace.write(color.error((err as Error).message));
+          failure ??= new JobError('Job failed: uploading artifacts failed', 'script_failure');
+        }
+      }
+    }
+
+    if (failure) throw failure;
+    trace.write(color.section('Job succeeded'));
+    outcome = { state: 'success', aborted, canceled, timedOut };
+  } catch (err) {
+    let e = err instanceof JobError ? err : new JobError(`${(err as Error).message}`, 'runner_system_failure');
+    if (timedOut && e.reason !== 'job_execution_timeout') e = new JobError(`Job failed: execution took longer than ${timeoutSec} seconds`, 'job_execution_timeout');
+    else if ((aborted || canceled) && e.message === 'interrupted') e = new JobError('Job canceled', 'job_canceled');
+    if (!(err instanceof JobError)) log(`job ${job.id}: ${(err as Error).stack ?? err}`);
+    trace.write(color.error(e.message));
+    outcome = {
+      state: 'failed',
+      failureReason: supportedFailureReason(timedOut ? 'job_execution_timeout' : aborted || canceled ? 'job_canceled' : e.reason, job.features?.failure_reasons),
+      exitCode: e.exitCode,
+      aborted,
+      canceled,
+      timedOut,
+    };
+  } finally {
+    clearTimeout(deadline);
+  }
+
+  try {
+    await trace.finish({ state: outcome.state, failureReason: outcome.failureReason, exitCode: outcome.exitCode });
+  } catch (err) {
+    log(`job ${job.id}: final update failed: ${(err as Error).message}`);
+  } finally {
+    trace.stop();
+    if (jobDir && !o.keepBuilds) fs.rmSync(jobDir, { recursive: true, force: true });
+  }
+  log(`job ${job.id}: ${outcome.state}${outcome.failureReason ? ` (${outcome.failureReason})` : ''}`);
+  return outcome;
+}
+
+type RunFn = (file: string, args: string[], cwd: string, env: NodeJS.ProcessEnv, sandboxed: boolean, limitSec?: number) => Promise<RunResult>;
+
+async function runStep(step: JobStep, name: string, c: { run: RunFn; jobDir: string; buildDir: string; tmpDir: string; env: NodeJS.ProcessEnv }, limitSec?: number): Promise<RunResult> {
+  const file = path.join(c.tmpDir, `${name}.sh`);
+  fs.writeFileSync(file, stepScript(step.script ?? []), { mode: 0o700 });
+  return c.run('bash', ['--noprofile', '--norc', file], c.buildDir, c.env, true, limitSec);
+}
+
+async function fetchSources(job: JobPayload, buildDir: string, c: { run: RunFn; trace: JobTrace; allowFileUrls: boolean; interrupted: () => boolean }) {
+  const g = job.git_info;
+  let url: URL;
+  try {
+    url = new URL(g.repo_url);
+  } catch {
+    throw new JobError('the job has no valid repository URL', 'runner_system_failure');
+  }
+  if (!(url.protocol === 'http:' || url.protocol === 'https:' || (c.allowFileUrls && url.protocol === 'file:'))) {
+    throw new JobError(`repository URL scheme ${url.protocol} is not allowed`, 'runner_system_failure');
+  }
+  const sha = String(g.sha ?? '').toLowerCase();
+  if (!SHA.test(sha)) throw new JobError('the job has no valid commit sha', 'runner_system_failure');
+  const ref = g.ref ?? '';
+  let refspecs = g.refspecs?.length ? g.refspecs : ref ? [g.ref_type === 'tag' ? `+refs/tags/${ref}:refs/tags/${ref}` : `+refs/heads/${ref}:refs/remotes/origin/${ref}`] : [];
+  refspecs = refspecs.filter((r) => SAFE_REFSPEC.test(r));
+  const depth = Number.isInteger(g.depth) && g.depth! > 0 ? g.depth! : 0;
+  const gitEnv: NodeJS.ProcessEnv = { ...baseEnvironment(), HOME: path.dirname(buildDir), GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C', GIT_CONFIG_NOSYSTEM: '1' };
+  const git = async (args: string[], show = true) => {
+    if (c.interrupted()) throw new JobError('interrupted', 'script_failure');
+    const r = await c.run('git', ['-c', 'advice.detachedHead=false', '-c', 'init.defaultBranch=main', '-c', 'protocol.file.allow=' + (c.allowFileUrls ? 'always' : 'never'), ...args], buildDir, gitEnv, false);
+    if (show && r.exitCode !== 0 && !c.interrupted()) c.trace.write(`git ${args[0]} exited with ${r.exitCode ?? r.signal}\n`);
+    return r.exitCode === 0;
+  };
+  c.trace.write(depth ? `Fetching changes with git depth set to ${depth}...\n` : 'Fetching changes...\n');
+  c.trace.write(`Initialized empty Git repository in ${buildDir}/.git/\nCreated fresh repository.\n`);
+  if (!(await git(['init', '-q', buildDir]))) throw new JobError('git init failed', 'runner_system_failure');
+  if (!(await git(['remote', 'add', 'origin', url.toString()]))) throw new JobError('git remote add failed', 'runner_system_failure');
+  const depthArgs = depth ? [`--depth=${depth}`] : [];
+  const fetched = refspecs.length ? await git(['fetch', '--quiet', '--prune', ...depthArgs, 'origin', ...refspecs]) : false;
+  c.trace.write(`Checking out ${sha.slice(0, 8)} as ${ref ? `detached HEAD (ref is ${ref})` : 'detached HEAD'}...\n`);
+  let ok = fetched && (await git(['checkout', '-f', '-q', sha], false));
+  if (!ok && !c.interrupted()) {
+    // The ref moved on past the depth, or no refspec: ask for the commit itself.
+    ok = (await git(['fetch', '--quiet', ...depthArgs, 'origin', sha])) && (await git(['checkout', '-f', '-q', sha]));
+  }
+  if (c.interrupted()) throw new JobError('interrupted', 'script_failure');
+  if (!ok) throw new JobError(`fetching the sources from ${cleanUrl(g.repo_url)} failed`, 'script_failure');
+  c.trace.write('Skipping Git submodules setup\n');
+}
+
+async function uploadArtifact(client: RunnerClient, job: JobPayload, a: JobArtifact, c: { buildDir: string; tmpDir: string; trace: JobTrace }) {
+  const type = a.artifact_type || 'archive';
+  const format = a.artifact_format || (type === 'archive' ? 'zip' : 'gzip');
+  c.trace.write(color.section(type === 'archive' ? 'Uploading artifacts for job' : `Uploading artifacts as "${type}"`));
+  if (a.untracked) c.trace.write(color.warn('artifacts:untracked is not supported by this runner, ignored'));
+  const { files, warnings } = collectArtifactFiles(c.buildDir, a.paths ?? [], a.exclude ?? []);
+  for (const w of warnings) c.trace.write(color.warn(w));
+  if (!files.length) {
+    c.trace.write(color.error('No files to upload'));
+    return;
+  }
+  c.trace.write(color.info(`${files.length} files found`));
+  let out: string;
+  let fileName: string;
+  if (format === 'zip') {
+    fileName = type === 'archive' ? 'artifacts.zip' : `${type}.zip`;
+    out = path.join(c.tmpDir, `upload-${type}.zip`);
+    await writeZip(c.buildDir, files, out);
+  } else if (format === 'gzip') {
+    fileName = `${type}.gz`;
+    out = path.join(c.tmpDir, `upload-${type}.gz`);
+    await writeGzipConcat(c.buildDir, files, out);
+  } else {
+    throw new Error(`artifact format ${format} is not supported by this runner`);
+  }
+  try {
+    await client.uploadArtifact(job.id, job.token, out, { fileName, type, format, expireIn: a.expire_in ?? null });
+    c.trace.write(color.info(`Uploading artifacts (${type}) to coordinator... 201 Created`));
+  } finally {
+    fs.rmSync(out, { force: true });
+  }
+}

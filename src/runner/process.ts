@@ -1,0 +1,67 @@
+// Runs one command of a job in its own process group (detached), streaming its output, and
+// kills the whole group when asked, when it times out, or when its leader exits (so a
+// background `sleep &` does not outlive the step).
+import { spawn } from 'node:child_process';
+
+export interface RunResult {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  /** Killed by us (timeout, cancel, abort). */
+  killed: boolean;
+  /** The spawn itself failed (no such binary...). */
+  spawnError: Error | null;
+}
+
+export interface Running {
+  pid: number | undefined;
+  done: Promise<RunResult>;
+  kill(): void;
+}
+
+function killGroup(pid: number | undefined) {
+  if (!pid) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    /* already gone */
+  }
+}
+
+export function runProcess(file: string, args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv; onOutput: (b: Buffer) => void }): Running {
+  let killed = false;
+  const child = spawn(file, args, { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const pid = child.pid;
+  child.stdout?.on('data', (b: Buffer) => opts.onOutput(b));
+  child.stderr?.on('data', (b: Buffer) => opts.onOutput(b));
+  const done = new Promise<RunResult>((resolve) => {
+    let spawnError: Error | null = null;
+    child.once('error', (err) => {
+      spawnError = err;
+      resolve({ exitCode: null, signal: null, killed, spawnError });
+    });
+    child.once('exit', (code, signal) => {
+      // Whatever the step left running in its group goes with it.
+      killGroup(pid);
+      // Output still buffered in the pipes arrives before 'close'; a process that left the
+      // group (setsid) could hold them open, so do not wait for it for long.
+      const closed = new Promise<void>((r) => child.once('close', () => r()));
+      const timer = setTimeout(() => {
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      }, 2000);
+      void closed.then(() => {
+        clearTimeout(timer);
+        resolve({ exitCode: code, signal, killed, spawnError });
+      });
+      setTimeout(() => resolve({ exitCode: code, signal, killed, spawnError }), 2500).unref();
+    });
+  });
+  return {
+    pid,
+    done,
+    kill() {
+      killed = true;
+      killGroup(pid);
+    },
+  };
+}
