@@ -67,15 +67,21 @@ export async function runnerCommand(argv: string[]): Promise<number> {
     console.log(HELP[sub]);
     return 0;
   }
-  switch (sub) {
-    case 'register':
-      return register(rest);
-    case 'run':
-      return run(rest);
-    case 'verify':
-      return verify(rest);
-    case 'unregister':
-      return unregister(rest);
+  try {
+    switch (sub) {
+      case 'register':
+        return await register(rest);
+      case 'run':
+        return await run(rest);
+      case 'verify':
+        return await verify(rest);
+      case 'unregister':
+        return await unregister(rest);
+    }
+  } catch (err) {
+    // Expected failures (no configuration, a refused token, an unreachable server) are one line.
+    console.error(`cairn runner: ${(err as Error).message}`);
+    return 1;
   }
   return 2;
 }

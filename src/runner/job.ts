@@ -25,6 +25,8 @@ export interface ExecutorOptions {
   hiddenPaths: string[];
   /** Trace interval before the server gives one, ms (3000). */
   traceIntervalMs?: number;
+  /** With no new output, how often the runner asks the server whether the job still runs (PUT state=running), ms (30000). */
+  keepaliveMs?: number;
   /** Delay between retries of the final update, ms (1000). */
   retryDelayMs?: number;
   /** Default job timeout when the server gives none, seconds (3600). */
@@ -115,6 +117,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     maskedValues: masked,
     updateIntervalMs: o.traceIntervalMs,
     retryDelayMs: o.retryDelayMs,
+    keepaliveMs: o.keepaliveMs,
     log,
     onAbort: (why) => {
       aborted = true;

@@ -24,6 +24,8 @@ export interface TraceOptions {
   onAbort: (why: string) => void;
   /** The server says canceling: stop the script, run after_script. */
   onCancel: () => void;
+  /** With nothing to send, how often a PUT state=running asks the server about the job (30 s). */
+  keepaliveMs?: number;
   /** Delay between final-update tries (tests make it short). */
   retryDelayMs?: number;
   log?: (msg: string) => void;
@@ -94,7 +96,7 @@ export class JobTrace {
   private async tick() {
     if (this.aborted) return;
     await this.sendPending();
-    if (!this.aborted && Date.now() - this.lastContact >= KEEPALIVE_MS) {
+    if (!this.aborted && Date.now() - this.lastContact >= (this.o.keepaliveMs ?? KEEPALIVE_MS)) {
       try {
         const a = await this.o.client.updateJob(this.o.jobId, this.o.jobToken, { state: 'running', bytesize: this.size });
         this.lastContact = Date.now();
