@@ -5,6 +5,7 @@
 import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
+import { isUtf8 } from 'node:buffer';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import picomatch from 'picomatch';
@@ -167,7 +168,7 @@ export async function writeGzipConcat(buildDir: string, files: string[], outPath
 
 function openZip(file: string): Promise<yauzl.ZipFile> {
   return new Promise((resolve, reject) =>
-    yauzl.open(file, { lazyEntries: true, decodeStrings: true, validateEntrySizes: true, strictFileNames: false }, (err, z) => (err ? reject(err) : resolve(z!))),
+    yauzl.open(file, { lazyEntries: true, decodeStrings: false, validateEntrySizes: true }, (err, z) => (err ? reject(err) : resolve(z!))),
   );
 }
 
@@ -196,19 +197,22 @@ export async function extractZip(file: string, dest: string): Promise<{ extracte
       zip.on('end', () => resolve());
       zip.on('entry', (entry: yauzl.Entry) => {
         void (async () => {
-          const name = safeEntryName(entry.fileName);
+          // Names are decoded here, not by yauzl (which would refuse the whole archive for one bad name).
+          const rawName = entry.fileName as unknown as Buffer;
+          const fileName = (entry.generalPurposeBitFlag & 0x800) !== 0 || isUtf8(rawName) ? rawName.toString('utf8') : rawName.toString('latin1');
+          const name = safeEntryName(fileName);
           if (name === null || name === '' || name === '.') {
-            if (name === null) skipped.push(entry.fileName);
+            if (name === null) skipped.push(fileName);
             return;
           }
           const target = path.join(root, name);
-          const isDir = entry.fileName.endsWith('/');
+          const isDir = fileName.endsWith('/');
           const mode = (entry.externalFileAttributes >>> 16) & 0xffff;
           const isLink = (mode & 0o170000) === 0o120000;
           const parent = isDir ? target : path.dirname(target);
           fs.mkdirSync(parent, { recursive: true });
           if (!inside(root, fs.realpathSync(parent))) {
-            skipped.push(entry.fileName);
+            skipped.push(fileName);
             return;
           }
           if (isDir) return;
@@ -224,7 +228,7 @@ export async function extractZip(file: string, dest: string): Promise<{ extracte
             for await (const c of stream) chunks.push(c as Buffer);
             const linkTarget = Buffer.concat(chunks).toString();
             if (!inside(root, path.resolve(path.dirname(target), linkTarget))) {
-              skipped.push(entry.fileName);
+              skipped.push(fileName);
               return;
             }
             fs.symlinkSync(linkTarget, target);
