@@ -44,7 +44,7 @@ const HELP: Record<string, string> = {
                          ($CAIRN_DATA_DIR) and the configuration are always hidden
   --once                 run one job, then exit (its status is the exit code)
 
-Stops on SIGINT/SIGTERM after the running jobs finish (a second signal stops at once).`,
+Stops on SIGINT/SIGTERM after the running jobs finish; a second signal kills them (reported failed).`,
   verify: `usage: cairn runner verify [--config <path>]`,
   unregister: `usage: cairn runner unregister [--config <path>]
 
@@ -185,8 +185,9 @@ async function run(args: string[]): Promise<number> {
   const onSignal = (sig: string) => {
     signals++;
     if (signals > 1) {
-      console.log(`${sig} again: exiting now`);
-      process.exit(130);
+      console.log(`${sig} again: killing the running jobs`);
+      void runner.stop({ killJobs: true });
+      return;
     }
     console.log(`${sig}: finishing running jobs (${runner.activeJobs}), send again to exit now`);
     void runner.stop();

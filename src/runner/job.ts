@@ -39,6 +39,8 @@ export interface ExecutorOptions {
   keepBuilds?: boolean;
   description?: string;
   log?: (msg: string) => void;
+  /** The runner is shutting down and will not wait: the job is killed and reported failed. */
+  signal?: AbortSignal;
 }
 
 export interface JobOutcome {
@@ -97,7 +99,14 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
   let aborted = false;
   let canceled = false;
   let timedOut = false;
+  let interruptedByRunner = false;
   const stopCurrent = () => current?.kill();
+  const onRunnerStop = () => {
+    interruptedByRunner = true;
+    log(`job ${job.id}: the runner is stopping, killing the job`);
+    stopCurrent();
+  };
+  o.signal?.addEventListener('abort', onRunnerStop, { once: true });
 
   const vars = expandVariables(job.variables ?? []);
   const masked = [...vars.values()].filter((v) => v.masked).map((v) => v.value);
@@ -184,14 +193,14 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
         }, limitSec * 1000);
       }
       // A stop that arrived while nothing was running applies to this one too.
-      if (aborted || canceled || timedOut) proc.kill();
+      if (aborted || canceled || timedOut || interruptedByRunner) proc.kill();
       return proc.done.then((r) => {
         if (own) clearTimeout(own);
         if (current === proc) current = null;
         return ownTimedOut ? { ...r, killed: true, exitCode: null } : r;
       });
     };
-    const interrupted = () => aborted || canceled || timedOut;
+    const interrupted = () => aborted || canceled || timedOut || interruptedByRunner;
 
     // Sources.
     trace.write(color.section('Getting source from Git repository'));
@@ -234,9 +243,9 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
       }
     }
 
-    const status = aborted ? 'failed' : canceled ? 'canceled' : failure || timedOut ? 'failed' : 'success';
+    const status = aborted || interruptedByRunner ? 'failed' : canceled ? 'canceled' : failure || timedOut ? 'failed' : 'success';
     const after = steps.find((s) => s.name === 'after_script' && s.script?.length);
-    if (after && !aborted) {
+    if (after && !aborted && !interruptedByRunner) {
       trace.write(color.section('Running after_script'));
       const afterEnv = { ...env, CI_JOB_STATUS: status };
       const limit = Math.min(after.timeout && after.timeout > 0 ? after.timeout : Infinity, o.afterScriptTimeoutSec ?? 300);
@@ -251,9 +260,10 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     if (timedOut) failure = new JobError(`Job failed: execution took longer than ${timeoutSec} seconds`, 'job_execution_timeout');
     else if (canceled) failure = new JobError('Job canceled', 'job_canceled');
     else if (aborted) failure = new JobError('Job stopped: the server no longer runs it (canceled)', 'job_canceled');
+    else if (interruptedByRunner) failure = new JobError('Job stopped: the runner was shut down', 'runner_interrupted');
 
     // Artifacts.
-    if (!aborted) {
+    if (!aborted && !interruptedByRunner) {
       const ok = !failure;
       for (const a of job.artifacts ?? []) {
         const when = a.when || 'on_success';
@@ -273,6 +283,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
   } catch (err) {
     let e = err instanceof JobError ? err : new JobError(`${(err as Error).message}`, 'runner_system_failure');
     if (timedOut && e.reason !== 'job_execution_timeout') e = new JobError(`Job failed: execution took longer than ${timeoutSec} seconds`, 'job_execution_timeout');
+    else if (interruptedByRunner && e.message === 'interrupted') e = new JobError('Job stopped: the runner was shut down', 'runner_interrupted');
     else if ((aborted || canceled) && e.message === 'interrupted') e = new JobError('Job canceled', 'job_canceled');
     if (!(err instanceof JobError)) log(`job ${job.id}: ${(err as Error).stack ?? err}`);
     trace.write(color.error(e.message));
@@ -286,10 +297,12 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     };
   } finally {
     clearTimeout(deadline);
+    o.signal?.removeEventListener('abort', onRunnerStop);
   }
 
   try {
-    await trace.finish({ state: outcome.state, failureReason: outcome.failureReason, exitCode: outcome.exitCode });
+    // A runner shutting down does not wait minutes for a server that may be going away too.
+    await trace.finish({ state: outcome.state, failureReason: outcome.failureReason, exitCode: outcome.exitCode }, o.signal?.aborted ? 2 : undefined);
   } catch (err) {
     log(`job ${job.id}: final update failed: ${(err as Error).message}`);
   } finally {

@@ -18,6 +18,8 @@ export interface RunnerOptions {
   hiddenPaths?: string[];
   /** Wait after an empty answer that came back at once (the server did not long-poll), ms. */
   checkIntervalMs?: number;
+  /** Longest wait for an answer to POST /jobs/request, ms (120000). */
+  requestTimeoutMs?: number;
   sandbox?: SandboxStatus;
   executor?: Partial<ExecutorOptions>;
   description?: string;
@@ -44,6 +46,7 @@ export class Runner {
   private poll: AbortController | null = null;
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
+  private readonly killJobs = new AbortController();
   readonly sandbox: SandboxStatus;
   private readonly log: (msg: string) => void;
   fatal: Error | null = null;
@@ -83,7 +86,8 @@ export class Runner {
       const started = Date.now();
       let job;
       try {
-        job = await this.client.requestJob(this.o.token, this.poll.signal);
+        // A long poll the server never answers must not hang the runner.
+        job = await this.client.requestJob(this.o.token, AbortSignal.any([this.poll.signal, AbortSignal.timeout(this.o.requestTimeoutMs ?? 120_000)]));
         backoff = 1000;
       } catch (err) {
         if (this.stopping) break;
@@ -112,6 +116,7 @@ export class Runner {
         hiddenPaths: this.o.hiddenPaths ?? [],
         description: this.o.description,
         log: this.log,
+        signal: this.killJobs.signal,
         ...this.o.executor,
       })
         .catch((err): JobOutcome => {
@@ -138,11 +143,15 @@ export class Runner {
     }).finally(() => (this.wake = null));
   }
 
-  /** Stops asking for jobs and waits for the running ones to finish. */
-  async stop() {
+  /**
+   * Stops asking for jobs and waits for the running ones to finish; with `killJobs`, kills
+   * them instead (each is reported failed, runner_interrupted where the server knows it).
+   */
+  async stop(opts: { killJobs?: boolean } = {}) {
     this.stopping = true;
     this.poll?.abort();
     this.wake?.();
+    if (opts.killJobs) this.killJobs.abort();
     await this.loop?.catch(() => undefined);
     await Promise.all(this.running.values());
   }
@@ -168,7 +177,8 @@ export interface BuiltinRunnerOptions {
 export interface BuiltinRunner {
   runner: Runner;
   id: number | null;
-  stop(): Promise<void>;
+  /** Stops polling; running jobs are killed (and reported failed) unless `waitForJobs`. */
+  stop(opts?: { waitForJobs?: boolean }): Promise<void>;
 }
 
 /**
@@ -227,8 +237,8 @@ export async function startBuiltinRunner(opts: BuiltinRunnerOptions): Promise<Bu
   return {
     runner,
     id,
-    async stop() {
-      await runner.stop();
+    async stop(o = {}) {
+      await runner.stop({ killJobs: !o.waitForJobs });
     },
   };
 }

@@ -183,10 +183,10 @@ export class JobTrace {
    * The final PUT: state, failure_reason, exit_code. Retried on network errors and 5xx, like
    * gitlab-runner; a 403/404 (the job is not running any more) ends it.
    */
-  async finish(final: { state: 'success' | 'failed'; failureReason?: string; exitCode?: number }): Promise<JobStateAnswer | null> {
+  async finish(final: { state: 'success' | 'failed'; failureReason?: string; exitCode?: number }, tries = FINAL_UPDATE_TRIES): Promise<JobStateAnswer | null> {
     await this.flush();
     let delay = this.o.retryDelayMs ?? 1000;
-    for (let attempt = 1; attempt <= FINAL_UPDATE_TRIES; attempt++) {
+    for (let attempt = 1; attempt <= tries; attempt++) {
       try {
         const a = await this.o.client.updateJob(this.o.jobId, this.o.jobToken, { ...final, bytesize: this.size });
         if (a.status === 200 || a.status === 403 || a.status === 404 || a.abort) return a;

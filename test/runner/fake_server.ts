@@ -128,7 +128,11 @@ export class FakeServer {
       if (b.token !== this.runnerToken) return this.json(res, 403, { message: '403 Forbidden' });
       const headers = { 'x-gitlab-last-update': String(this.lastUpdate) };
       // Long polling, briefly: wait for a job up to 200 ms.
-      for (let i = 0; i < 20 && !this.queue.length; i++) await new Promise((r) => setTimeout(r, 10));
+      let gone = false;
+      res.once('close', () => (gone = true));
+      for (let i = 0; i < 20 && !this.queue.length && !gone; i++) await new Promise((r) => setTimeout(r, 10));
+      // A runner that hung up does not get the job (it would be lost).
+      if (gone) return;
       const id = this.queue.shift();
       if (id === undefined) return this.json(res, 204, undefined, headers);
       return this.json(res, 201, this.jobs.get(id)!.payload, headers);

@@ -348,6 +348,55 @@ describe('jobs', () => {
   });
 });
 
+describe('the poll loop', () => {
+  test('runs up to --concurrent jobs at once, and sends back X-GitLab-Last-Update as last_update', async () => {
+    const a = server.addJob(payload({ script: ['date +%s.%N > /dev/null; echo start-a; sleep 1.2; echo end-a'] }));
+    const b = server.addJob(payload({ script: ['echo start-b; sleep 1.2; echo end-b'] }));
+    const requestsBefore = server.requestBodies.length;
+    const runner = new Runner({
+      url: server.url,
+      token: server.runnerToken,
+      concurrent: 2,
+      buildsDir,
+      hiddenPaths: [dataDir],
+      allowUnisolated: !sandbox.available,
+      sandbox,
+      checkIntervalMs: 50,
+      executor: { traceIntervalMs: 100, retryDelayMs: 50, allowFileUrls: true },
+      log: () => {},
+    });
+    const started = Date.now();
+    void runner.start();
+    const [fa, fb] = await Promise.all([a.final, b.final]);
+    const took = Date.now() - started;
+    await runner.stop();
+    assert.equal(fa.state, 'success');
+    assert.equal(fb.state, 'success');
+    assert.ok(took < 2300, `both ran at once (${took} ms)`);
+    const later = server.requestBodies.slice(requestsBefore + 1);
+    assert.ok(later.some((r) => r.last_update === String(server.lastUpdate)), JSON.stringify(later.map((r) => r.last_update)));
+  });
+
+  test('stop({killJobs}) kills running jobs and reports them failed', async () => {
+    const job = server.addJob(payload({ script: ['echo started', 'sleep 30'] }));
+    const runner = new Runner({ url: server.url, token: server.runnerToken, buildsDir, allowUnisolated: !sandbox.available, sandbox, checkIntervalMs: 50, executor: { traceIntervalMs: 100, retryDelayMs: 50, allowFileUrls: true }, log: process.env.TEST_LOG ? (m) => console.log(new Date().toISOString(), m) : () => {} });
+    void runner.start();
+    while (!job.trace.toString().includes('started')) await new Promise((r) => setTimeout(r, 50));
+    const t = Date.now();
+    await runner.stop({ killJobs: true });
+    assert.ok(Date.now() - t < 5000);
+    const final = await job.final;
+    assert.equal(final.state, 'failed');
+    assert.equal(final.failure_reason, 'unknown_failure');
+  });
+
+  test('a runner token the server refuses stops the loop', async () => {
+    const runner = new Runner({ url: server.url, token: 'not-a-runner-token', buildsDir, allowUnisolated: true, sandbox, log: () => {} });
+    await runner.start();
+    assert.match(String(runner.fatal?.message), /403/);
+  });
+});
+
 describe('isolation', { skip: sandbox.available ? false : `bubblewrap cannot run here: ${sandbox.reason}` }, () => {
   test('a job cannot see the data dir, cannot write outside its build dir, can write its build dir and /tmp', async () => {
     const other = path.join(buildsDir, 'job-999-other');
