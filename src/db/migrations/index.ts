@@ -12,6 +12,7 @@ import * as cacheInvalidation from './0600_cache_invalidation.js';
 import * as workItems from './0700_work_items.js';
 import * as labels from './0710_labels.js';
 import * as accessRules from './0700_access_rules.js';
+import * as mergeRequestListIndexes from './0720_merge_request_list_indexes.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -29,4 +30,5 @@ export const migrations: Record<string, Migration> = {
   '0700_work_items': workItems,
   '0710_labels': labels,
   '0700_access_rules': accessRules,
+  '0720_merge_request_list_indexes': mergeRequestListIndexes,
 };
