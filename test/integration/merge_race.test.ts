@@ -109,7 +109,16 @@ describe('two processes merging one merge request at once', { skip: process.env.
       const mainBefore = (await mainCommits())[0].id;
       // Created through one process, merged through both: the merge request's row is new to b.
       const mr = await openMergeRequest(i % 2 ? a.url : b.url, `round-${i}`);
+      // Lists read (and kept by each process's page cache) before the merge...
+      const openIids = async (server: string) => {
+        const res = await call(server, 'GET', `${base}/merge_requests?state=opened`);
+        assert.equal(res.status, 200);
+        return (res.body as MergeRequestBody[]).map((m) => m.iid);
+      };
+      for (const s of [a, b, a, b]) assert.ok((await openIids(s.url)).includes(mr.iid));
       const results = await mergeFromBoth(mr.iid);
+      // ...follow it in both processes.
+      for (const s of [a, b]) assert.ok(!(await openIids(s.url)).includes(mr.iid));
       const statuses = results.map((r) => r.status);
       const won = results.filter((r) => r.status === 200);
       assert.equal(won.length, 1, `round ${i}: ${JSON.stringify(statuses)} ${JSON.stringify(results.map((r) => r.body?.message))}`);
