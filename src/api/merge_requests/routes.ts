@@ -2,14 +2,19 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import { Type } from 'typebox';
+import type { User } from '../../db/schema/core.js';
 import type { MergeRequest } from '../../db/schema/work_items.js';
-import { findMergeRequest, listMergeRequests, loadMergeRequestExtras, type MergeRequestFilters } from '../../finders/merge_requests.js';
+import {
+  countMergeRequests, findMergeRequest, findMergeRequestPage, loadMergeRequestExtras, MERGE_REQUEST_COUNT_CAP, type MergeRequestFilters,
+} from '../../finders/merge_requests.js';
 import { projectFullPath } from '../../finders/projects.js';
 import { commitsBetween, diffCommits, readCommitsOnce } from '../../git/compare.js';
 import { can, effectiveLevel } from '../../policies/abilities.js';
 import { loadProjectForUser, type ProjectAccess } from '../../policies/projects.js';
 import { forbidden, notFound } from '../../plugins/errors.js';
-import { pageParams, paginateArray, setPaginationHeaders } from '../../plugins/pagination.js';
+import { pageParams, paginateArray, setPaginationHeaders, type HeaderTarget } from '../../plugins/pagination.js';
+import { sendCachedPage } from '../../plugins/page_cache.js';
+import { assertMatchesSchema } from '../../plugins/responses.js';
 import { presentCommit } from '../../presenters/commits.js';
 import {
   presentApprovalState, presentMergeRequest, presentMergeRequestSimple, presentMergeRequestSingle,
@@ -122,17 +127,51 @@ async function presentList(request: FastifyRequest, rows: MergeRequest[], q: { v
   return rows.map((r) => presentMergeRequest(ctx, r, extras.get(r.id)!, { labelDetails: q.with_labels_details }));
 }
 
+/**
+ * How many merge requests the actor's filters match (null above GitLab's 10,000 cap), kept in the
+ * process cache (src/cache/) per user and filters until any write, so that paging through a long
+ * list counts it once.
+ */
+async function countCached(request: FastifyRequest, user: User | null, filters: MergeRequestFilters): Promise<number | null> {
+  const cairn = request.server.cairn;
+  const n = await cairn.cache.load(
+    `mr-count:${user?.id ?? 'anonymous'}:${JSON.stringify(filters)}`,
+    () => countMergeRequests(cairn.db, user, filters),
+    { since: request.cacheGeneration },
+  );
+  return n > MERGE_REQUEST_COUNT_CAP ? null : n;
+}
+
+/**
+ * A list page: the rows (one more than the page, to know whether another follows), the count,
+ * and everything presented from columns and one statement per kind of extra; no git. The page
+ * goes through the page cache (per caller and URL, dropped on any write by any process), except
+ * with with_merge_status_recheck, which may run git and write.
+ */
 async function sendList(request: FastifyRequest, reply: FastifyReply, filters: MergeRequestFilters, q: { view?: string; with_labels_details?: boolean; with_merge_status_recheck?: boolean }) {
   const cairn = request.server.cairn;
   const page = pageParams(request);
-  const { rows, total } = await listMergeRequests(cairn.db, request.actor?.user ?? null, filters, { limit: page.perPage, offset: page.offset });
-  setPaginationHeaders(request, reply, page, total);
-  let current = rows as MergeRequest[];
-  // with_merge_status_recheck: the ones not checked since their branches moved are checked now.
-  if (q.with_merge_status_recheck) {
-    current = await Promise.all(current.map((r) => (r.state_id === 1 && r.merge_status.startsWith('unchecked') || r.merge_status === 'cannot_be_merged_recheck' ? refreshMergeRequest(cairn, r) : r)));
-  }
-  return presentList(request, current, q);
+  const user = request.actor?.user ?? null;
+  const render = async (headers: HeaderTarget) => {
+    const [found, total] = await Promise.all([
+      findMergeRequestPage(cairn.db, user, filters, { limit: page.perPage + 1, offset: page.offset }),
+      countCached(request, user, filters),
+    ]);
+    setPaginationHeaders(request, headers, page, total, found.length > page.perPage);
+    let current = found.slice(0, page.perPage);
+    // with_merge_status_recheck: the ones not checked since their branches moved are checked now.
+    if (q.with_merge_status_recheck) {
+      current = await Promise.all(current.map((r) => (r.state_id === 1 && r.merge_status.startsWith('unchecked') || r.merge_status === 'cannot_be_merged_recheck' ? refreshMergeRequest(cairn, r) : r)));
+    }
+    return presentList(request, current, q);
+  };
+  if (q.with_merge_status_recheck) return render(reply);
+  return sendCachedPage(request, reply, async (headers) => {
+    const body = await render(headers);
+    // Cached pages go out as bytes, past the serializer that checks answers in tests: check here.
+    if (cairn.config.validateResponses) assertMatchesSchema(ListResponse, body);
+    return { body };
+  });
 }
 
 /** The merge request `:merge_request_iid` of the guarded project, or 404. */

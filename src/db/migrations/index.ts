@@ -14,6 +14,7 @@ import * as labels from './0710_labels.js';
 import * as accessRules from './0700_access_rules.js';
 import * as forks from './0730_forks.js';
 import * as issues from './0730_issues.js';
+import * as mergeRequestListIndexes from './0720_merge_request_list_indexes.js';
 import * as ci from './0800_ci.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
@@ -34,5 +35,6 @@ export const migrations: Record<string, Migration> = {
   '0700_access_rules': accessRules,
   '0730_forks': forks,
   '0730_issues': issues,
+  '0720_merge_request_list_indexes': mergeRequestListIndexes,
   '0800_ci': ci,
 };
