@@ -15,6 +15,7 @@ import * as accessRules from './0700_access_rules.js';
 import * as forks from './0730_forks.js';
 import * as issues from './0730_issues.js';
 import * as ci from './0800_ci.js';
+import * as ciEngine from './0810_ci_engine.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -35,4 +36,5 @@ export const migrations: Record<string, Migration> = {
   '0730_forks': forks,
   '0730_issues': issues,
   '0800_ci': ci,
+  '0810_ci_engine': ciEngine,
 };
