@@ -144,6 +144,26 @@ export async function ciVariablesFor(cairn: Cairn, project: FoundProject, protec
     .map((r) => ({ key: r.key, value: decryptSecret(cairn.config, r.value_encrypted) ?? '', variable_type: r.variable_type, masked: r.masked, raw: r.raw }));
 }
 
+/** The compiler's view of the repository at `sha`: local files and rules:exists. */
+export function repositoryReader(cairn: Cairn, project: FoundProject, sha: string) {
+  const gitDir = projectRepoPath(cairn, project);
+  let allPaths: string[] | null = null;
+  return {
+    async readLocalFile(path: string): Promise<string | null> {
+      const clean = path.replace(/^\/+/, '');
+      if (!clean || clean.split('/').some((s) => s === '' || s === '.' || s === '..')) return null;
+      const info = await objectAtPath(cairn.catfile, gitDir, sha, clean);
+      if (!info || info.type !== 'blob') return null;
+      const blob = await readBlob(cairn.catfile, gitDir, info.oid);
+      return blob ? blob.data.toString('utf8') : null;
+    },
+    async fileExists(globs: string[]): Promise<boolean> {
+      allPaths ??= ((await listTree(cairn.catfile, gitDir, sha, '', true)) ?? []).filter((e) => e.type === 'blob').map((e) => e.path);
+      return matchAnyGlob(globs, allPaths);
+    },
+  };
+}
+
 /** Compiles a project's configuration for a ref and sha (shared by pipeline creation and /ci/lint). */
 export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Promise<{ result: CompileResult | null; protectedRef: boolean; message: string; committedAt: string | null; configPath: string }> {
   const { project } = input;
@@ -153,14 +173,7 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
   const committedAt = commit ? new Date(commit.committer.time * 1000).toISOString() : null;
   const protectedRef = await isProtectedRef(cairn, project.id, input.ref, input.tag);
   const configPath = ciConfigPath(project);
-  const readLocalFile = async (path: string): Promise<string | null> => {
-    const clean = path.replace(/^\/+/, '');
-    if (!clean || clean.split('/').some((s) => s === '' || s === '.' || s === '..')) return null;
-    const info = await objectAtPath(cairn.catfile, gitDir, input.sha, clean);
-    if (!info || info.type !== 'blob') return null;
-    const blob = await readBlob(cairn.catfile, gitDir, info.oid);
-    return blob ? blob.data.toString('utf8') : null;
-  };
+  const { readLocalFile, fileExists } = repositoryReader(cairn, project, input.sha);
   const yaml = input.yaml ?? (await readLocalFile(configPath));
   if (yaml === null) return { result: null, protectedRef, message, committedAt, configPath };
   const predefined = await predefinedVariables(cairn, project, {
@@ -171,7 +184,6 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
   for (const v of await ciVariablesFor(cairn, project, protectedRef)) variables[v.key] = v.value;
   Object.assign(variables, input.inheritedVariables ?? {});
   for (const v of input.variables ?? []) variables[v.key] = v.value;
-  let allPaths: string[] | null = null;
   const result = await compilePipeline({
     yaml,
     ref: input.ref,
@@ -184,10 +196,7 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
     commitMessage: input.api ? '' : message,
     skipCi: input.skipCi,
     readLocalFile,
-    fileExists: async (globs) => {
-      allPaths ??= ((await listTree(cairn.catfile, gitDir, input.sha, '', true)) ?? []).filter((e) => e.type === 'blob').map((e) => e.path);
-      return matchAnyGlob(globs, allPaths);
-    },
+    fileExists,
     changedPaths: async (compareTo) => {
       let from = input.beforeSha ?? null;
       if (compareTo) from = (await readRef(cairn.catfile, gitDir, `refs/heads/${compareTo}`)) ?? (await readRef(cairn.catfile, gitDir, `refs/tags/${compareTo}`)) ?? (/^[0-9a-f]{40}$/.test(compareTo) ? compareTo : null);
