@@ -25,6 +25,7 @@ import epicRoutes from './epics/routes.js';
 import forkRoutes from './forks/routes.js';
 import awardEmojiRoutes from './award_emoji/routes.js';
 import issueRoutes from './issues/routes.js';
+import runnerProtocolRoutes from './runners_protocol/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -54,4 +55,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(forkRoutes);
   await app.register(awardEmojiRoutes);
   await app.register(issueRoutes);
+  await app.register(runnerProtocolRoutes);
 }
