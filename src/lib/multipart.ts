@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { PassThrough, type Readable } from 'node:stream';
 
 /**
@@ -75,7 +74,12 @@ export async function readMultipart(
     if (!data.length) return;
     if (file) {
       if (consumerError) throw consumerError;
-      if (!file.write(data)) await Promise.race([once(file, 'drain'), consumer]);
+      if (!file.write(data)) {
+        const stream = file;
+        let onDrain!: () => void;
+        await Promise.race([new Promise<void>((r) => stream.once('drain', (onDrain = r))), consumer]);
+        stream.off('drain', onDrain);
+      }
       if (consumerError) throw consumerError;
     } else {
       fieldSize += data.length;
@@ -179,7 +183,7 @@ export async function readMultipart(
     if (state !== 'done') throw new MultipartError('unexpected end of multipart body');
   } catch (err) {
     if (file) {
-      (file as PassThrough).destroy(err instanceof Error ? err : new Error(String(err)));
+      (file as PassThrough).destroy();
       await (consumer as Promise<void> | null)?.catch(() => {});
     }
     throw err;

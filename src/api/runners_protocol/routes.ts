@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { Transform, type Readable } from 'node:stream';
+import { pipeline, Transform, type Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { sql } from 'kysely';
@@ -407,9 +407,9 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
             else cb(null, chunk);
           },
         });
-        part.stream.on('error', (err) => limit.destroy(err));
+        pipeline(part.stream, limit, () => {});
         const key = `${build.project_id}/${build.id}/${part.field}-${crypto.randomBytes(8).toString('hex')}`;
-        const put = await store.put(key, part.stream.pipe(limit)).catch(async (err) => {
+        const put = await store.put(key, limit).catch(async (err) => {
           await store.delete(key).catch(() => {});
           throw err;
         });
