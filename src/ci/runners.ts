@@ -16,7 +16,7 @@ export type RegistrationOwner = { type: 'instance_type' } | { type: 'group_type'
 const REGISTRATION_PREFIX = 'GR1348941';
 
 /** The owner's registration token, created when it has none yet. */
-export async function registrationToken(cairn: Cairn, owner: RegistrationOwner): Promise<string> {
+export async function registrationToken(cairn: Pick<Cairn, 'db' | 'config'>, owner: RegistrationOwner): Promise<string> {
   const namespaceId = owner.type === 'group_type' ? owner.namespaceId : null;
   const projectId = owner.type === 'project_type' ? owner.projectId : null;
   const find = () =>
@@ -41,7 +41,7 @@ export async function registrationToken(cairn: Cairn, owner: RegistrationOwner):
 }
 
 /** Replaces the owner's registration token (runners already registered keep working). */
-export async function resetRegistrationToken(cairn: Cairn, owner: RegistrationOwner): Promise<string> {
+export async function resetRegistrationToken(cairn: Pick<Cairn, 'db' | 'config'>, owner: RegistrationOwner): Promise<string> {
   const namespaceId = owner.type === 'group_type' ? owner.namespaceId : null;
   const projectId = owner.type === 'project_type' ? owner.projectId : null;
   await cairn.db
