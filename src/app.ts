@@ -14,6 +14,8 @@ import { ArchiveCache } from './git/archive.js';
 import { CatFilePool } from './git/catfile.js';
 import { registerHousekeeping } from './services/housekeeping.js';
 import { registerMergeRequestHooks } from './services/merge_requests.js';
+import { registerPipelineHooks } from './ci/pipelines/create.js';
+import './ci/pipelines/downstream.js';
 import { redactUrl } from './lib/redact.js';
 import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
@@ -76,6 +78,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   cairn.closers.push(await startJobWakeup(cairn, database, app.log));
   registerHousekeeping(cairn);
   registerMergeRequestHooks(cairn);
+  registerPipelineHooks(cairn);
   app.decorate('cairn', cairn);
 
   // python-gitlab compares the whole Content-Type header: JSON goes out without a charset.

@@ -1,8 +1,7 @@
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { CiRunner, RunnerType } from '../db/schema/ci.js';
-import { decryptSecret, encryptSecret } from '../lib/encryption.js';
-import { randomToken, tokenDigest } from '../lib/secrets.js';
+import { decryptSecret, encryptSecret, randomToken, tokenDigest } from '../lib/secrets.js';
 import { validationFailed } from '../plugins/errors.js';
 
 /**

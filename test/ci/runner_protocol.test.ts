@@ -285,6 +285,16 @@ describe('runner protocol (gitlab-runner replay)', () => {
     assert.equal(pushRefs.status, 403);
     // ... and is refused on API routes that do not take job tokens.
     assert.equal((await send(app, 'GET', '/api/v4/user', { headers: { 'job-token': job.token } })).status, 401);
+    // GET /job: the job of the token, by JOB-TOKEN, Bearer or job_token.
+    for (const how of [{ 'job-token': job.token }, { authorization: `Bearer ${job.token}` }] as Record<string, string>[]) {
+      const me = await send(app, 'GET', '/api/v4/job', { headers: how });
+      assert.equal(me.status, 200, me.raw.toString());
+      assert.equal(me.body.id, job.id);
+      assert.equal(me.body.status, 'running');
+    }
+    assert.equal((await send(app, 'GET', `/api/v4/job?job_token=${job.token}`)).status, 200);
+    assert.equal((await send(app, 'GET', '/api/v4/job', { headers: { 'private-token': developer.token } })).status, 401);
+    assert.equal((await send(app, 'GET', '/api/v4/job')).status, 401);
 
     const jobHeaders = (extra: Record<string, string> = {}) => runnerHeaders({ 'job-token': job.token, ...extra });
     // UpdateJob: state running, as the runner's keep-alive.
@@ -379,6 +389,7 @@ describe('runner protocol (gitlab-runner replay)', () => {
     const lateUpload = await send(app, 'POST', `/api/v4/jobs/${job.id}/artifacts`, { headers: { 'job-token': job.token, 'content-type': 'multipart/form-data; boundary=b5' }, payload: multipart('b5', [{ name: 'file', filename: 'a.zip', data: 'x' }]) });
     assert.equal(lateUpload.status, 403);
     assert.equal((await send(app, 'GET', `/${fullPath}.git/info/refs?service=git-upload-pack`, { headers: { authorization: basic } })).status, 401, 'a dead job token no longer clones');
+    assert.equal((await send(app, 'GET', '/api/v4/job', { headers: { 'job-token': job.token } })).status, 401, 'a dead job token no longer authenticates');
     assert.equal((await send(app, 'PUT', '/api/v4/jobs/999999', { headers: jobHeaders(), json: { token: job.token, state: 'success' } })).status, 404);
 
     // The second job fails with the runner's failure reason and exit code.

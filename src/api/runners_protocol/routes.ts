@@ -23,9 +23,12 @@ import {
 import { appendTrace } from '../../ci/trace.js';
 import { MultipartError, multipartBoundary, readMultipart } from '../../lib/multipart.js';
 import { artifactStore } from '../../storage/index.js';
-import { ApiError, apiError, badRequest, forbidden, missingParam, notFound } from '../../plugins/errors.js';
+import { ApiError, apiError, badRequest, forbidden, missingParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { RawBody, route, type Access } from '../route.js';
 import { RowId } from '../params.js';
+import { findProjectRow } from '../../finders/projects.js';
+import { loadJobExtras, presentJob } from '../../presenters/ci.js';
+import { JobSchema } from '../../presenters/schemas/ci.js';
 
 // The runner protocol (what gitlab-runner's network/gitlab.go speaks): registration, the job
 // long poll, job updates, trace appends and artifacts. Runners authenticate with their own
@@ -148,6 +151,22 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
   app.removeContentTypeParser('text/plain');
   app.addContentTypeParser(['text/plain', 'application/octet-stream'], { parseAs: 'buffer', bodyLimit: Math.max(cairn.config.maxBodySize, 4 * 1024 * 1024) }, (_r, body, done) => done(null, body));
   app.addContentTypeParser('multipart/form-data', (_request, payload, done) => done(null, payload));
+
+  // ---- the job of a job token ---------------------------------------------------------------
+
+  app.get('/api/v4/job', route({
+    access: { custom: 'a CI job token (JOB-TOKEN, job_token or Bearer): the job it belongs to', signedIn: true },
+    config: { jobToken: true },
+    schema: { response: { 200: JobSchema } },
+  }), async (request) => {
+    const actor = request.actor;
+    if (!actor || actor.kind !== 'job_token') throw unauthorized();
+    const build = await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', Number(actor.meta?.jobId)).executeTakeFirst();
+    const project = build ? await findProjectRow(cairn.db, build.project_id) : undefined;
+    if (!build || !project) throw unauthorized();
+    const extras = await loadJobExtras(cairn, project, [build]);
+    return presentJob({ baseUrl: cairn.config.externalUrl, viewer: actor.user }, project, build, extras);
+  });
 
   // ---- registration ------------------------------------------------------------------------
 

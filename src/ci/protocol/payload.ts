@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { Cairn } from '../../context.js';
 import type { CiBuild, CiRunner } from '../../db/schema/ci.js';
 import type { Database } from '../../db/index.js';
-import { decryptSecret } from '../../lib/encryption.js';
+import { decryptSecret } from '../../lib/secrets.js';
 import { VISIBILITY_NAMES } from '../../policies/access.js';
 import { projectSettings } from '../../presenters/projects.js';
 import { GITLAB_COMPAT_VERSION } from '../../version.js';
