@@ -7,6 +7,7 @@ import { cancelBuild, enqueueBuild } from '../../src/ci/jobs/state.js';
 import { registrationToken } from '../../src/ci/runners.js';
 import { readTrace } from '../../src/ci/trace.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
+import { commitFiles, latestPipeline } from '../helpers/ci.js';
 
 // Replays, request by request, what the gitlab-runner binary sends (network/gitlab.go):
 // headers (RUNNER-TOKEN / JOB-TOKEN, X-Request-Id, Accept, Content-Type, Content-Range) and
@@ -469,6 +470,32 @@ describe('runner protocol (gitlab-runner replay)', () => {
     } finally {
       await second?.close();
     }
+  });
+
+  it('hands out the jobs of a pipeline created by a push of .gitlab-ci.yml', async () => {
+    await t.db.updateTable('ci_runners').set({ active: false }).execute();
+    const r = await register({ tag_list: '' });
+    const pushed = await t.createProject({ owner: developer.user });
+    await t.addMember(pushed, developer.user, 40);
+    const sha = await commitFiles(t, pushed, {
+      '.gitlab-ci.yml': 'variables:\n  GREETING: hello\nbuild:\n  stage: build\n  script:\n    - echo $GREETING > out.txt\n  artifacts:\n    paths: [out.txt]\ntest:\n  stage: test\n  script: [cat out.txt]\n',
+    }, { token: developer.token });
+    const pipeline = await latestPipeline(t, pushed.id);
+    assert.equal(pipeline.sha, sha);
+    const res = await requestJob(r.token);
+    assert.equal(res.status, 201, res.raw.toString());
+    assert.equal(res.body.job_info.name, 'build');
+    assert.equal(res.body.git_info.sha, sha);
+    assert.deepEqual(res.body.steps[0].script, ['echo $GREETING > out.txt']);
+    assert.equal(res.body.variables.find((v: any) => v.key === 'GREETING')?.value, 'hello');
+    assert.equal(res.body.artifacts[0].paths[0], 'out.txt');
+    assert.equal((await requestJob(r.token)).status, 204, 'test waits for build');
+    const done = await send(app, 'PUT', `/api/v4/jobs/${res.body.id}`, { headers: runnerHeaders({ 'job-token': res.body.token }), json: { token: res.body.token, state: 'success', exit_code: 0 } });
+    assert.equal(done.status, 200);
+    const next = await requestJob(r.token);
+    assert.equal(next.status, 201);
+    assert.equal(next.body.job_info.name, 'test');
+    assert.deepEqual(next.body.dependencies.map((d: any) => d.name), ['build']);
   });
 
   it('matches jobs to runners: tags, run_untagged, paused, protected refs, group and project runners', async () => {
