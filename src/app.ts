@@ -20,6 +20,7 @@ import { redactUrl } from './lib/redact.js';
 import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
 import { responseSerializer, type RouteRecord } from './plugins/responses.js';
+import { startJobWakeup } from './ci/queue.js';
 
 export interface BuildOptions {
   config: Config;
@@ -73,6 +74,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   };
   cairn.closers.push(() => cairn.catfile.close());
   cairn.closers.push(await startCache(cairn.cache, database, app.log));
+  // Long-polling runners wake when a job becomes pending in any process (ci/queue.ts).
+  cairn.closers.push(await startJobWakeup(cairn, database, app.log));
   registerHousekeeping(cairn);
   registerMergeRequestHooks(cairn);
   registerPipelineHooks(cairn);

@@ -7,6 +7,9 @@ const USAGE = `usage: cairn <command>
 commands:
   serve     run the HTTP server (migrates the database first)
   migrate   apply pending database migrations and exit
+  registration-token [--group PATH | --project PATH] [--reset]
+            print the runner registration token of the instance (or of a group or project),
+            creating it at first need; --reset replaces it
   help      show this text`;
 
 async function main(argv: string[]) {
@@ -23,6 +26,11 @@ async function main(argv: string[]) {
       const applied = await migrateToLatest(database.db);
       console.log(applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
       await database.close();
+      return;
+    }
+    case 'registration-token': {
+      const { registrationTokenCommand } = await import('./ci/registration_cli.js');
+      await registrationTokenCommand(argv.slice(1));
       return;
     }
     case 'help':

@@ -29,6 +29,7 @@ import jobRoutes from './jobs/routes.js';
 import pipelineRoutes from './pipelines/routes.js';
 import ciVariableRoutes from './ci_variables/routes.js';
 import ciLintRoutes from './ci_lint/routes.js';
+import runnerProtocolRoutes from './runners_protocol/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -62,4 +63,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(pipelineRoutes);
   await app.register(ciVariableRoutes);
   await app.register(ciLintRoutes);
+  await app.register(runnerProtocolRoutes);
 }

@@ -17,6 +17,7 @@ import * as issues from './0730_issues.js';
 import * as mergeRequestListIndexes from './0720_merge_request_list_indexes.js';
 import * as ci from './0800_ci.js';
 import * as ciEngine from './0810_ci_engine.js';
+import * as ciProtocol from './0820_ci_protocol.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -39,4 +40,5 @@ export const migrations: Record<string, Migration> = {
   '0720_merge_request_list_indexes': mergeRequestListIndexes,
   '0800_ci': ci,
   '0810_ci_engine': ciEngine,
+  '0820_ci_protocol': ciProtocol,
 };
