@@ -5,12 +5,11 @@ import { Type } from 'typebox';
 import { COMPLETED_STATUSES, cancelPipeline, retryPipeline } from '../../ci/jobs/state.js';
 import { createPipeline } from '../../ci/pipelines/create.js';
 import type { CiPipeline } from '../../db/schema/ci.js';
-import type { User } from '../../db/schema/core.js';
 import { resolveCommit, readRef } from '../../git/refs.js';
 import { decryptSecret } from '../../lib/secrets.js';
 import { invalidParam, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
-import { presentPipeline, presentPipelineBasic } from '../../presenters/ci.js';
+import { presentPipelineBasic, presentPipelineLoaded } from '../../presenters/ci.js';
 import type { ProjectRow } from '../../presenters/projects.js';
 import { PipelineBasicSchema, PipelineSchema, PipelineVariableSchema } from '../../presenters/schemas/ci.js';
 import { projectRepoPath } from '../../services/projects.js';
@@ -64,15 +63,8 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return p;
   }
 
-  async function render(request: FastifyRequest, project: ProjectRow, p: CiPipeline) {
-    const [user, builds] = await Promise.all([
-      p.user_id ? cairn.db.selectFrom('users').selectAll().where('id', '=', p.user_id).executeTakeFirst() : undefined,
-      cairn.db.selectFrom('ci_builds').select(['coverage', 'status', 'allow_failure']).where('pipeline_id', '=', p.id).where('retried', '=', false).execute(),
-    ]);
-    const covered = builds.filter((b) => b.coverage !== null);
-    const coverage = covered.length ? covered.reduce((s, b) => s + Number(b.coverage), 0) / covered.length : null;
-    const warnings = builds.some((b) => b.allow_failure && (b.status === 'failed' || b.status === 'canceled'));
-    return presentPipeline(ctxOf(request), project, p, { user: (user as User | undefined) ?? null, coverage, warnings });
+  function render(request: FastifyRequest, project: ProjectRow, p: CiPipeline) {
+    return presentPipelineLoaded(cairn, ctxOf(request), project, p);
   }
 
   app.get('/api/v4/projects/:id/pipelines', route({

@@ -1,0 +1,203 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Project } from '../../src/db/schema/core.js';
+import { drainJobs } from '../../src/jobs/queue.js';
+import { CommitDetailSchema } from '../../src/presenters/schemas/commits.js';
+import { MergeRequestSingleSchema } from '../../src/presenters/schemas/merge_requests.js';
+import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
+import { assertOne } from '../helpers/contract.js';
+import { commitFiles, jobsByName, latestPipeline, pipeline, pipelinesOf, runJob } from '../helpers/ci.js';
+
+const YAML = `
+stages: [build, test]
+build: { stage: build, script: [make] }
+test: { stage: test, script: [t] }
+`;
+
+describe('CI in the commits and merge requests APIs', () => {
+  let t: TestContext;
+  let project: Project;
+  let guest: TestUser, reporter: TestUser, developer: TestUser, maintainer: TestUser, outsider: TestUser;
+  const api = (p: Project, rest: string) => `/api/v4/projects/${p.id}${rest}`;
+
+  before(async () => {
+    t = await createTestContext();
+    project = await t.createProject({ visibility: 20 });
+    [guest, reporter, developer, maintainer, outsider] = await Promise.all([t.createUser(), t.createUser(), t.createUser(), t.createUser(), t.createUser()]);
+    await t.addMember(project, guest.user, 10);
+    await t.addMember(project, reporter.user, 20);
+    await t.addMember(project, developer.user, 30);
+    await t.addMember(project, maintainer.user, 40);
+    await commitFiles(t, project, { 'README.md': 'hi\n' });
+    await commitFiles(t, project, { '.gitlab-ci.yml': YAML });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  it('single commit: status and last_pipeline from the latest pipeline of the sha', async () => {
+    const p = await latestPipeline(t, project.id);
+    const res = await t.get(api(project, `/repository/commits/${p.sha}`), { token: reporter.token });
+    assertOne(CommitDetailSchema, res, 'GET commit');
+    assert.equal(res.body.status, p.status);
+    assert.deepEqual(Object.keys(res.body.last_pipeline).sort(), ['created_at', 'id', 'iid', 'project_id', 'ref', 'sha', 'source', 'status', 'updated_at', 'web_url']);
+    assert.equal(res.body.last_pipeline.id, p.id);
+    assert.equal(res.body.last_pipeline.sha, p.sha);
+    assert.equal(res.body.last_pipeline.ref, 'main');
+    assert.equal(res.body.last_pipeline.source, 'push');
+    assert.match(res.body.last_pipeline.web_url, new RegExp(`/-/pipelines/${p.id}$`));
+    // By branch name too; a second pipeline on the same sha wins.
+    const again = await t.post(api(project, '/pipeline'), { ref: 'main' }, { token: developer.token });
+    assert.equal(again.status, 201, JSON.stringify(again.body));
+    const byRef = await t.get(api(project, '/repository/commits/main'), { token: null });
+    assert.equal(byRef.body.last_pipeline.id, again.body.id);
+    assert.equal(byRef.body.last_pipeline.source, 'api');
+    // A commit without pipelines.
+    const first = (await t.get(api(project, '/repository/commits'), { query: { ref_name: 'main' } })).body.at(-1);
+    const none = await t.get(api(project, `/repository/commits/${first.id}`));
+    assert.equal(none.status, 200);
+    assert.equal(none.body.status, null);
+    assert.equal(none.body.last_pipeline, null);
+    // The list has no pipeline fields.
+    const list = await t.get(api(project, '/repository/commits'));
+    assert.ok(!('last_pipeline' in list.body[0]) && !('status' in list.body[0]));
+  });
+
+  it('single commit: no pipeline for callers who may not read pipelines (public_jobs off)', async () => {
+    const other = await t.createProject({ visibility: 20 });
+    await t.addMember(other, guest.user, 10);
+    await t.addMember(other, reporter.user, 20);
+    await commitFiles(t, other, { '.gitlab-ci.yml': 'job: { script: [x] }\n' });
+    const upd = await t.put(api(other, ''), { public_jobs: false });
+    assert.equal(upd.status, 200, JSON.stringify(upd.body));
+    for (const token of [null, outsider.token, guest.token]) {
+      const res = await t.get(api(other, '/repository/commits/main'), { token });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.last_pipeline, null);
+      assert.equal(res.body.status, null);
+    }
+    const seen = await t.get(api(other, '/repository/commits/main'), { token: reporter.token });
+    assert.equal(seen.body.last_pipeline.status, 'pending');
+  });
+
+  it('merge request: pipeline and head_pipeline, set at creation from the branch pipeline; MR pipelines list', async () => {
+    const sha = await commitFiles(t, project, { 'a.txt': 'a\n' }, { branch: 'feat-a', startBranch: 'main' });
+    const branchPipeline = await latestPipeline(t, project.id);
+    assert.equal(branchPipeline.sha, sha);
+    const created = await t.post(api(project, '/merge_requests'), { source_branch: 'feat-a', target_branch: 'main', title: 'A' }, { token: developer.token });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    assertOne(MergeRequestSingleSchema, created, 'POST merge request');
+    assert.equal(created.body.pipeline.id, branchPipeline.id);
+    assert.equal(created.body.head_pipeline.id, branchPipeline.id);
+    assert.equal(created.body.head_pipeline.detailed_status.group, branchPipeline.status);
+    assert.equal(created.body.head_pipeline.coverage, null);
+    assert.ok(!('detailed_status' in created.body.pipeline));
+    const iid = created.body.iid;
+    const read = await t.get(api(project, `/merge_requests/${iid}`), { token: reporter.token });
+    assertOne(MergeRequestSingleSchema, read, 'GET merge request');
+    assert.equal(read.body.head_pipeline.id, branchPipeline.id);
+
+    // A push moves the head pipeline.
+    const sha2 = await commitFiles(t, project, { 'a.txt': 'a2\n' }, { branch: 'feat-a' });
+    const p2 = await latestPipeline(t, project.id);
+    assert.equal(p2.sha, sha2);
+    const read2 = await t.get(api(project, `/merge_requests/${iid}`), { token: reporter.token });
+    assert.equal(read2.body.head_pipeline.id, p2.id);
+    assert.equal(read2.body.pipeline.sha, sha2);
+
+    // The merge request's pipelines, newest first.
+    const list = await t.get(api(project, `/merge_requests/${iid}/pipelines`), { token: reporter.token });
+    assert.equal(list.status, 200, JSON.stringify(list.body));
+    assert.deepEqual(list.body.map((p: any) => p.id), [p2.id, branchPipeline.id]);
+    assert.equal(list.headers['x-total'], '2');
+    assert.equal((await t.get(api(project, `/merge_requests/${iid}/pipelines`), { token: outsider.token })).status, 200);
+    assert.equal((await t.get(api(project, `/merge_requests/${iid}/pipelines`), { token: null })).status, 401);
+    assert.equal((await t.get(api(project, `/merge_requests/9999/pipelines`), { token: reporter.token })).status, 404);
+
+    // A merge request pipeline: jobs need rules for merge_request_event.
+    assert.equal((await t.post(api(project, `/merge_requests/${iid}/pipelines`), {}, { token: reporter.token })).status, 403);
+    assert.equal((await t.post(api(project, `/merge_requests/${iid}/pipelines`), {}, { token: outsider.token })).status, 403);
+    const noJobs = await t.post(api(project, `/merge_requests/${iid}/pipelines`), {}, { token: developer.token });
+    assert.equal(noJobs.status, 400, JSON.stringify(noJobs.body));
+    await commitFiles(t, project, {
+      '.gitlab-ci.yml': `mr: { script: [x], rules: [{ if: '$CI_PIPELINE_SOURCE == "merge_request_event"' }] }\nbranch: { script: [y] }\n`,
+    }, { branch: 'feat-a' });
+    const mrPipeline = await t.post(api(project, `/merge_requests/${iid}/pipelines`), {}, { token: developer.token });
+    assert.equal(mrPipeline.status, 201, JSON.stringify(mrPipeline.body));
+    assert.equal(mrPipeline.body.source, 'merge_request_event');
+    assert.equal(mrPipeline.body.ref, `refs/merge-requests/${iid}/head`);
+    assert.deepEqual(Object.keys(await jobsByName(t, mrPipeline.body.id)), ['mr']);
+    const read3 = await t.get(api(project, `/merge_requests/${iid}`), { token: reporter.token });
+    assert.equal(read3.body.head_pipeline.id, mrPipeline.body.id);
+    const list2 = await t.get(api(project, `/merge_requests/${iid}/pipelines`), { token: reporter.token });
+    assert.equal(list2.body[0].id, mrPipeline.body.id);
+  });
+
+  it('merge when pipeline succeeds: merges once the head pipeline passes', async () => {
+    await commitFiles(t, project, { 'b.txt': 'b\n' }, { branch: 'feat-b', startBranch: 'main' });
+    const mr = (await t.post(api(project, '/merge_requests'), { source_branch: 'feat-b', target_branch: 'main', title: 'B' }, { token: developer.token })).body;
+    const p = await latestPipeline(t, project.id);
+    assert.equal(mr.head_pipeline.id, p.id);
+    const jobs = await jobsByName(t, p.id);
+    await runJob(t, jobs.build, 'success');
+    assert.equal((await pipeline(t, p.id)).status, 'running');
+    const res = await t.put(api(project, `/merge_requests/${mr.iid}/merge`), { merge_when_pipeline_succeeds: true, should_remove_source_branch: true }, { token: developer.token });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.state, 'opened');
+    assert.equal(res.body.merge_when_pipeline_succeeds, true);
+    assert.equal(res.body.head_pipeline.status, 'running');
+    const test = (await jobsByName(t, p.id)).test;
+    await runJob(t, test, 'success');
+    assert.equal((await pipeline(t, p.id)).status, 'success');
+    const after = await t.get(api(project, `/merge_requests/${mr.iid}`), { token: developer.token });
+    assert.equal(after.body.state, 'merged');
+    assert.equal(after.body.merged_by.id, developer.user.id);
+    const branch = await t.get(api(project, '/repository/branches/feat-b'));
+    assert.equal(branch.status, 404, 'source branch removed as asked');
+  });
+
+  it('merge when pipeline succeeds: a failing pipeline drops the flag with a system note', async () => {
+    await commitFiles(t, project, { 'c.txt': 'c\n' }, { branch: 'feat-c', startBranch: 'main' });
+    const mr = (await t.post(api(project, '/merge_requests'), { source_branch: 'feat-c', target_branch: 'main', title: 'C' }, { token: developer.token })).body;
+    const p = await latestPipeline(t, project.id);
+    const res = await t.put(api(project, `/merge_requests/${mr.iid}/merge`), { merge_when_pipeline_succeeds: true }, { token: developer.token });
+    assert.equal(res.body.merge_when_pipeline_succeeds, true);
+    await runJob(t, (await jobsByName(t, p.id)).build, 'failed');
+    assert.equal((await pipeline(t, p.id)).status, 'failed');
+    const after = await t.get(api(project, `/merge_requests/${mr.iid}`), { token: developer.token });
+    assert.equal(after.body.state, 'opened');
+    assert.equal(after.body.merge_when_pipeline_succeeds, false);
+    assert.equal(after.body.head_pipeline.status, 'failed');
+    const notes = await t.get(api(project, `/merge_requests/${mr.iid}/notes`), { token: developer.token });
+    assert.ok(notes.body.some((n: any) => n.system && /aborted the automatic merge because the pipeline failed/.test(n.body)), JSON.stringify(notes.body));
+    // With the pipeline finished, merge_when_pipeline_succeeds merges now.
+    const now = await t.put(api(project, `/merge_requests/${mr.iid}/merge`), { merge_when_pipeline_succeeds: true }, { token: developer.token });
+    assert.equal(now.status, 200, JSON.stringify(now.body));
+    assert.equal(now.body.state, 'merged');
+  });
+
+  it('multi-project trigger: a bridge creates a pipeline in the other project', async () => {
+    const downstream = await t.createProject({ visibility: 0 });
+    await t.addMember(downstream, developer.user, 30);
+    await commitFiles(t, downstream, { '.gitlab-ci.yml': 'down: { script: [x] }\n' });
+    const before = (await pipelinesOf(t, downstream.id)).length;
+    const up = await t.createProject({ visibility: 0 });
+    await t.addMember(up, developer.user, 30);
+    const path = (await t.get(api(downstream, ''))).body.path_with_namespace;
+    await commitFiles(t, up, { '.gitlab-ci.yml': `bridge: { trigger: { project: ${path}, strategy: depend } }\n` }, { token: developer.token });
+    const upPipeline = await latestPipeline(t, up.id);
+    await drainJobs(t.app.cairn);
+    const downs = await pipelinesOf(t, downstream.id);
+    assert.equal(downs.length, before + 1, 'a downstream pipeline');
+    const down = downs[0];
+    assert.equal(down.source, 'pipeline');
+    const bridge = (await jobsByName(t, upPipeline.id)).bridge;
+    assert.equal(bridge.downstream_pipeline_id, down.id);
+    await runJob(t, (await jobsByName(t, down.id)).down, 'success');
+    await drainJobs(t.app.cairn);
+    assert.equal((await pipeline(t, down.id)).status, 'success');
+    assert.equal((await pipeline(t, upPipeline.id)).status, 'success');
+    const bridges = await t.get(api(up, `/pipelines/${upPipeline.id}/bridges`), { token: developer.token });
+    assert.equal(bridges.body[0].downstream_pipeline.id, down.id);
+  });
+});
