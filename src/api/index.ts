@@ -30,6 +30,7 @@ import pipelineRoutes from './pipelines/routes.js';
 import ciVariableRoutes from './ci_variables/routes.js';
 import ciLintRoutes from './ci_lint/routes.js';
 import runnerProtocolRoutes from './runners_protocol/routes.js';
+import runnerRoutes from './runners/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -64,4 +65,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(ciVariableRoutes);
   await app.register(ciLintRoutes);
   await app.register(runnerProtocolRoutes);
+  await app.register(runnerRoutes);
 }

@@ -200,4 +200,45 @@ describe('CI in the commits and merge requests APIs', () => {
     const bridges = await t.get(api(up, `/pipelines/${upPipeline.id}/bridges`), { token: developer.token });
     assert.equal(bridges.body[0].downstream_pipeline.id, down.id);
   });
+
+  it('runners_token: shown to maintainers, registers a project runner; reset_registration_token for projects and groups', async () => {
+    const p = await t.createProject({ visibility: 20 });
+    await t.addMember(p, developer.user, 30);
+    await t.addMember(p, maintainer.user, 40);
+    const shown = (await t.get(api(p, ''), { token: maintainer.token })).body.runners_token;
+    assert.match(shown, /^GR1348941/);
+    assert.ok(!('runners_token' in (await t.get(api(p, ''), { token: developer.token })).body));
+    assert.ok(!('runners_token' in (await t.get(api(p, ''), { token: null })).body));
+    const register = (token: string) => t.post('/api/v4/runners', { token, description: 'r', info: { name: 'gitlab-runner' } }, { token: null });
+    const reg = await register(shown);
+    assert.equal(reg.status, 201, JSON.stringify(reg.body));
+    const runner = await t.db.selectFrom('ci_runners').selectAll().where('id', '=', reg.body.id).executeTakeFirstOrThrow();
+    assert.equal(runner.runner_type, 'project_type');
+    assert.ok(await t.db.selectFrom('ci_runner_projects').select('id').where('runner_id', '=', runner.id).where('project_id', '=', p.id).executeTakeFirst());
+
+    const path = api(p, '/runners/reset_registration_token');
+    assert.equal((await t.post(path, {}, { token: developer.token })).status, 403);
+    assert.equal((await t.post(path, {}, { token: null })).status, 401);
+    assert.equal((await t.post(path, {}, { token: outsider.token })).status, 403);
+    const reset = await t.post(path, {}, { token: maintainer.token });
+    assert.equal(reset.status, 201, JSON.stringify(reset.body));
+    assert.deepEqual(Object.keys(reset.body).sort(), ['token', 'token_expires_at']);
+    assert.notEqual(reset.body.token, shown);
+    assert.equal((await t.get(api(p, ''), { token: maintainer.token })).body.runners_token, reset.body.token);
+    assert.equal((await register(shown)).status, 403, 'the old token is gone');
+    assert.equal((await register(reset.body.token)).status, 201);
+
+    const group = await t.createGroup({ visibility: 20 });
+    await t.addMember(group, maintainer.user, 40);
+    await t.addMember(group, developer.user, 50);
+    const gpath = `/api/v4/groups/${group.id}/runners/reset_registration_token`;
+    assert.equal((await t.post(gpath, {}, { token: maintainer.token })).status, 403);
+    const greset = await t.post(gpath, {}, { token: developer.token });
+    assert.equal(greset.status, 201, JSON.stringify(greset.body));
+    assert.equal((await t.get(`/api/v4/groups/${group.id}`, { token: developer.token })).body.runners_token, greset.body.token);
+    const greg = await register(greset.body.token);
+    assert.equal(greg.status, 201);
+    assert.equal((await t.db.selectFrom('ci_runners').select('runner_type').where('id', '=', greg.body.id).executeTakeFirstOrThrow()).runner_type, 'group_type');
+    assert.equal((await t.post('/api/v4/groups/999999/runners/reset_registration_token', {}, { token: developer.token })).status, 404);
+  });
 });
