@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Project } from '../../src/db/schema/core.js';
+import { Readable } from 'node:stream';
 import { drainJobs } from '../../src/jobs/queue.js';
+import { artifactStore } from '../../src/storage/index.js';
 import { CommitDetailSchema } from '../../src/presenters/schemas/commits.js';
 import { MergeRequestSingleSchema } from '../../src/presenters/schemas/merge_requests.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
@@ -240,5 +242,36 @@ describe('CI in the commits and merge requests APIs', () => {
     assert.equal(greg.status, 201);
     assert.equal((await t.db.selectFrom('ci_runners').select('runner_type').where('id', '=', greg.body.id).executeTakeFirstOrThrow()).runner_type, 'group_type');
     assert.equal((await t.post('/api/v4/groups/999999/runners/reset_registration_token', {}, { token: developer.token })).status, 404);
+  });
+
+  it('erase and pipeline delete remove the artifact files from the store', async () => {
+    const p = await t.createProject({ visibility: 0 });
+    await t.addMember(p, developer.user, 30);
+    await t.addMember(p, maintainer.user, 40);
+    await commitFiles(t, p, { '.gitlab-ci.yml': 'one: { script: [x] }\ntwo: { script: [y] }\n' });
+    const pl = await latestPipeline(t, p.id);
+    const jobs = await jobsByName(t, pl.id);
+    await runJob(t, jobs.one, 'success');
+    await runJob(t, jobs.two, 'success');
+    const store = artifactStore(t.app.cairn.config);
+    const keys: Record<string, string> = {};
+    for (const name of ['one', 'two']) {
+      const key = `test/${p.id}/${jobs[name].id}/artifacts.zip`;
+      await store.put(key, Readable.from([Buffer.from(`zip of ${name}`)]));
+      await t.db.insertInto('ci_job_artifacts').values({
+        job_id: jobs[name].id, project_id: p.id, file_type: 'archive', file_format: 'zip', file_name: 'artifacts.zip', size: 10, file_sha256: null, store_key: key, created_at: new Date(),
+      } as any).execute();
+      keys[name] = key;
+    }
+    assert.equal(await store.size(keys.one), 10);
+    const erase = await t.post(api(p, `/jobs/${jobs.one.id}/erase`), {}, { token: maintainer.token });
+    assert.equal(erase.status, 201, JSON.stringify(erase.body));
+    assert.equal(await store.size(keys.one), null, 'erased job: file gone');
+    assert.equal(await store.size(keys.two), 10);
+    assert.equal((await t.delete(api(p, `/pipelines/${pl.id}`), { token: maintainer.token })).status, 403);
+    const del = await t.delete(api(p, `/pipelines/${pl.id}`));
+    assert.equal(del.status, 204);
+    assert.equal(await store.size(keys.two), null, 'deleted pipeline: file gone');
+    assert.equal((await t.db.selectFrom('ci_job_artifacts').select('id').where('project_id', '=', p.id).execute()).length, 0);
   });
 });

@@ -13,6 +13,7 @@ import { presentPipelineBasic, presentPipelineLoaded } from '../../presenters/ci
 import type { ProjectRow } from '../../presenters/projects.js';
 import { PipelineBasicSchema, PipelineSchema, PipelineVariableSchema } from '../../presenters/schemas/ci.js';
 import { projectRepoPath } from '../../services/projects.js';
+import { artifactStore, deleteObjects } from '../../storage/index.js';
 import { IdParams, RowId } from '../params.js';
 import { NoContent, projectOf, route } from '../route.js';
 
@@ -200,8 +201,20 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     const { project } = projectOf(request);
     const p = await findPipeline(project.id, request.params.pipeline_id);
     await cancelPipeline(cairn, p.id);
-    await cairn.db.deleteFrom('ci_pipelines').where('id', '=', p.id).execute();
-    await cairn.db.updateTable('merge_requests').set({ head_pipeline_id: null }).where('head_pipeline_id', '=', p.id).execute();
+    // The artifact rows of the pipeline and its child pipelines go in the same transaction; their files once it committed.
+    const storeKeys = await cairn.db.transaction().execute(async (trx) => {
+      const gone = await sql<{ store_key: string }>`
+        with recursive tree(id) as (
+          select id from ci_pipelines where id = ${p.id}
+          union select c.id from ci_pipelines c join tree on c.parent_pipeline_id = tree.id
+        )
+        delete from ci_job_artifacts where job_id in (select b.id from ci_builds b join tree on b.pipeline_id = tree.id)
+        returning store_key`.execute(trx);
+      await trx.deleteFrom('ci_pipelines').where('id', '=', p.id).execute();
+      await trx.updateTable('merge_requests').set({ head_pipeline_id: null }).where('head_pipeline_id', '=', p.id).execute();
+      return gone.rows.map((r) => r.store_key);
+    });
+    await deleteObjects(artifactStore(cairn.config), storeKeys);
     return reply.code(204).send();
   });
 }
