@@ -274,4 +274,74 @@ describe('CI in the commits and merge requests APIs', () => {
     assert.equal(await store.size(keys.two), null, 'deleted pipeline: file gone');
     assert.equal((await t.db.selectFrom('ci_job_artifacts').select('id').where('project_id', '=', p.id).execute()).length, 0);
   });
+
+  it('commit statuses: external statuses make an external pipeline; listing; transitions; permissions', async () => {
+    const p = await t.createProject({ visibility: 20 });
+    await t.addMember(p, reporter.user, 20);
+    await t.addMember(p, developer.user, 30);
+    const sha = await commitFiles(t, p, { 'x.txt': 'x\n' });
+    const post = (body: Record<string, unknown>, token: string | null = developer.token, s = sha) => t.post(api(p, `/statuses/${s}`), body, { token });
+    assert.equal((await post({ state: 'pending' }, reporter.token)).status, 403);
+    assert.equal((await post({ state: 'pending' }, null)).status, 401);
+    assert.equal((await post({})).status, 400);
+    assert.equal((await post({ state: 'bogus' })).status, 400);
+    assert.equal((await post({ state: 'pending' }, developer.token, 'f'.repeat(40))).status, 404);
+    assert.equal((await post({ state: 'pending', target_url: 'javascript:alert(1)' })).status, 400);
+
+    const pending = await post({ state: 'pending', name: 'jenkins', target_url: 'https://ci.example.com/1', description: 'queued' });
+    assert.equal(pending.status, 201, JSON.stringify(pending.body));
+    assert.equal(pending.body.status, 'pending');
+    assert.equal(pending.body.name, 'jenkins');
+    assert.equal(pending.body.ref, 'main');
+    assert.equal(pending.body.sha, sha);
+    assert.equal(pending.body.target_url, 'https://ci.example.com/1');
+    assert.equal(pending.body.author.id, developer.user.id);
+    const pl = await pipeline(t, pending.body.pipeline_id);
+    assert.equal(pl.source, 'external');
+    assert.equal(pl.status, 'pending');
+    assert.equal((await t.db.selectFrom('ci_pending_builds').select('build_id').where('build_id', '=', pending.body.id).execute()).length, 0, 'never queued for runners');
+
+    const again = await post({ state: 'pending', name: 'jenkins' });
+    assert.equal(again.status, 400);
+    assert.match(again.body.message, /Cannot transition status via :enqueue from :pending/);
+    const running = await post({ state: 'running', name: 'jenkins' });
+    assert.equal(running.body.id, pending.body.id, 'the same status moves on');
+    assert.ok(running.body.started_at);
+    assert.equal((await pipeline(t, pl.id)).status, 'running');
+    const ok = await post({ state: 'success', context: 'jenkins', coverage: 87.5 });
+    assert.equal(ok.body.id, pending.body.id);
+    assert.equal(ok.body.status, 'success');
+    assert.equal(ok.body.coverage, 87.5);
+    assert.equal((await pipeline(t, pl.id)).status, 'success');
+    // A finished status is not reused: a new one supersedes it.
+    const fail = await post({ state: 'failed', name: 'jenkins' });
+    assert.notEqual(fail.body.id, pending.body.id);
+    assert.equal(fail.body.pipeline_id, pl.id);
+    assert.equal((await pipeline(t, pl.id)).status, 'failed');
+    await post({ state: 'success' });
+
+    const list = await t.get(api(p, `/repository/commits/${sha}/statuses`), { token: null });
+    assert.equal(list.status, 200, JSON.stringify(list.body));
+    assert.deepEqual(list.body.map((s: any) => [s.name, s.status]), [['jenkins', 'failed'], ['default', 'success']]);
+    const all = await t.get(api(p, `/repository/commits/${sha}/statuses`), { query: { all: true } });
+    assert.equal(all.body.length, 3);
+    assert.equal((await t.get(api(p, `/repository/commits/${sha}/statuses`), { query: { name: 'default' } })).body.length, 1);
+    assert.equal((await t.get(api(p, `/repository/commits/${sha}/statuses`), { query: { ref: 'other' } })).body.length, 0);
+    assert.equal((await t.get(api(p, `/repository/commits/${sha}/statuses`), { query: { order_by: 'name' } })).status, 400);
+    const desc = await t.get(api(p, `/repository/commits/${sha}/statuses`), { query: { sort: 'desc' } });
+    assert.equal(desc.body[0].name, 'default');
+    assert.equal((await t.get(api(p, `/repository/commits/${'f'.repeat(40)}/statuses`))).status, 404);
+    // The commit shows the external pipeline.
+    assert.equal((await t.get(api(p, `/repository/commits/${sha}`))).body.last_pipeline.id, pl.id);
+
+    // With a CI pipeline for the commit, the status joins it (stage external) and the list shows its jobs too.
+    await commitFiles(t, project, { 'y.txt': 'y\n' });
+    const ci = await latestPipeline(t, project.id);
+    const ext = await t.post(api(project, `/statuses/${ci.sha}`), { state: 'running', name: 'ext' }, { token: developer.token });
+    assert.equal(ext.status, 201, JSON.stringify(ext.body));
+    assert.equal(ext.body.pipeline_id, ci.id);
+    const names = (await t.get(api(project, `/repository/commits/${ci.sha}/statuses`), { token: reporter.token })).body.map((s: any) => s.name);
+    assert.deepEqual(names.sort(), ['build', 'ext', 'test']);
+    assert.equal((await t.get(api(project, `/pipelines/${ci.id}/jobs`), { token: reporter.token })).body.some((j: any) => j.name === 'ext'), false, 'not a job');
+  });
 });
