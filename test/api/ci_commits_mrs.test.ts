@@ -8,7 +8,9 @@ import { CommitDetailSchema } from '../../src/presenters/schemas/commits.js';
 import { MergeRequestSingleSchema } from '../../src/presenters/schemas/merge_requests.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 import { assertOne } from '../helpers/contract.js';
-import { commitFiles, jobsByName, latestPipeline, pipeline, pipelinesOf, runJob } from '../helpers/ci.js';
+import { commitFiles, jobsByName, latestPipeline, pipeline, pipelinesOf, runJob, testRunner } from '../helpers/ci.js';
+import { assignBuild } from '../../src/ci/jobs/state.js';
+import { buildJobPayload } from '../../src/ci/protocol/payload.js';
 
 const YAML = `
 stages: [build, test]
@@ -122,13 +124,32 @@ describe('CI in the commits and merge requests APIs', () => {
     const noJobs = await t.post(api(project, `/merge_requests/${iid}/pipelines`), {}, { token: developer.token });
     assert.equal(noJobs.status, 400, JSON.stringify(noJobs.body));
     await commitFiles(t, project, {
-      '.gitlab-ci.yml': `mr: { script: [x], rules: [{ if: '$CI_PIPELINE_SOURCE == "merge_request_event"' }] }\nbranch: { script: [y] }\n`,
+      '.gitlab-ci.yml': [
+        `mr: { script: [x], rules: [{ if: '$CI_PIPELINE_SOURCE == "merge_request_event"' }] }`,
+        `mr_vars: { script: [x], rules: [{ if: '$CI_MERGE_REQUEST_SOURCE_BRANCH_NAME == "feat-a" && $CI_MERGE_REQUEST_TARGET_BRANCH_NAME == "main" && $CI_COMMIT_REF_NAME == "feat-a"' }] }`,
+        `on_branch: { script: [x], rules: [{ if: '$CI_COMMIT_BRANCH' }] }`,
+        `branch: { script: [y] }`,
+      ].join('\n') + '\n',
     }, { branch: 'feat-a' });
     const mrPipeline = await t.post(api(project, `/merge_requests/${iid}/pipelines`), {}, { token: developer.token });
     assert.equal(mrPipeline.status, 201, JSON.stringify(mrPipeline.body));
     assert.equal(mrPipeline.body.source, 'merge_request_event');
     assert.equal(mrPipeline.body.ref, `refs/merge-requests/${iid}/head`);
-    assert.deepEqual(Object.keys(await jobsByName(t, mrPipeline.body.id)), ['mr']);
+    assert.deepEqual(Object.keys(await jobsByName(t, mrPipeline.body.id)), ['mr', 'mr_vars']);
+    // What a runner gets: the merge request's variables, no CI_COMMIT_BRANCH, a refspec for the merge request ref.
+    const runnerId = await testRunner(t);
+    const mrJob = (await jobsByName(t, mrPipeline.body.id)).mr;
+    const taken = await t.db.transaction().execute((trx) => assignBuild(trx, mrJob.id, runnerId));
+    assert.ok(taken);
+    const runner = await t.db.selectFrom('ci_runners').selectAll().where('id', '=', runnerId).executeTakeFirstOrThrow();
+    const payload = await buildJobPayload(t.app.cairn, taken.build, taken.token, runner);
+    const vars = Object.fromEntries(payload.variables.map((v: { key: string; value: string }) => [v.key, v.value]));
+    assert.equal(vars.CI_MERGE_REQUEST_IID, String(iid));
+    assert.equal(vars.CI_MERGE_REQUEST_SOURCE_BRANCH_NAME, 'feat-a');
+    assert.equal(vars.CI_COMMIT_REF_NAME, 'feat-a');
+    assert.equal(vars.CI_PIPELINE_SOURCE, 'merge_request_event');
+    assert.equal(vars.CI_COMMIT_BRANCH, undefined);
+    assert.deepEqual(payload.git_info.refspecs, [`+refs/merge-requests/${iid}/head:refs/merge-requests/${iid}/head`]);
     const read3 = await t.get(api(project, `/merge_requests/${iid}`), { token: reporter.token });
     assert.equal(read3.body.head_pipeline.id, mrPipeline.body.id);
     const list2 = await t.get(api(project, `/merge_requests/${iid}/pipelines`), { token: reporter.token });
