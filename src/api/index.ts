@@ -30,6 +30,8 @@ import pipelineRoutes from './pipelines/routes.js';
 import ciVariableRoutes from './ci_variables/routes.js';
 import ciLintRoutes from './ci_lint/routes.js';
 import runnerProtocolRoutes from './runners_protocol/routes.js';
+import runnerRoutes from './runners/routes.js';
+import commitStatusRoutes from './commit_statuses/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -64,4 +66,6 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(ciVariableRoutes);
   await app.register(ciLintRoutes);
   await app.register(runnerProtocolRoutes);
+  await app.register(runnerRoutes);
+  await app.register(commitStatusRoutes);
 }

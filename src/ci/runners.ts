@@ -14,10 +14,32 @@ export type RegistrationOwner = { type: 'instance_type' } | { type: 'group_type'
 /** GitLab's registration tokens carry this prefix (a rotated registration token keeps it). */
 const REGISTRATION_PREFIX = 'GR1348941';
 
-/** The owner's registration token, created when it has none yet. */
+function ownerIds(owner: RegistrationOwner) {
+  return { namespaceId: owner.type === 'group_type' ? owner.namespaceId : null, projectId: owner.type === 'project_type' ? owner.projectId : null };
+}
+
+/** The token a project or group shows as its runners_token (kept equal to its registration token). */
+async function shownToken(db: Cairn['db'], owner: RegistrationOwner): Promise<string | null> {
+  if (owner.type === 'project_type') {
+    return (await db.selectFrom('projects').select('runners_token').where('id', '=', owner.projectId).executeTakeFirst())?.runners_token ?? null;
+  }
+  if (owner.type === 'group_type') {
+    return (await db.selectFrom('namespaces').select('runners_token').where('id', '=', owner.namespaceId).executeTakeFirst())?.runners_token ?? null;
+  }
+  return null;
+}
+
+async function showToken(db: Cairn['db'], owner: RegistrationOwner, token: string) {
+  if (owner.type === 'project_type') await db.updateTable('projects').set({ runners_token: token }).where('id', '=', owner.projectId).execute();
+  if (owner.type === 'group_type') await db.updateTable('namespaces').set({ runners_token: token }).where('id', '=', owner.namespaceId).execute();
+}
+
+/**
+ * The owner's registration token, created when it has none yet. A project's or group's is the
+ * runners_token it shows to its maintainers (GET /projects/:id), so a new row takes that value.
+ */
 export async function registrationToken(cairn: Pick<Cairn, 'db' | 'config'>, owner: RegistrationOwner): Promise<string> {
-  const namespaceId = owner.type === 'group_type' ? owner.namespaceId : null;
-  const projectId = owner.type === 'project_type' ? owner.projectId : null;
+  const { namespaceId, projectId } = ownerIds(owner);
   const find = () =>
     cairn.db
       .selectFrom('ci_registration_tokens')
@@ -27,7 +49,8 @@ export async function registrationToken(cairn: Pick<Cairn, 'db' | 'config'>, own
       .executeTakeFirst();
   let row = await find();
   if (!row) {
-    const token = REGISTRATION_PREFIX + randomToken(20);
+    const shown = await shownToken(cairn.db, owner);
+    const token = shown ?? REGISTRATION_PREFIX + randomToken(20);
     // Two processes creating it at once: the unique index keeps one, both read it back.
     await sql`insert into ci_registration_tokens (runner_type, namespace_id, project_id, token_digest, token_encrypted)
               values (${owner.type}, ${namespaceId}, ${projectId}, ${tokenDigest(token)}, ${encryptSecret(cairn.config, token)})
@@ -36,19 +59,39 @@ export async function registrationToken(cairn: Pick<Cairn, 'db' | 'config'>, own
   }
   const token = row ? decryptSecret(cairn.config, row.token_encrypted) : null;
   if (!token) throw new Error('registration token cannot be decrypted (CAIRN_SECRET_KEY changed?)');
+  if (owner.type !== 'instance_type' && (await shownToken(cairn.db, owner)) !== token) await showToken(cairn.db, owner, token);
   return token;
 }
 
-/** Replaces the owner's registration token (runners already registered keep working). */
+/** Replaces the owner's registration token (runners already registered keep working); the project or group shows the new one. */
 export async function resetRegistrationToken(cairn: Pick<Cairn, 'db' | 'config'>, owner: RegistrationOwner): Promise<string> {
-  const namespaceId = owner.type === 'group_type' ? owner.namespaceId : null;
-  const projectId = owner.type === 'project_type' ? owner.projectId : null;
-  await cairn.db
-    .deleteFrom('ci_registration_tokens')
-    .where('runner_type', '=', owner.type)
-    .where(sql<boolean>`coalesce(namespace_id, 0) = ${namespaceId ?? 0} and coalesce(project_id, 0) = ${projectId ?? 0}`)
-    .execute();
-  return registrationToken(cairn, owner);
+  const { namespaceId, projectId } = ownerIds(owner);
+  const token = REGISTRATION_PREFIX + randomToken(20);
+  await cairn.db.transaction().execute(async (trx) => {
+    await trx
+      .deleteFrom('ci_registration_tokens')
+      .where('runner_type', '=', owner.type)
+      .where(sql<boolean>`coalesce(namespace_id, 0) = ${namespaceId ?? 0} and coalesce(project_id, 0) = ${projectId ?? 0}`)
+      .execute();
+    await sql`insert into ci_registration_tokens (runner_type, namespace_id, project_id, token_digest, token_encrypted)
+              values (${owner.type}, ${namespaceId}, ${projectId}, ${tokenDigest(token)}, ${encryptSecret(cairn.config, token)})`.execute(trx);
+    await showToken(trx, owner, token);
+  });
+  return token;
+}
+
+/** The registration row of a token, creating it for a project's or group's shown runners_token that has none yet. */
+async function findRegistration(cairn: Cairn, registration: string) {
+  const digest = tokenDigest(registration);
+  const find = () => cairn.db.selectFrom('ci_registration_tokens').selectAll().where('token_digest', '=', digest).executeTakeFirst();
+  const reg = await find();
+  if (reg || typeof registration !== 'string' || !registration.startsWith(REGISTRATION_PREFIX)) return reg;
+  const project = await cairn.db.selectFrom('projects').select('id').where('runners_token', '=', registration).executeTakeFirst();
+  const group = project ? undefined : await cairn.db.selectFrom('namespaces').select('id').where('runners_token', '=', registration).where('type', '=', 'Group').executeTakeFirst();
+  const owner: RegistrationOwner | null = project ? { type: 'project_type', projectId: project.id } : group ? { type: 'group_type', namespaceId: group.id } : null;
+  if (!owner) return undefined;
+  const token = await registrationToken(cairn, owner);
+  return token === registration ? find() : undefined;
 }
 
 export interface RunnerInfo {
@@ -105,7 +148,7 @@ export async function registerRunner(
   params: RegisterParams,
   ip: string | null,
 ): Promise<{ id: number; token: string; token_expires_at: string | null } | null> {
-  const reg = await cairn.db.selectFrom('ci_registration_tokens').selectAll().where('token_digest', '=', tokenDigest(registration)).executeTakeFirst();
+  const reg = await findRegistration(cairn, registration);
   if (!reg) return null;
   const tags = parseTagList(params.tag_list);
   const runUntagged = params.run_untagged ?? true;

@@ -85,6 +85,18 @@ export function presentPipeline(ctx: PresentContext, project: ProjectRow, p: CiP
   };
 }
 
+/** The Pipeline entity with what it needs loaded (its user, coverage and warnings from its latest jobs). */
+export async function presentPipelineLoaded(cairn: Cairn, ctx: PresentContext, project: ProjectRow, p: CiPipeline) {
+  const [user, builds] = await Promise.all([
+    p.user_id ? cairn.db.selectFrom('users').selectAll().where('id', '=', p.user_id).executeTakeFirst() : undefined,
+    cairn.db.selectFrom('ci_builds').select(['coverage', 'status', 'allow_failure']).where('pipeline_id', '=', p.id).where('retried', '=', false).execute(),
+  ]);
+  const covered = builds.filter((b) => b.coverage !== null);
+  const coverage = covered.length ? covered.reduce((s, b) => s + Number(b.coverage), 0) / covered.length : null;
+  const warnings = builds.some((b) => b.allow_failure && (b.status === 'failed' || b.status === 'canceled'));
+  return presentPipeline(ctx, project, p, { user: (user as User | undefined) ?? null, coverage, warnings });
+}
+
 function seconds(from: unknown, to: unknown): number | null {
   if (!from) return null;
   const end = to ? new Date(to as string).getTime() : Date.now();

@@ -149,7 +149,8 @@ export interface MergeRequestDetails {
   changesCount: string | null;
   divergedCommitsCount?: number;
   rebaseInProgress?: boolean;
-  pipeline: unknown | null;
+  /** The head pipeline in both forms (PipelineBasic, Pipeline). */
+  pipeline: { basic: unknown; detailed: unknown } | null;
   canMerge: boolean;
   firstContribution: boolean;
   /** `render_html=true`: title_html and description_html. */
@@ -165,8 +166,8 @@ export function presentMergeRequestSingle(ctx: PresentContext, mr: MergeRequest,
     latest_build_started_at: null,
     latest_build_finished_at: null,
     first_deployed_to_production_at: null,
-    pipeline: d.pipeline,
-    head_pipeline: d.pipeline,
+    pipeline: d.pipeline?.basic ?? null,
+    head_pipeline: d.pipeline?.detailed ?? null,
     diff_refs: mr.head_sha ? { base_sha: mr.base_sha, head_sha: mr.head_sha, start_sha: mr.start_sha } : null,
     merge_error: mr.merge_error,
     ...(d.rebaseInProgress !== undefined ? { rebase_in_progress: d.rebaseInProgress } : {}),

@@ -82,7 +82,7 @@ export async function acceptMergeRequest(
   if (opts.squash && settings(project).squash_option === 'never') throw apiError(400, 'Squashing not allowed: This project doesn\'t allow you to squash commits when merging.');
   const squash = settings(project).squash_option === 'always' ? true : opts.squash ?? mr.squash;
 
-  if (opts.merge_when_pipeline_succeeds && mr.head_pipeline_id !== null) {
+  if (opts.merge_when_pipeline_succeeds && (await headPipelineActive(cairn, mr))) {
     // A pipeline is running for the head: merge when it succeeds (onPipelineSucceeded).
     const flagged = await cairn.db
       .updateTable('merge_requests')
@@ -100,6 +100,13 @@ export async function acceptMergeRequest(
     return flagged;
   }
   return performMerge(cairn, project, user, mr, { ...opts, squash });
+}
+
+/** Is the head pipeline (at the head commit) still to finish? Then merge-when-pipeline-succeeds waits for it; otherwise the merge happens now. */
+async function headPipelineActive(cairn: Cairn, mr: MergeRequest): Promise<boolean> {
+  if (mr.head_pipeline_id === null || !mr.head_sha) return false;
+  const p = await cairn.db.selectFrom('ci_pipelines').select(['status', 'sha']).where('id', '=', mr.head_pipeline_id).executeTakeFirst();
+  return !!p && p.sha === mr.head_sha && !['success', 'failed', 'canceled', 'skipped'].includes(p.status);
 }
 
 function mergeParams(opts: MergeOptions, squash: boolean) {

@@ -92,3 +92,17 @@ export function artifactStore(config: { dataDir: string }): ObjectStore {
   if (!store) stores.set(root, (store = new LocalObjectStore(root)));
   return store;
 }
+
+/**
+ * Deletes stored objects whose rows are gone (called after the deleting transaction commits, so
+ * a rolled-back delete never loses bytes). Best effort: a file left behind is only disk space.
+ */
+export async function deleteObjects(store: ObjectStore, keys: string[]): Promise<void> {
+  for (const key of new Set(keys)) {
+    try {
+      await store.delete(key);
+    } catch (err) {
+      console.error(`could not delete stored object ${key}`, err);
+    }
+  }
+}

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { artifactStore, deleteObjects } from '../../storage/index.js';
 import { cancelBuild, eraseBuild, isPlayable, isRetryable, JOB_SCOPES, playBuild, retryBuild } from '../../ci/jobs/state.js';
 import { readTrace } from '../../ci/trace.js';
 import type { CiBuild } from '../../db/schema/ci.js';
@@ -196,6 +197,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     if (!mayErase) throw forbidden();
     const erased = await eraseBuild(cairn, job.id, user!.id);
     if (!erased) throw forbidden('Job is not erasable!');
+    await deleteObjects(artifactStore(cairn.config), erased.storeKeys);
     return reply.code(201).send((await render(request, project, [erased.build]))[0]);
   });
 }

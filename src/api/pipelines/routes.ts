@@ -5,15 +5,15 @@ import { Type } from 'typebox';
 import { COMPLETED_STATUSES, cancelPipeline, retryPipeline } from '../../ci/jobs/state.js';
 import { createPipeline } from '../../ci/pipelines/create.js';
 import type { CiPipeline } from '../../db/schema/ci.js';
-import type { User } from '../../db/schema/core.js';
 import { resolveCommit, readRef } from '../../git/refs.js';
 import { decryptSecret } from '../../lib/secrets.js';
 import { invalidParam, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
-import { presentPipeline, presentPipelineBasic } from '../../presenters/ci.js';
+import { presentPipelineBasic, presentPipelineLoaded } from '../../presenters/ci.js';
 import type { ProjectRow } from '../../presenters/projects.js';
 import { PipelineBasicSchema, PipelineSchema, PipelineVariableSchema } from '../../presenters/schemas/ci.js';
 import { projectRepoPath } from '../../services/projects.js';
+import { artifactStore, deleteObjects } from '../../storage/index.js';
 import { IdParams, RowId } from '../params.js';
 import { NoContent, projectOf, route } from '../route.js';
 
@@ -64,15 +64,8 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return p;
   }
 
-  async function render(request: FastifyRequest, project: ProjectRow, p: CiPipeline) {
-    const [user, builds] = await Promise.all([
-      p.user_id ? cairn.db.selectFrom('users').selectAll().where('id', '=', p.user_id).executeTakeFirst() : undefined,
-      cairn.db.selectFrom('ci_builds').select(['coverage', 'status', 'allow_failure']).where('pipeline_id', '=', p.id).where('retried', '=', false).execute(),
-    ]);
-    const covered = builds.filter((b) => b.coverage !== null);
-    const coverage = covered.length ? covered.reduce((s, b) => s + Number(b.coverage), 0) / covered.length : null;
-    const warnings = builds.some((b) => b.allow_failure && (b.status === 'failed' || b.status === 'canceled'));
-    return presentPipeline(ctxOf(request), project, p, { user: (user as User | undefined) ?? null, coverage, warnings });
+  function render(request: FastifyRequest, project: ProjectRow, p: CiPipeline) {
+    return presentPipelineLoaded(cairn, ctxOf(request), project, p);
   }
 
   app.get('/api/v4/projects/:id/pipelines', route({
@@ -208,8 +201,20 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     const { project } = projectOf(request);
     const p = await findPipeline(project.id, request.params.pipeline_id);
     await cancelPipeline(cairn, p.id);
-    await cairn.db.deleteFrom('ci_pipelines').where('id', '=', p.id).execute();
-    await cairn.db.updateTable('merge_requests').set({ head_pipeline_id: null }).where('head_pipeline_id', '=', p.id).execute();
+    // The artifact rows of the pipeline and its child pipelines go in the same transaction; their files once it committed.
+    const storeKeys = await cairn.db.transaction().execute(async (trx) => {
+      const gone = await sql<{ store_key: string }>`
+        with recursive tree(id) as (
+          select id from ci_pipelines where id = ${p.id}
+          union select c.id from ci_pipelines c join tree on c.parent_pipeline_id = tree.id
+        )
+        delete from ci_job_artifacts where job_id in (select b.id from ci_builds b join tree on b.pipeline_id = tree.id)
+        returning store_key`.execute(trx);
+      await trx.deleteFrom('ci_pipelines').where('id', '=', p.id).execute();
+      await trx.updateTable('merge_requests').set({ head_pipeline_id: null }).where('head_pipeline_id', '=', p.id).execute();
+      return gone.rows.map((r) => r.store_key);
+    });
+    await deleteObjects(artifactStore(cairn.config), storeKeys);
     return reply.code(204).send();
   });
 }

@@ -479,6 +479,7 @@ export async function retryPipeline(cairn: Cairn, pipelineId: number, userId: nu
     let n = 0;
     for (const b of builds) {
       if (b.status !== 'failed' && b.status !== 'canceled') continue;
+      if ((b.type as string) === 'GenericCommitStatus') continue; // external statuses are the external system's to retry
       await cloneForRetry(trx, b, userId, false);
       n++;
     }

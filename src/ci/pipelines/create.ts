@@ -12,6 +12,7 @@ import { nextInternalId } from '../../services/internal_ids.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { compilePipeline, matchAnyGlob, type CompiledJob, type CompileResult, type PipelineSource } from '../config/index.js';
 import { processPipeline } from '../jobs/state.js';
+import { mergeRequestVariables } from './lookup.js';
 
 // Pipeline creation: read .gitlab-ci.yml at the pipeline's sha, compile it (src/ci/config) with
 // the predefined, group, project and pipeline variables, and store the pipeline, its stages, jobs
@@ -180,6 +181,11 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
     ref: input.ref, tag: input.tag, sha: input.sha, beforeSha: input.beforeSha, source: input.source, protectedRef,
     userId: input.userId, message, author: commit ? `${commit.author.name} <${commit.author.email}>` : '', committedAt, configPath,
   });
+  const mrVars = await mergeRequestVariables(cairn.db, cairn.config.externalUrl, { source: input.source, merge_request_id: input.mergeRequestId ?? null });
+  if (mrVars) {
+    delete predefined.CI_COMMIT_BRANCH;
+    Object.assign(predefined, mrVars);
+  }
   const variables: Record<string, string> = {};
   for (const v of await ciVariablesFor(cairn, project, protectedRef)) variables[v.key] = v.value;
   Object.assign(variables, input.inheritedVariables ?? {});

@@ -124,7 +124,7 @@ onPipelineStatusChange(async (cairn, pipeline, _before, after) => {
       .updateTable('merge_requests')
       .set({ merge_when_pipeline_succeeds: false, updated_at: sql`now()` as any })
       .where('target_project_id', '=', pipeline.project_id).where('head_sha', '=', pipeline.sha)
-      .where('source_branch', '=', pipeline.ref)
+      .where((eb) => eb.or([eb('source_branch', '=', pipeline.ref), eb('head_pipeline_id', '=', pipeline.id)]))
       .where('state_id', '=', MR_STATE.opened).where('merge_when_pipeline_succeeds', '=', true)
       .returningAll()
       .execute();

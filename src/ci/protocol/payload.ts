@@ -7,6 +7,7 @@ import { decryptSecret } from '../../lib/secrets.js';
 import { VISIBILITY_NAMES } from '../../policies/access.js';
 import { projectSettings } from '../../presenters/projects.js';
 import { GITLAB_COMPAT_VERSION } from '../../version.js';
+import { mergeRequestVariables } from '../pipelines/lookup.js';
 import type { CompiledJob } from '../config/index.js';
 
 /**
@@ -168,10 +169,16 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
   add('CI_COMMIT_SHA', build.sha);
   add('CI_COMMIT_SHORT_SHA', build.sha.slice(0, 8));
   add('CI_COMMIT_BEFORE_SHA', pipeline.before_sha ?? '0000000000000000000000000000000000000000');
-  add('CI_COMMIT_REF_NAME', build.ref);
-  add('CI_COMMIT_REF_SLUG', slug(build.ref));
-  if (build.tag) add('CI_COMMIT_TAG', build.ref);
-  else add('CI_COMMIT_BRANCH', build.ref);
+  const mrVars = await mergeRequestVariables(db, base, pipeline);
+  if (mrVars) {
+    // A merge request pipeline: the source branch's names, no CI_COMMIT_BRANCH.
+    for (const [k, v] of Object.entries(mrVars)) add(k, v);
+  } else {
+    add('CI_COMMIT_REF_NAME', build.ref);
+    add('CI_COMMIT_REF_SLUG', slug(build.ref));
+    if (build.tag) add('CI_COMMIT_TAG', build.ref);
+    else add('CI_COMMIT_BRANCH', build.ref);
+  }
   add('CI_COMMIT_REF_PROTECTED', build.protected ? 'true' : 'false');
   if (pipeline.committed_at) add('CI_COMMIT_TIMESTAMP', new Date(pipeline.committed_at).toISOString().replace(/\.\d{3}Z$/, '+00:00'));
   add('CI_RUNNER_ID', runner.id);
@@ -347,7 +354,11 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
       sha: build.sha,
       before_sha: pipeline.before_sha ?? '0000000000000000000000000000000000000000',
       ref_type: refType,
-      refspecs: build.tag ? [`+refs/tags/${build.ref}:refs/tags/${build.ref}`] : [`+refs/heads/${build.ref}:refs/remotes/origin/${build.ref}`],
+      refspecs: build.tag
+        ? [`+refs/tags/${build.ref}:refs/tags/${build.ref}`]
+        : build.ref.startsWith('refs/merge-requests/')
+          ? [`+${build.ref}:${build.ref}`]
+          : [`+refs/heads/${build.ref}:refs/remotes/origin/${build.ref}`],
       depth: settings.ci_default_git_depth ?? 20,
       protected: build.protected,
     },

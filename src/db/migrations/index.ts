@@ -18,6 +18,8 @@ import * as mergeRequestListIndexes from './0720_merge_request_list_indexes.js';
 import * as ci from './0800_ci.js';
 import * as ciEngine from './0810_ci_engine.js';
 import * as ciProtocol from './0820_ci_protocol.js';
+import * as runnersTokenLookup from './0830_runners_token_lookup.js';
+import * as commitStatuses from './0840_commit_statuses.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -41,4 +43,6 @@ export const migrations: Record<string, Migration> = {
   '0800_ci': ci,
   '0810_ci_engine': ciEngine,
   '0820_ci_protocol': ciProtocol,
+  '0830_runners_token_lookup': runnersTokenLookup,
+  '0840_commit_statuses': commitStatuses,
 };
