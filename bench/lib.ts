@@ -43,12 +43,18 @@ async function adminQuery(databaseUrl: string, text: string) {
   }
 }
 
-export async function startServer(extraEnv: Record<string, string> = {}): Promise<BenchServer> {
+/**
+ * Starts `cairn serve` on a fresh database, or with `opts.sharing` a second process on that
+ * server's database (it neither creates nor drops it).
+ */
+export async function startServer(extraEnv: Record<string, string> = {}, opts: { sharing?: BenchServer } = {}): Promise<BenchServer> {
   const port = await freePort();
   // A fresh database for every run, so runs never see each other's rows.
   let databaseUrl: string | undefined;
   let dbName: string | undefined;
-  if (process.env.DATABASE_URL) {
+  if (opts.sharing) {
+    databaseUrl = opts.sharing.env.DATABASE_URL;
+  } else if (process.env.DATABASE_URL) {
     dbName = `cairn_bench_${process.pid}_${port}`;
     await adminQuery(process.env.DATABASE_URL, `create database "${dbName}"`);
     const u = new URL(process.env.DATABASE_URL);

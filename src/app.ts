@@ -14,10 +14,13 @@ import { ArchiveCache } from './git/archive.js';
 import { CatFilePool } from './git/catfile.js';
 import { registerHousekeeping } from './services/housekeeping.js';
 import { registerMergeRequestHooks } from './services/merge_requests.js';
+import { registerPipelineHooks } from './ci/pipelines/create.js';
+import './ci/pipelines/downstream.js';
 import { redactUrl } from './lib/redact.js';
 import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
 import { responseSerializer, type RouteRecord } from './plugins/responses.js';
+import { startJobWakeup } from './ci/queue.js';
 
 export interface BuildOptions {
   config: Config;
@@ -71,8 +74,11 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   };
   cairn.closers.push(() => cairn.catfile.close());
   cairn.closers.push(await startCache(cairn.cache, database, app.log));
+  // Long-polling runners wake when a job becomes pending in any process (ci/queue.ts).
+  cairn.closers.push(await startJobWakeup(cairn, database, app.log));
   registerHousekeeping(cairn);
   registerMergeRequestHooks(cairn);
+  registerPipelineHooks(cairn);
   app.decorate('cairn', cairn);
 
   // python-gitlab compares the whole Content-Type header: JSON goes out without a charset.

@@ -8,6 +8,9 @@ commands:
   serve     run the HTTP server (migrates the database first)
   migrate   apply pending database migrations and exit
   runner    Cairn's CI runner: register, run, verify, unregister (cairn runner --help)
+  registration-token [--group PATH | --project PATH] [--reset]
+            print the runner registration token of the instance (or of a group or project),
+            creating it at first need; --reset replaces it
   help      show this text`;
 
 async function main(argv: string[]) {
@@ -29,6 +32,11 @@ async function main(argv: string[]) {
     case 'runner': {
       const { runnerCommand } = await import('./runner/cli.js');
       process.exitCode = await runnerCommand(argv.slice(1));
+      return;
+    }
+    case 'registration-token': {
+      const { registrationTokenCommand } = await import('./ci/registration_cli.js');
+      await registrationTokenCommand(argv.slice(1));
       return;
     }
     case 'help':

@@ -41,6 +41,14 @@ export interface Config {
   cache: boolean;
   /** Check every JSON answer against its route's response schema and fail loudly on a mismatch (tests). */
   validateResponses: boolean;
+  /** How long POST /jobs/request holds a runner's request open when no job is pending, seconds. */
+  runnerPollTimeout: number;
+  /** Largest job log kept, in bytes: trace appends beyond it are refused (403). */
+  maxTraceSize: number;
+  /** Largest artifact file a job may upload, in bytes (413 beyond it). */
+  maxArtifactsSize: number;
+  /** Artifacts without expire_in expire after this many seconds (0 = never). */
+  defaultArtifactsExpireIn: number;
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -105,6 +113,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     gitPasswordAuthentication: !/^(0|false|no|off)$/i.test(env.CAIRN_GIT_PASSWORD_AUTH ?? ''),
     cache: !/^(0|false|no|off)$/i.test(env.CAIRN_CACHE ?? ''),
     validateResponses: /^(1|true|yes|on)$/i.test(env.CAIRN_VALIDATE_RESPONSES ?? (env.NODE_ENV === 'test' ? '1' : '')),
+    runnerPollTimeout: int(env.CAIRN_RUNNER_POLL_TIMEOUT, 50, 'CAIRN_RUNNER_POLL_TIMEOUT'),
+    maxTraceSize: positive(int(env.CAIRN_MAX_TRACE_SIZE, 100 * 1024 * 1024, 'CAIRN_MAX_TRACE_SIZE'), 'CAIRN_MAX_TRACE_SIZE'),
+    maxArtifactsSize: positive(int(env.CAIRN_MAX_ARTIFACTS_SIZE, 100 * 1024 * 1024, 'CAIRN_MAX_ARTIFACTS_SIZE'), 'CAIRN_MAX_ARTIFACTS_SIZE'),
+    defaultArtifactsExpireIn: int(env.CAIRN_ARTIFACTS_EXPIRE_IN, 30 * 24 * 3600, 'CAIRN_ARTIFACTS_EXPIRE_IN'),
   };
   return { ...cfg, ...overrides };
 }

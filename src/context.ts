@@ -83,5 +83,7 @@ declare module 'fastify' {
     skipApiAuth?: boolean;
     /** Token scopes accepted here besides api/read_api ('any': every scope, e.g. a token reading itself). */
     allowScopes?: string[] | 'any';
+    /** A CI job token (JOB-TOKEN, job_token, Bearer) authenticates here; elsewhere it is refused (401). */
+    jobToken?: boolean;
   }
 }

@@ -25,6 +25,13 @@ import epicRoutes from './epics/routes.js';
 import forkRoutes from './forks/routes.js';
 import awardEmojiRoutes from './award_emoji/routes.js';
 import issueRoutes from './issues/routes.js';
+import jobRoutes from './jobs/routes.js';
+import pipelineRoutes from './pipelines/routes.js';
+import ciVariableRoutes from './ci_variables/routes.js';
+import ciLintRoutes from './ci_lint/routes.js';
+import runnerProtocolRoutes from './runners_protocol/routes.js';
+import runnerRoutes from './runners/routes.js';
+import commitStatusRoutes from './commit_statuses/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -54,4 +61,11 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(forkRoutes);
   await app.register(awardEmojiRoutes);
   await app.register(issueRoutes);
+  await app.register(jobRoutes);
+  await app.register(pipelineRoutes);
+  await app.register(ciVariableRoutes);
+  await app.register(ciLintRoutes);
+  await app.register(runnerProtocolRoutes);
+  await app.register(runnerRoutes);
+  await app.register(commitStatusRoutes);
 }

@@ -1,5 +1,7 @@
 import type { BranchTables } from './schema/branches.js';
 import type { CiTables } from './schema/ci.js';
+import type { CiEngineTables } from './schema/ci_engine.js';
+import './schema/commit_statuses.js';
 import type { CoreTables } from './schema/core.js';
 import type { ForkTables } from './schema/forks.js';
 import type { GroupsTables } from './schema/groups.js';
@@ -20,4 +22,5 @@ export interface DB
     NoteTables,
     WorkItemTables,
     ForkTables,
-    CiTables {}
+    CiTables,
+    CiEngineTables {}

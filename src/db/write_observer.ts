@@ -5,7 +5,9 @@ import type { CompiledQuery, DatabaseConnection, Dialect, Driver, QueryResult, T
  * this list to cairn_watch_tables(), migration 0600) and writes to them need no barrier. A table
  * added here keeps a trigger it already has.
  */
-export const UNWATCHED_TABLES = new Set(['background_jobs', 'rate_limit_counters', 'sessions', 'cache_listeners', 'kysely_migration', 'kysely_migration_lock']);
+export const UNWATCHED_TABLES = new Set(['background_jobs', 'rate_limit_counters', 'sessions', 'cache_listeners', 'kysely_migration', 'kysely_migration_lock',
+  // The runner protocol's hot tables (migration 0820).
+  'ci_builds', 'ci_pending_builds', 'ci_build_trace_chunks', 'ci_job_artifacts']);
 
 /** Called once a write to a watched table is committed; resolves when every cache has let go of stale entries. */
 export type WriteObserver = () => Promise<void>;

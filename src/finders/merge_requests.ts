@@ -5,7 +5,6 @@ import type { MergeRequest } from '../db/schema/work_items.js';
 import { projectVisibleTo } from '../policies/access.js';
 import type { LabelDetail, MergeRequestExtras } from '../presenters/merge_requests.js';
 import { findUsersByIds } from './users.js';
-import { pageWithTotal, totalCount } from './paging.js';
 import { presentLabelBasic } from '../presenters/labels.js';
 import type { MilestoneView } from '../presenters/milestones.js';
 
@@ -71,10 +70,12 @@ function matchConditions(m: MergeRequestMatch, actor: User | null, negate: boole
   if (m.labels === 'none') add(sql`not exists (select 1 from label_links ll where ll.target_type = 'MergeRequest' and ll.target_id = mr.id)`);
   else if (m.labels === 'any') add(sql`exists (select 1 from label_links ll where ll.target_type = 'MergeRequest' and ll.target_id = mr.id)`);
   else if (m.labels?.length) {
-    // Every label must be on it (names case-insensitive); under not[], none of them may be.
+    // Every label must be on it (names case-insensitive); under not[], none of them may be. The
+    // title is looked up once (an InitPlan), then each row is one probe of label_links' key.
     for (const title of m.labels) {
-      add(sql`exists (select 1 from label_links ll join labels l on l.id = ll.label_id
-                       where ll.target_type = 'MergeRequest' and ll.target_id = mr.id and lower(l.title) = lower(${title}))`);
+      add(sql`exists (select 1 from label_links ll
+                       where ll.target_type = 'MergeRequest' and ll.target_id = mr.id
+                         and ll.label_id = any(array(select l.id from labels l where lower(l.title) = lower(${title}))))`);
     }
   }
   if (m.milestone === 'none') add(sql`mr.milestone_id is null`);
@@ -163,21 +164,44 @@ function listQuery(db: Database, actor: User | null, f: MergeRequestFilters) {
     .where(where as any);
 }
 
-/** A page of merge requests for the actor, with X-Total from the same statement. */
-export async function listMergeRequests(db: Database, actor: User | null, f: MergeRequestFilters, page: { limit: number; offset: number }) {
+/**
+ * GitLab's cap on counting: above this many rows a list sends no X-Total / X-Total-Pages (as
+ * GitLab does), so a count never reads more than this many rows.
+ */
+export const MERGE_REQUEST_COUNT_CAP = 10_000;
+
+/**
+ * One page of merge requests for the actor, newest first unless asked otherwise. The page is its
+ * own statement (no `count(*) over ()`), so the planner walks an index in the requested order
+ * and stops at the page's end (indexes from migration 0720); the total is countMergeRequests.
+ */
+export async function findMergeRequestPage(db: Database, actor: User | null, f: MergeRequestFilters, page: { limit: number; offset: number }): Promise<MergeRequest[]> {
   const dir = f.sort === 'asc' ? 'asc' : 'desc';
   const column = f.orderBy === 'updated_at' ? 'mr.updated_at' : f.orderBy === 'title' ? 'mr.title' : f.orderBy === 'merged_at' ? 'mr.merged_at' : 'mr.created_at';
-  const rows = await listQuery(db, actor, f)
+  return listQuery(db, actor, f)
     .selectAll('mr')
-    .select(totalCount)
     // `column` and `dir` come from fixed lists above, never from the request's text.
     .orderBy(sql.raw(`${column} ${dir}${f.orderBy === 'merged_at' ? ' nulls last' : ''}`))
     .orderBy('mr.id', dir)
     .limit(page.limit)
     .offset(page.offset)
-    .execute();
-  return pageWithTotal(rows as (MergeRequest & { total_count: number })[], page.offset, async () =>
-    Number((await listQuery(db, actor, f).select(sql<number>`count(*)::int`.as('n')).executeTakeFirst())?.n ?? 0));
+    .execute() as Promise<MergeRequest[]>;
+}
+
+/**
+ * How many merge requests match, reading at most `cap + 1` of them: a result above `cap` means
+ * "more than cap". Only the ids are read (index-only where the indexes allow).
+ */
+export async function countMergeRequests(db: Database, actor: User | null, f: MergeRequestFilters, cap = MERGE_REQUEST_COUNT_CAP): Promise<number> {
+  const matching = listQuery(db, actor, f).select(sql<number>`1`.as('one')).limit(cap + 1);
+  const row = await db.selectFrom(matching.as('m')).select(sql<number>`count(*)::int`.as('n')).executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+/** A page of merge requests and their total (null above MERGE_REQUEST_COUNT_CAP). */
+export async function listMergeRequests(db: Database, actor: User | null, f: MergeRequestFilters, page: { limit: number; offset: number }) {
+  const [rows, n] = await Promise.all([findMergeRequestPage(db, actor, f, page), countMergeRequests(db, actor, f)]);
+  return { rows, total: n > MERGE_REQUEST_COUNT_CAP ? null : n };
 }
 
 export async function findMergeRequest(db: Database, projectId: number, iid: number): Promise<MergeRequest | undefined> {

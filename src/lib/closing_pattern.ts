@@ -2,7 +2,8 @@
  * GitLab's default issue closing pattern: "Closes #1", "fixes group/project#2", "Resolves
  * https://host/group/project/-/issues/3", lists ("Closes #1, #2 and #3", "Fixes issue #4"), with
  * the keywords close/closes/closed/closing, fix/fixes/fixed/fixing, resolve/resolves/resolved/
- * resolving, implement/implements/implemented/implementing (any case) and an optional colon.
+ * resolving, implement/implements/implemented/implementing (first letter in either case, the
+ * rest lower case, as GitLab's pattern has it) and an optional colon.
  * Every issue reference inside a matching phrase is closed; references elsewhere are not.
  */
 
@@ -15,8 +16,8 @@ export interface ClosingReference {
 const PATH = String.raw`[A-Za-z0-9_][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*`;
 const LINK = String.raw`https?://[^\s/]+(?:/[^\s/]+)*?/(?:-/)?issues/\d+`;
 const REF = String.raw`(?:${LINK}|(?:${PATH})?#\d+)`;
-const KEYWORD = String.raw`(?:clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?)`;
-const PHRASE = new RegExp(String.raw`\b${KEYWORD}:? +(?:(?:issues? +)?${REF}(?: *,? +and +| *,? *)?)+`, 'gi');
+const KEYWORD = String.raw`(?:[Cc]los(?:e[sd]?|ing)|[Ff]ix(?:e[sd]|ing)?|[Rr]esolv(?:e[sd]?|ing)|[Ii]mplement(?:s|ed|ing)?)`;
+const PHRASE = new RegExp(String.raw`\b${KEYWORD}:? +(?:(?:issues? +)?${REF}(?: *,? +and +| *,? *)?)+`, 'g');
 const ONE_REF = new RegExp(String.raw`(${LINK})|(?:(${PATH}))?#(\d+)`, 'g');
 const LINK_PARTS = /^(https?:\/\/.+?)\/(.+?)\/(?:-\/)?issues\/(\d+)$/;
 

@@ -1,4 +1,6 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { promisify } from 'node:util';
 
 const scrypt = promisify(crypto.scrypt) as (pw: string, salt: Buffer, keylen: number, opts: crypto.ScryptOptions) => Promise<Buffer>;
@@ -40,4 +42,60 @@ export async function verifyPassword(password: string, stored: string | null): P
   const expected = Buffer.from(key, 'base64');
   const actual = await scrypt(password, Buffer.from(salt, 'base64'), expected.length, { N: Number(n), r: Number(r), p: Number(p) });
   return crypto.timingSafeEqual(actual, expected);
+}
+
+// ---- encryption of stored secrets (CI variable values) -----------------------------------------
+// AES-256-GCM with a key derived from the instance secret: CAIRN_SECRET_KEY_BASE when set (every
+// process of one instance must then share it), otherwise a random secret kept in
+// <dataDir>/secret_key_base (created once, mode 0600), shared by processes using that directory.
+
+const keys = new Map<string, Buffer>();
+
+function secretKeyBase(dataDir: string): string {
+  const fromEnv = process.env.CAIRN_SECRET_KEY_BASE;
+  if (fromEnv) return fromEnv;
+  const file = path.join(dataDir, 'secret_key_base');
+  try {
+    return fs.readFileSync(file, 'utf8').trim();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  fs.mkdirSync(dataDir, { recursive: true });
+  try {
+    fs.writeFileSync(file, crypto.randomBytes(48).toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  }
+  return fs.readFileSync(file, 'utf8').trim();
+}
+
+function encryptionKey(dataDir: string): Buffer {
+  let key = keys.get(dataDir);
+  if (!key) {
+    key = crypto.createHash('sha256').update('cairn encrypted attributes\0').update(secretKeyBase(dataDir)).digest();
+    keys.set(dataDir, key);
+  }
+  return key;
+}
+
+/** Encrypts a secret for storage: "v1:" + base64(iv | tag | ciphertext). */
+export function encryptSecret(config: { dataDir: string }, plain: string): string {
+  const iv = crypto.randomBytes(12);
+  const cipher = crypto.createCipheriv('aes-256-gcm', encryptionKey(config.dataDir), iv);
+  const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
+  return 'v1:' + Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64');
+}
+
+/** The clear text of encryptSecret's output; null when it cannot be decrypted (another key, tampering). */
+export function decryptSecret(config: { dataDir: string }, stored: string): string | null {
+  if (!stored.startsWith('v1:')) return null;
+  const raw = Buffer.from(stored.slice(3), 'base64');
+  if (raw.length < 28) return null;
+  try {
+    const decipher = crypto.createDecipheriv('aes-256-gcm', encryptionKey(config.dataDir), raw.subarray(0, 12));
+    decipher.setAuthTag(raw.subarray(12, 28));
+    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+  } catch {
+    return null;
+  }
 }

@@ -16,6 +16,6 @@ export const issueNoteable = defineNoteable<Issue>({
   abilities: { read: 'read_issue', create: 'create_issue_note', admin: 'admin_note', setCreatedAt: 'set_note_created_at' },
   async find({ cairn, access, params }) {
     const { issue } = await findIssueOrFail(cairn.db, access, access.user, Number(params.issue_iid));
-    return { record: issue, iid: issue.iid, scope: issueScope(issue) };
+    return { record: issue, iid: issue.iid, scope: issueScope(issue), locked: issue.discussion_locked === true };
   },
 });

@@ -34,6 +34,7 @@ export const mergeRequestNoteable = defineNoteable<MergeRequest>({
       scope: mergeRequestNoteScope(mr),
       iid: mr.iid,
       authorId: mr.author_id,
+      locked: mr.discussion_locked === true,
       checkPosition: (position) => checkDiffPosition(cairn, access.project, position),
     };
   },

@@ -63,6 +63,8 @@ export interface FoundNoteable<R = unknown> {
   checkPosition?: (position: DiffPosition) => Promise<{ position: DiffPosition; lineCode: string | null }>;
   /** The noteable's author (issues, merge requests), who may resolve its threads whatever their level. */
   authorId?: number | null;
+  /** Its discussion is locked (GitLab's discussion_locked): only members of the parent may comment. */
+  locked?: boolean;
 }
 
 interface KindBase<A, Access, R> {

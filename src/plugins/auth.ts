@@ -107,6 +107,8 @@ export async function authenticate(request: FastifyRequest): Promise<Actor | nul
   if (!found) return null;
   const cred = await resolveCredential(cairn, found.channel, found.token);
   if (!cred) throw unauthorized();
+  // A CI job token works only where the route says it does (GET /job, job artifacts...).
+  if (cred.kind === 'job_token' && !request.routeOptions.config?.jobToken) throw unauthorized();
   checkUserState(cred.user);
   checkScopes(request, cred.scopes);
 

@@ -45,21 +45,24 @@ export interface HeaderTarget {
   header(name: string, value: string): unknown;
 }
 
-/** Sets GitLab's offset pagination headers for a page of a list of `total` rows. */
-export function setPaginationHeaders(request: FastifyRequest, reply: HeaderTarget, page: Page, total: number) {
-  const totalPages = Math.max(1, Math.ceil(total / page.perPage));
-  const next = page.page < totalPages ? page.page + 1 : null;
+/**
+ * Sets GitLab's offset pagination headers for a page of a list of `total` rows. A null total is a
+ * list too long to count (GitLab's 10,000-row cap): X-Total, X-Total-Pages and rel="last" are left
+ * out, as GitLab does, and `hasNext` says whether a page follows.
+ */
+export function setPaginationHeaders(request: FastifyRequest, reply: HeaderTarget, page: Page, total: number | null, hasNext = false) {
+  const totalPages = total === null ? null : Math.max(1, Math.ceil(total / page.perPage));
+  const next = (totalPages === null ? hasNext : page.page < totalPages) ? page.page + 1 : null;
   const prev = page.page > 1 ? page.page - 1 : null;
   const links: string[] = [];
   if (prev) links.push(`<${pageUrl(request, { page: prev, per_page: page.perPage })}>; rel="prev"`);
   if (next) links.push(`<${pageUrl(request, { page: next, per_page: page.perPage })}>; rel="next"`);
   links.push(`<${pageUrl(request, { page: 1, per_page: page.perPage })}>; rel="first"`);
-  links.push(`<${pageUrl(request, { page: totalPages, per_page: page.perPage })}>; rel="last"`);
+  if (totalPages !== null) links.push(`<${pageUrl(request, { page: totalPages, per_page: page.perPage })}>; rel="last"`);
   const headers: Record<string, string> = {
     'x-page': String(page.page),
     'x-per-page': String(page.perPage),
-    'x-total': String(total),
-    'x-total-pages': String(totalPages),
+    ...(total !== null && totalPages !== null ? { 'x-total': String(total), 'x-total-pages': String(totalPages) } : {}),
     'x-next-page': next ? String(next) : '',
     'x-prev-page': prev ? String(prev) : '',
     link: links.join(', '),

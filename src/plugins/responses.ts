@@ -34,11 +34,16 @@ export function responseSerializer(validate: boolean) {
     const s = schema as TSchema & { 'x-raw'?: string };
     if (!validate || s['x-raw']) return (data: unknown) => JSON.stringify(data);
     return (data: unknown) => {
-      if (!Value.Check(s, data)) {
-        const problems = [...Value.Errors(s, data)].slice(0, 10).map((e) => `${e.instancePath || '/'} ${e.message}`);
-        throw new ResponseSchemaMismatch(problems);
-      }
+      assertMatchesSchema(s, data);
       return JSON.stringify(data);
     };
   };
+}
+
+/** Throws ResponseSchemaMismatch when `data` does not match `schema` (for answers sent as bytes, e.g. cached pages). */
+export function assertMatchesSchema(schema: TSchema, data: unknown) {
+  if (!Value.Check(schema, data)) {
+    const problems = [...Value.Errors(schema, data)].slice(0, 10).map((e) => `${e.instancePath || '/'} ${e.message}`);
+    throw new ResponseSchemaMismatch(problems);
+  }
 }

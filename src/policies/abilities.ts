@@ -73,6 +73,14 @@ const readIssue: Rule<ProjectSubject> = (a, s) => readProject(a, s) && featureAv
  * Project abilities. Writability (archived, read-only during a storage move) is not an ability:
  * those refusals carry their own messages (see policies/code.ts).
  */
+/** CI/CD: the builds (jobs) feature on for the caller (a "private" one is for reporters and up). */
+const buildsAvailable = (s: ProjectSubject) => {
+  const level = featureAccessLevel(s.project, 'builds');
+  return level !== 'disabled' && (level !== 'private' || s.accessLevel >= AccessLevel.REPORTER);
+};
+const readBuild: Rule<ProjectSubject> = (a, s) =>
+  readProject(a, s) && buildsAvailable(s) && (s.accessLevel >= AccessLevel.REPORTER || (s.project.settings as Record<string, unknown> | null)?.public_jobs !== false);
+
 const PROJECT_RULES = {
   read_project: readProject,
   read_project_member: readProject,
@@ -139,6 +147,21 @@ const PROJECT_RULES = {
   /** Give a new issue its own `created_at` or `iid` (imports): owners and administrators. */
   set_issue_created_at: (a, s) => member(AccessLevel.OWNER)(a, s) && readIssue(a, s),
   set_issue_iid: (a, s) => member(AccessLevel.OWNER)(a, s) && readIssue(a, s),
+  /** CI/CD: see pipelines and jobs. The builds feature on; reporters and up, or anyone who sees the project when its jobs are public (public_jobs). */
+  read_pipeline: readBuild,
+  read_build: readBuild,
+  /** Run a pipeline (POST /pipeline, play manual jobs): developers and up, not on archived projects. */
+  create_pipeline: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
+  /** Retry and cancel pipelines: developers and up. */
+  update_pipeline: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
+  /** Delete a pipeline: owners. */
+  destroy_pipeline: (a, s) => member(AccessLevel.OWNER)(a, s) && buildsAvailable(s),
+  /** Cancel, retry and play jobs: developers and up. */
+  update_build: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
+  /** Erase any job (its log and artifacts): maintainers; a developer may erase the jobs they started (checked where the job is loaded). */
+  erase_build: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
+  /** Project CI/CD variables: maintainers. */
+  admin_cicd_variables: member(AccessLevel.MAINTAINER),
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>
@@ -183,6 +206,8 @@ const GROUP_RULES = {
   admin_note: groupMember(AccessLevel.MAINTAINER),
   /** Backdate a new note: owners and administrators. */
   set_note_created_at: groupMember(AccessLevel.OWNER),
+  /** Group CI/CD variables: maintainers. */
+  admin_cicd_variables: groupMember(AccessLevel.MAINTAINER),
 } satisfies Record<string, Rule<GroupSubject>>;
 
 export type ProjectAbility = keyof typeof PROJECT_RULES;

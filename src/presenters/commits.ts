@@ -90,14 +90,28 @@ export function presentCommitWithStats(ctx: CommitContext, c: ParsedCommit, stat
   return { ...presentCommit(ctx, c, opts), stats: presentStats(stats) };
 }
 
-/** Entities::CommitDetail: single reads and creation; stats are opt-out. No CI yet, so no pipeline. */
-export function presentCommitDetail(ctx: CommitContext & { projectId: number }, c: ParsedCommit, stats: CommitStats | null) {
+/** The commit's latest pipeline as CommitDetail shows it (Entities::Ci::PipelineBasic). */
+export interface CommitPipeline {
+  id: number;
+  iid: number;
+  project_id: number;
+  sha: string;
+  ref: string;
+  status: string;
+  source: string;
+  created_at: string;
+  updated_at: string;
+  web_url: string;
+}
+
+/** Entities::CommitDetail: single reads and creation; stats are opt-out; status is the latest pipeline's. */
+export function presentCommitDetail(ctx: CommitContext & { projectId: number }, c: ParsedCommit, stats: CommitStats | null, pipeline: CommitPipeline | null = null) {
   return {
     ...presentCommit(ctx, c),
     ...(stats ? { stats: presentStats(stats) } : {}),
-    status: null,
+    status: pipeline?.status ?? null,
     project_id: ctx.projectId,
-    last_pipeline: null,
+    last_pipeline: pipeline,
   };
 }
 

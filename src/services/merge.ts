@@ -82,7 +82,7 @@ export async function acceptMergeRequest(
   if (opts.squash && settings(project).squash_option === 'never') throw apiError(400, 'Squashing not allowed: This project doesn\'t allow you to squash commits when merging.');
   const squash = settings(project).squash_option === 'always' ? true : opts.squash ?? mr.squash;
 
-  if (opts.merge_when_pipeline_succeeds && mr.head_pipeline_id !== null) {
+  if (opts.merge_when_pipeline_succeeds && (await headPipelineActive(cairn, mr))) {
     // A pipeline is running for the head: merge when it succeeds (onPipelineSucceeded).
     const flagged = await cairn.db
       .updateTable('merge_requests')
@@ -102,6 +102,13 @@ export async function acceptMergeRequest(
   return performMerge(cairn, project, user, mr, { ...opts, squash });
 }
 
+/** Is the head pipeline (at the head commit) still to finish? Then merge-when-pipeline-succeeds waits for it; otherwise the merge happens now. */
+async function headPipelineActive(cairn: Cairn, mr: MergeRequest): Promise<boolean> {
+  if (mr.head_pipeline_id === null || !mr.head_sha) return false;
+  const p = await cairn.db.selectFrom('ci_pipelines').select(['status', 'sha']).where('id', '=', mr.head_pipeline_id).executeTakeFirst();
+  return !!p && p.sha === mr.head_sha && !['success', 'failed', 'canceled', 'skipped'].includes(p.status);
+}
+
 function mergeParams(opts: MergeOptions, squash: boolean) {
   return {
     ...(opts.should_remove_source_branch !== undefined ? { should_remove_source_branch: opts.should_remove_source_branch } : {}),
@@ -110,6 +117,9 @@ function mergeParams(opts: MergeOptions, squash: boolean) {
     squash,
   };
 }
+
+/** How many times a merge is built when other merges keep moving the target under it. */
+const MERGE_ATTEMPTS = 5;
 
 /** The merge itself: lock, build, compare-and-swap, record. */
 async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: User, mr: MergeRequest, opts: MergeOptions & { squash: boolean }): Promise<MergeRequest> {
@@ -135,39 +145,46 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
 
   const gitDir = projectRepoPath(cairn, project);
   try {
-    const targetOid = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
-    if (!targetOid || !mr.head_sha) {
-      await unlock('Target branch does not exist');
-      throw apiError(406, 'Branch cannot be merged');
-    }
     const method = String(settings(project).merge_method ?? 'merge');
     const ffOnly = method === 'ff' || method === 'rebase_merge';
-    if (ffOnly && !(await isAncestor(gitDir, targetOid, mr.head_sha))) {
-      await unlock(null);
-      throw apiError(406, 'Branch cannot be merged');
-    }
     const committer = { name: user.name, email: user.commit_email || user.email };
-    const outcome = await buildMerge(gitDir, {
-      targetOid,
-      sourceOid: mr.head_sha,
-      mergeMessage: method === 'ff' ? null : opts.merge_commit_message || defaultMergeMessage(project, mr),
-      squash: opts.squash ? { message: opts.squash_commit_message || mr.title, author: committer } : null,
-      committer,
-    });
-    if (outcome.status === 'conflict') {
-      await db.updateTable('merge_requests').set({ has_conflicts: true, merge_status: 'cannot_be_merged' }).where('id', '=', mr.id).execute();
-      await unlock(null);
-      throw apiError(406, 'Branch cannot be merged');
-    }
-    if (outcome.status === 'empty') {
-      await unlock('Merge request is empty');
-      throw apiError(406, 'Branch cannot be merged');
-    }
-    if (!(await publish(gitDir, `refs/heads/${mr.target_branch}`, outcome.head, targetOid))) {
-      // The target moved while we merged: nothing was written; the caller may try again.
-      await db.updateTable('merge_requests').set({ merge_status: 'unchecked' }).where('id', '=', mr.id).execute();
-      await unlock(null);
-      throw apiError(406, 'Branch cannot be merged');
+    // Built on the target as it is, published only if the target is still there (compare-and-swap).
+    // When another merge moved the target in between, this one is built again on the new target:
+    // the lock above keeps it this caller's, so it still lands at most once.
+    let outcome: Awaited<ReturnType<typeof buildMerge>> | null = null;
+    for (let attempt = 0; ; attempt++) {
+      const targetOid = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
+      if (!targetOid || !mr.head_sha) {
+        await unlock('Target branch does not exist');
+        throw apiError(406, 'Branch cannot be merged');
+      }
+      if (ffOnly && !(await isAncestor(gitDir, targetOid, mr.head_sha))) {
+        await unlock(null);
+        throw apiError(406, 'Branch cannot be merged');
+      }
+      outcome = await buildMerge(gitDir, {
+        targetOid,
+        sourceOid: mr.head_sha,
+        mergeMessage: method === 'ff' ? null : opts.merge_commit_message || defaultMergeMessage(project, mr),
+        squash: opts.squash ? { message: opts.squash_commit_message || mr.title, author: committer } : null,
+        committer,
+      });
+      if (outcome.status === 'conflict') {
+        await db.updateTable('merge_requests').set({ has_conflicts: true, merge_status: 'cannot_be_merged' }).where('id', '=', mr.id).execute();
+        await unlock(null);
+        throw apiError(406, 'Branch cannot be merged');
+      }
+      if (outcome.status === 'empty') {
+        await unlock('Merge request is empty');
+        throw apiError(406, 'Branch cannot be merged');
+      }
+      if (await publish(gitDir, `refs/heads/${mr.target_branch}`, outcome.head, targetOid)) break;
+      if (attempt + 1 >= MERGE_ATTEMPTS) {
+        // The target kept moving: nothing was written; the caller may try again.
+        await db.updateTable('merge_requests').set({ merge_status: 'unchecked' }).where('id', '=', mr.id).execute();
+        await unlock(null);
+        throw apiError(406, 'Branch cannot be merged');
+      }
     }
     // Recorded with the job that closes the issues it names, so a crash cannot lose the closing.
     const merged = await db.transaction().execute(async (trx) => {

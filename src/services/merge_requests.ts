@@ -186,6 +186,14 @@ export async function refreshMergeRequest(cairn: Cairn, mr: MergeRequest, target
     // A branch is gone: nothing can be merged until it is back.
     Object.assign(set, { head_sha: headSha ?? mr.head_sha, merge_status: 'cannot_be_merged', has_conflicts: false });
   }
+  if (headSha && mr.source_project_id !== null && mr.state_id === MR_STATE.opened) {
+    // GitLab's head pipeline: the source branch's latest pipeline at the head commit, when it exists already.
+    const pipeline = await cairn.db.selectFrom('ci_pipelines').select('id')
+      .where('project_id', '=', mr.source_project_id).where('ref', '=', mr.source_branch).where('sha', '=', headSha)
+      .where('tag', '=', false).where('parent_pipeline_id', 'is', null)
+      .orderBy('id', 'desc').limit(1).executeTakeFirst();
+    if (pipeline && pipeline.id !== mr.head_pipeline_id) set.head_pipeline_id = pipeline.id;
+  }
   if (!Object.keys(set).length) return mr;
   const updated = await cairn.db
     .updateTable('merge_requests')

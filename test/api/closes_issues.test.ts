@@ -19,9 +19,11 @@ describe('closing pattern', () => {
     assert.deepEqual(refs('Resolves http://cairn.test/g/sub/p/-/issues/3 and http://elsewhere/x/y/-/issues/4'), ['g/sub/p#3']);
     assert.deepEqual(refs('Resolves http://cairn.test/g/p/issues/5'), ['g/p#5']);
     assert.deepEqual(refs('Awesome (Fix #20, Fixes #21 and Closes #22). Related to #17 and fixes #18, #19 and #23'), ['#20', '#21', '#22', '#18', '#19', '#23']);
-    assert.deepEqual(refs('CLOSED: issue #5\nimplementing issues #6. see #7'), ['#5', '#6']);
+    assert.deepEqual(refs('Closed: issue #5\nimplementing issues #6. see #7'), ['#5', '#6']);
+    assert.deepEqual(refs('CLOSES #5, FIXES #6, fIxes #7'), [], "GitLab's pattern: only the first letter may be a capital");
     for (const word of ['close', 'closes', 'closed', 'closing', 'fix', 'fixes', 'fixed', 'fixing', 'resolve', 'resolves', 'resolved', 'resolving', 'implement', 'implements', 'implemented', 'implementing']) {
       assert.deepEqual(refs(`${word} #9`), ['#9'], word);
+      assert.deepEqual(refs(`${word[0].toUpperCase()}${word.slice(1)} #9`), ['#9'], word);
     }
     assert.deepEqual(refs('disclose #4, prefix#1, closes nothing, Fixes: #8 #8'), ['#8']);
     assert.deepEqual(refs(''), []);

@@ -418,4 +418,18 @@ describe('issues API', () => {
     const created = await create({ title: 'after bulk' }, developer.token, url);
     assert.equal(created.iid, 261);
   });
+
+  it('a locked discussion takes comments from members only', async () => {
+    const url = `/api/v4/projects/${publicProject.id}/issues`;
+    const issue = (await t.post(url, { title: 'locked one' }, { token: developer.token })).body;
+    assert.equal((await t.get(`${url}/${issue.iid}`, { token: outsider.token })).body.subscribed, false);
+    assert.equal((await t.post(`${url}/${issue.iid}/notes`, { body: 'open still' }, { token: outsider.token })).status, 201);
+    assert.equal((await t.get(`${url}/${issue.iid}`, { token: outsider.token })).body.subscribed, true, 'a commenter takes part');
+    assert.equal((await t.put(`${url}/${issue.iid}`, { discussion_locked: true }, { token: developer.token })).status, 200);
+    assert.equal((await t.post(`${url}/${issue.iid}/notes`, { body: 'let me in' }, { token: outsider.token })).status, 403);
+    assert.equal((await t.post(`${url}/${issue.iid}/discussions`, { body: 'a thread' }, { token: outsider.token })).status, 403);
+    assert.equal((await t.post(`${url}/${issue.iid}/notes`, { body: 'member here' }, { token: guest.token })).status, 201);
+    assert.equal((await t.post(`${url}/${issue.iid}/notes`, { body: 'admin here' }, { token: admin.token })).status, 201);
+    assert.equal((await t.get(`${url}/${issue.iid}/notes`, { token: outsider.token })).status, 200, 'reading stays open');
+  });
 });

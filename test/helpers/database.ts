@@ -84,10 +84,16 @@ export async function preparePostgresTemplate(databaseUrl: string): Promise<stri
   await withAdmin(databaseUrl, async (client) => {
     const exists = await client.query('select 1 from pg_database where datname = $1', [name]);
     if (exists.rowCount) return;
-    // Templates of older migration sets are no use any more.
-    const stale = await client.query("select datname from pg_database where datname like 'cairn\\_tpl\\_%' and datname <> $1", [name]);
+    // Templates of older migration sets are no use any more, once a day old: until then another
+    // checkout (a branch with other migrations) may be running its suite on this server.
+    const stale = await client.query(
+      `select datname from pg_database where datname like 'cairn\\_tpl\\_%' and datname <> $1
+         and coalesce(nullif(shobj_description(oid, 'pg_database'), '')::bigint, 0) < extract(epoch from now()) - 86400`,
+      [name],
+    );
     for (const row of stale.rows) await client.query(`drop database if exists "${row.datname}"`).catch(() => {});
     await client.query(`create database "${name}"`);
+    await client.query(`comment on database "${name}" is '${Math.floor(Date.now() / 1000)}'`);
     const database = await openDatabase({ databaseUrl: adminUrl(databaseUrl, name), dataDir: '' });
     try {
       await migrateToLatest(database.db);

@@ -20,6 +20,7 @@ import {
   presentCommitWithStats,
   presentDiff,
   type CommitContext,
+  type CommitPipeline,
 } from '../../presenters/commits.js';
 import {
   commitDiff,
@@ -30,6 +31,11 @@ import {
   pickCommit,
   statsFor,
 } from '../../services/commits.js';
+import { latestPipelineForSha } from '../../ci/pipelines/lookup.js';
+import type { ProjectAccess } from '../../policies/projects.js';
+import { can } from '../../policies/abilities.js';
+import { iso } from '../../presenters/users.js';
+import { pipelineWebUrl } from '../../presenters/ci.js';
 import { IdParams, ShaParams } from '../params.js';
 import { projectOf, route } from '../route.js';
 
@@ -80,6 +86,25 @@ const PickBody = Type.Object({
 
 function commitContext(request: FastifyRequest, project: ProjectWithNamespace): CommitContext & { projectId: number } {
   return { baseUrl: request.server.cairn.config.externalUrl, projectFullPath: projectFullPath(project), projectId: project.id };
+}
+
+/** The sha's latest pipeline in CommitDetail's form, when the caller may read pipelines (GitLab's can_read_pipeline?). */
+async function lastPipeline(request: FastifyRequest, access: ProjectAccess, sha: string): Promise<CommitPipeline | null> {
+  if (!can(request.actor?.user ?? null, 'read_pipeline', { project: access.project, accessLevel: access.accessLevel })) return null;
+  const p = await latestPipelineForSha(request.server.cairn.db, access.project.id, sha);
+  if (!p) return null;
+  return {
+    id: p.id,
+    iid: p.iid,
+    project_id: p.project_id,
+    sha: p.sha,
+    ref: p.ref,
+    status: p.status,
+    source: p.source,
+    created_at: iso(p.created_at)!,
+    updated_at: iso(p.updated_at)!,
+    web_url: pipelineWebUrl({ baseUrl: request.server.cairn.config.externalUrl }, access.project, p.id),
+  };
 }
 
 function parseDate(value: string | undefined, name: string): Date | null {
@@ -172,17 +197,22 @@ export default async function commitRoutes(fastify: FastifyInstance) {
       force: body.force,
     });
     const stats = body.stats === false ? null : (await statsFor(cairn, access.project, [commit])).get(commit.oid)!;
-    return reply.code(201).send(presentCommitDetail(commitContext(request, access.project), commit, stats));
+    const pipeline = await lastPipeline(request, access, commit.oid);
+    return reply.code(201).send(presentCommitDetail(commitContext(request, access.project), commit, stats, pipeline));
   });
 
   app.get(`${base}/:sha`, route({
     access: read,
     schema: { params: ShaParams, querystring: Type.Object({ stats: Type.Optional(Type.Boolean()) }), response: { 200: CommitDetailSchema } },
   }), async (request) => {
-    const { project } = projectOf(request);
+    const access = projectOf(request);
+    const { project } = access;
     const commit = await findCommitOrFail(cairn, project, request.params.sha);
-    const stats = request.query.stats === false ? null : (await statsFor(cairn, project, [commit])).get(commit.oid)!;
-    return presentCommitDetail(commitContext(request, project), commit, stats);
+    const [stats, pipeline] = await Promise.all([
+      request.query.stats === false ? null : statsFor(cairn, project, [commit]).then((s) => s.get(commit.oid)!),
+      lastPipeline(request, access, commit.oid),
+    ]);
+    return presentCommitDetail(commitContext(request, project), commit, stats, pipeline);
   });
 
   app.get(`${base}/:sha/refs`, route({

@@ -2,14 +2,23 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import { Type } from 'typebox';
+import type { User } from '../../db/schema/core.js';
 import type { MergeRequest } from '../../db/schema/work_items.js';
-import { findMergeRequest, listMergeRequests, loadMergeRequestExtras, type MergeRequestFilters } from '../../finders/merge_requests.js';
-import { projectFullPath } from '../../finders/projects.js';
+import {
+  countMergeRequests, findMergeRequest, findMergeRequestPage, loadMergeRequestExtras, MERGE_REQUEST_COUNT_CAP, type MergeRequestFilters,
+} from '../../finders/merge_requests.js';
+import { findProjectRow, projectFullPath } from '../../finders/projects.js';
+import { presentPipelineBasic, presentPipelineLoaded } from '../../presenters/ci.js';
+import { PipelineBasicSchema, PipelineSchema } from '../../presenters/schemas/ci.js';
+import type { ProjectRow } from '../../presenters/projects.js';
+import { createPipeline } from '../../ci/pipelines/create.js';
 import { commitsBetween, diffCommits, readCommitsOnce } from '../../git/compare.js';
 import { can, effectiveLevel } from '../../policies/abilities.js';
 import { loadProjectForUser, type ProjectAccess } from '../../policies/projects.js';
-import { forbidden, notFound } from '../../plugins/errors.js';
-import { pageParams, paginateArray, setPaginationHeaders } from '../../plugins/pagination.js';
+import { badRequest, forbidden, notFound } from '../../plugins/errors.js';
+import { pageParams, paginateArray, setPaginationHeaders, type HeaderTarget } from '../../plugins/pagination.js';
+import { sendCachedPage } from '../../plugins/page_cache.js';
+import { assertMatchesSchema } from '../../plugins/responses.js';
 import { presentCommit } from '../../presenters/commits.js';
 import {
   presentApprovalState, presentMergeRequest, presentMergeRequestSimple, presentMergeRequestSingle,
@@ -24,7 +33,7 @@ import type { PresentContext } from '../../presenters/users.js';
 import { Sha } from '../../presenters/schemas/common.js';
 import { presentMilestone, type MilestoneView } from '../../presenters/milestones.js';
 import {
-  createMergeRequest, deleteMergeRequest, mergeRequestGitFacts, mergeRequestNotFound, refreshMergeRequest, updateMergeRequest,
+  createMergeRequest, deleteMergeRequest, headRef, mergeRequestGitFacts, mergeRequestNotFound, refreshMergeRequest, updateMergeRequest,
   type MergeRequestParams,
 } from '../../services/merge_requests.js';
 import { isSubscribed, setSubscription } from '../../services/subscriptions.js';
@@ -122,17 +131,51 @@ async function presentList(request: FastifyRequest, rows: MergeRequest[], q: { v
   return rows.map((r) => presentMergeRequest(ctx, r, extras.get(r.id)!, { labelDetails: q.with_labels_details }));
 }
 
+/**
+ * How many merge requests the actor's filters match (null above GitLab's 10,000 cap), kept in the
+ * process cache (src/cache/) per user and filters until any write, so that paging through a long
+ * list counts it once.
+ */
+async function countCached(request: FastifyRequest, user: User | null, filters: MergeRequestFilters): Promise<number | null> {
+  const cairn = request.server.cairn;
+  const n = await cairn.cache.load(
+    `mr-count:${user?.id ?? 'anonymous'}:${JSON.stringify(filters)}`,
+    () => countMergeRequests(cairn.db, user, filters),
+    { since: request.cacheGeneration },
+  );
+  return n > MERGE_REQUEST_COUNT_CAP ? null : n;
+}
+
+/**
+ * A list page: the rows (one more than the page, to know whether another follows), the count,
+ * and everything presented from columns and one statement per kind of extra; no git. The page
+ * goes through the page cache (per caller and URL, dropped on any write by any process), except
+ * with with_merge_status_recheck, which may run git and write.
+ */
 async function sendList(request: FastifyRequest, reply: FastifyReply, filters: MergeRequestFilters, q: { view?: string; with_labels_details?: boolean; with_merge_status_recheck?: boolean }) {
   const cairn = request.server.cairn;
   const page = pageParams(request);
-  const { rows, total } = await listMergeRequests(cairn.db, request.actor?.user ?? null, filters, { limit: page.perPage, offset: page.offset });
-  setPaginationHeaders(request, reply, page, total);
-  let current = rows as MergeRequest[];
-  // with_merge_status_recheck: the ones not checked since their branches moved are checked now.
-  if (q.with_merge_status_recheck) {
-    current = await Promise.all(current.map((r) => (r.state_id === 1 && r.merge_status.startsWith('unchecked') || r.merge_status === 'cannot_be_merged_recheck' ? refreshMergeRequest(cairn, r) : r)));
-  }
-  return presentList(request, current, q);
+  const user = request.actor?.user ?? null;
+  const render = async (headers: HeaderTarget) => {
+    const [found, total] = await Promise.all([
+      findMergeRequestPage(cairn.db, user, filters, { limit: page.perPage + 1, offset: page.offset }),
+      countCached(request, user, filters),
+    ]);
+    setPaginationHeaders(request, headers, page, total, found.length > page.perPage);
+    let current = found.slice(0, page.perPage);
+    // with_merge_status_recheck: the ones not checked since their branches moved are checked now.
+    if (q.with_merge_status_recheck) {
+      current = await Promise.all(current.map((r) => (r.state_id === 1 && r.merge_status.startsWith('unchecked') || r.merge_status === 'cannot_be_merged_recheck' ? refreshMergeRequest(cairn, r) : r)));
+    }
+    return presentList(request, current, q);
+  };
+  if (q.with_merge_status_recheck) return render(reply);
+  return sendCachedPage(request, reply, async (headers) => {
+    const body = await render(headers);
+    // Cached pages go out as bytes, past the serializer that checks answers in tests: check here.
+    if (cairn.config.validateResponses) assertMatchesSchema(ListResponse, body);
+    return { body };
+  });
 }
 
 /** The merge request `:merge_request_iid` of the guarded project, or 404. */
@@ -152,6 +195,19 @@ function assertCanUpdate(access: ProjectAccess, mr: MergeRequest) {
   if (!can(user, 'update_merge_request', access)) throw forbidden();
 }
 
+/** The head pipeline in its two forms (GitLab shows both only to callers who may read pipelines). */
+async function headPipelineForms(request: FastifyRequest, access: ProjectAccess, mr: MergeRequest) {
+  if (mr.head_pipeline_id === null || !can(access.user, 'read_pipeline', access)) return null;
+  const cairn = request.server.cairn;
+  const p = await cairn.db.selectFrom('ci_pipelines').selectAll().where('id', '=', mr.head_pipeline_id).executeTakeFirst();
+  if (!p || p.sha !== mr.head_sha) return null; // GitLab's diff_head_pipeline: only the one at the head commit
+  // A fork's merge request runs its pipelines in the source project.
+  const project = p.project_id === access.project.id ? access.project : await findProjectRow(cairn.db, p.project_id);
+  if (!project) return null;
+  const ctx = ctxOf(request);
+  return { basic: presentPipelineBasic(ctx, project, p), detailed: await presentPipelineLoaded(cairn, ctx, project, p) };
+}
+
 /** The single form: git facts, subscription, the caller's merge right. */
 export async function renderSingle(request: FastifyRequest, access: ProjectAccess, mr: MergeRequest, q: { include_diverged_commits_count?: boolean; include_rebase_in_progress?: boolean; render_html?: boolean } = {}) {
   const cairn = request.server.cairn;
@@ -168,7 +224,7 @@ export async function renderSingle(request: FastifyRequest, access: ProjectAcces
     changesCount: facts.changesCount,
     divergedCommitsCount: facts.divergedCommitsCount,
     rebaseInProgress: q.include_rebase_in_progress ? current.rebase_in_progress : undefined,
-    pipeline: null,
+    pipeline: await headPipelineForms(request, access, current),
     canMerge: !!user && can(user, 'push_code', access),
     firstContribution: false,
     renderHtml: q.render_html,
@@ -416,5 +472,69 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     const { access, mr } = await loadMergeRequest(request);
     await unapprove(cairn, access.user!, mr);
     return reply.code(201).send(await approvalsResponse(request, access, mr));
+  });
+
+  // The merge request's pipelines (GitLab's all_pipelines): the source branch's at the merge request's commits, and its merge request pipelines.
+  app.get(`${base}/:merge_request_iid/pipelines`, route({
+    access: read,
+    paginated: true,
+    schema: { params: IidParams, response: { 200: Type.Array(PipelineBasicSchema) } },
+  }), async (request, reply) => {
+    const { access, mr } = await loadMergeRequest(request);
+    if (!can(access.user, 'read_pipeline', access)) throw forbidden();
+    const shas = mr.head_sha
+      ? await commitsBetween(projectRepoPath(cairn, access.project), mr.base_sha, mr.head_sha, { limit: 1000 }).catch(() => [mr.head_sha!])
+      : [];
+    const page = pageParams(request);
+    const query = cairn.db.selectFrom('ci_pipelines').where('parent_pipeline_id', 'is', null).where((eb) => eb.or([
+      eb('merge_request_id', '=', mr.id),
+      ...(shas.length && mr.source_project_id !== null
+        ? [eb.and([eb('project_id', '=', mr.source_project_id), eb('ref', '=', mr.source_branch), eb('tag', '=', false), eb('sha', 'in', shas)])]
+        : []),
+    ]));
+    const [rows, total] = await Promise.all([
+      query.selectAll().orderBy('id', 'desc').limit(page.perPage).offset(page.offset).execute(),
+      query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
+    ]);
+    setPaginationHeaders(request, reply, page, Number(total.n));
+    const projects = new Map<number, ProjectRow>([[access.project.id, access.project]]);
+    const out = [];
+    for (const p of rows) {
+      if (!projects.has(p.project_id)) {
+        const row = await findProjectRow(cairn.db, p.project_id);
+        if (row) projects.set(p.project_id, row);
+      }
+      const project = projects.get(p.project_id);
+      if (project) out.push(presentPipelineBasic(ctxOf(request), project, p));
+    }
+    return out;
+  });
+
+  // POST: a merge request pipeline (source merge_request_event) at the merge request's head, which becomes its head pipeline.
+  app.post(`${base}/:merge_request_iid/pipelines`, route({
+    access: read,
+    schema: { params: IidParams, response: { 201: PipelineSchema } },
+  }), async (request, reply) => {
+    const { access, mr } = await loadMergeRequest(request);
+    if (!can(access.user, 'create_pipeline', access)) throw forbidden();
+    if (mr.state_id !== 1) throw badRequest('Merge request is not opened');
+    let current = mr;
+    if (!current.head_sha) current = await refreshMergeRequest(cairn, mr, access.project);
+    if (!current.head_sha) throw badRequest('Merge request has no head commit');
+    const result = await createPipeline(cairn, {
+      project: access.project,
+      ref: headRef(current.iid),
+      tag: false,
+      sha: current.head_sha,
+      source: 'merge_request_event',
+      userId: access.user!.id,
+      api: true,
+      configRequired: true,
+      mergeRequestId: current.id,
+    });
+    if (result.kind !== 'created') throw badRequest(result.errors?.join(', ') || result.message);
+    await cairn.db.updateTable('merge_requests').set({ head_pipeline_id: result.pipeline.id })
+      .where('id', '=', current.id).where('head_sha', '=', current.head_sha).execute();
+    return reply.code(201).send(await presentPipelineLoaded(cairn, ctxOf(request), access.project, result.pipeline));
   });
 }

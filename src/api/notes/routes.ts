@@ -8,6 +8,7 @@ import { NOTEABLES } from '../../noteables/index.js';
 import type { FoundNoteable, NoteAbilities, NoteableKind } from '../../noteables/registry.js';
 import { badRequest, forbidden, invalidParam, missingParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
+import { AccessLevel } from '../../policies/access.js';
 import { can } from '../../policies/abilities.js';
 import { presentDiscussion, presentNote, type NoteForm } from '../../presenters/notes.js';
 import { DiscussionSchema, NoteSchema } from '../../presenters/schemas/notes.js';
@@ -41,6 +42,8 @@ interface Loaded {
   user: User | null;
   form: NoteForm;
   allowed: (ability: AbilityKey) => boolean;
+  /** The caller is a member of the parent (or an administrator). */
+  member: boolean;
 }
 
 /** Loads the noteable named by the path under the parent that the route's guard loaded. */
@@ -52,13 +55,20 @@ async function loadNoteable(kind: NoteableKind, request: FastifyRequest): Promis
     const subject = { project: access.project, accessLevel: access.accessLevel };
     const found = await kind.find({ cairn, access, params });
     const allowed = (a: AbilityKey) => !!kind.abilities[a] && can(access.user, kind.abilities[a]!, subject);
-    return { found, user: access.user, allowed, form: { resolvable: !!kind.resolvable, noteableIid: found.iid } };
+    const member = !!access.user && (access.user.admin || access.accessLevel >= AccessLevel.GUEST);
+    return { found, user: access.user, allowed, member, form: { resolvable: !!kind.resolvable, noteableIid: found.iid } };
   }
   const access = groupOf(request);
   const subject = { group: access.group, accessLevel: access.accessLevel };
   const found = await kind.find({ cairn, access, params });
   const allowed = (a: AbilityKey) => !!kind.abilities[a] && can(access.user, kind.abilities[a]!, subject);
-  return { found, user: access.user, allowed, form: { resolvable: !!kind.resolvable, noteableIid: found.iid } };
+  const member = !!access.user && (access.user.admin || access.accessLevel >= AccessLevel.GUEST);
+  return { found, user: access.user, allowed, member, form: { resolvable: !!kind.resolvable, noteableIid: found.iid } };
+}
+
+/** A new note or reply: on a locked discussion only members of the parent may add one (GitLab's IssuablePolicy). */
+function assertMayComment(loaded: Loaded): void {
+  if (loaded.found.locked && !loaded.member) throw forbidden();
 }
 
 /** The route guard of a kind: its parent loaded for the caller with the given ability. */
@@ -214,6 +224,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     const text = noteText(body);
     const createdAt = backdate(loaded, created_at);
     const onDiff = position && loaded.found.checkPosition ? await loaded.found.checkPosition(diffPosition(position)) : null;
+    assertMayComment(loaded);
     const note = await createNote(cairn, loaded.found.scope, {
       author: signedInUser(loaded),
       body: text,
@@ -258,6 +269,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     const text = noteText(request.body.body);
     const createdAt = backdate(loaded, request.body.created_at);
     const thread = await threadOf(loaded, request.params.discussion_id as string);
+    assertMayComment(loaded);
     const note = await replyToDiscussion(cairn, loaded.found.scope, thread, { author: signedInUser(loaded), body: text, createdAt });
     return reply.code(201).send(presentNote(ctx, note, loaded.form));
   });
@@ -341,6 +353,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     const createdAt = backdate(loaded, request.body.created_at);
     // Internal (confidential) notes are for issues and epics, which do not keep them yet.
     if (request.body.internal || request.body.confidential) throw noteInvalid({ confidential: ['can not be set for this resource'] });
+    assertMayComment(loaded);
     const note = await createNote(cairn, loaded.found.scope, { author: signedInUser(loaded), body: text, createdAt, type: null });
     return reply.code(201).send(presentNote(ctx, note, loaded.form));
   });

@@ -14,7 +14,12 @@ import * as labels from './0710_labels.js';
 import * as accessRules from './0700_access_rules.js';
 import * as forks from './0730_forks.js';
 import * as issues from './0730_issues.js';
+import * as mergeRequestListIndexes from './0720_merge_request_list_indexes.js';
 import * as ci from './0800_ci.js';
+import * as ciEngine from './0810_ci_engine.js';
+import * as ciProtocol from './0820_ci_protocol.js';
+import * as runnersTokenLookup from './0830_runners_token_lookup.js';
+import * as commitStatuses from './0840_commit_statuses.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -34,5 +39,10 @@ export const migrations: Record<string, Migration> = {
   '0700_access_rules': accessRules,
   '0730_forks': forks,
   '0730_issues': issues,
+  '0720_merge_request_list_indexes': mergeRequestListIndexes,
   '0800_ci': ci,
+  '0810_ci_engine': ciEngine,
+  '0820_ci_protocol': ciProtocol,
+  '0830_runners_token_lookup': runnersTokenLookup,
+  '0840_commit_statuses': commitStatuses,
 };

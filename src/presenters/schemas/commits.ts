@@ -26,14 +26,31 @@ export const CommitStatsSchema = Type.Object({ additions: Type.Integer(), deleti
 /** CommitWithStats (list with with_stats=true). */
 export const CommitWithStatsSchema = Type.Object({ ...commitProps, stats: CommitStatsSchema }, strict);
 
-/** CommitDetail (single read, create); stats unless stats=false. Cairn has no pipelines here, so status/last_pipeline are null. */
+/** Entities::Ci::PipelineBasic as CommitDetail shows the commit's latest pipeline. */
+export const CommitPipelineSchema = Type.Object(
+  {
+    id: Type.Integer(),
+    iid: Type.Integer(),
+    project_id: Type.Integer(),
+    sha: Sha,
+    ref: Type.String(),
+    status: Type.String(),
+    source: Type.String(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    web_url: Type.String(),
+  },
+  strict,
+);
+
+/** CommitDetail (single read, create); stats unless stats=false; status and last_pipeline from the sha's latest pipeline (null without one or without read_pipeline). */
 export const CommitDetailSchema = Type.Object(
   {
     ...commitProps,
     stats: Type.Optional(CommitStatsSchema),
     status: Nullable(Type.String()),
     project_id: Type.Integer(),
-    last_pipeline: Type.Null(),
+    last_pipeline: Nullable(CommitPipelineSchema),
   },
   strict,
 );

@@ -1,4 +1,5 @@
 import { Type } from 'typebox';
+import { PipelineBasicSchema, PipelineSchema } from './ci.js';
 import { Nullable, Sha, strict, Timestamp } from './common.js';
 import { UserBasicSchema } from './users.js';
 import { DiffSchema } from './commits.js';
@@ -71,11 +72,6 @@ const basicProps = {
 };
 export const MergeRequestSchema = Type.Object(basicProps, strict);
 
-export const PipelineSummarySchema = Type.Object(
-  { id: Type.Integer(), iid: Type.Optional(Type.Integer()), project_id: Type.Optional(Type.Integer()), sha: Sha, ref: Type.String(), status: Type.String(), source: Type.Optional(Type.String()), created_at: Type.Optional(Timestamp), updated_at: Type.Optional(Timestamp), web_url: Type.String() },
-  strict,
-);
-
 const singleProps = {
     ...basicProps,
     subscribed: Type.Boolean(),
@@ -83,8 +79,9 @@ const singleProps = {
     latest_build_started_at: Nullable(Timestamp),
     latest_build_finished_at: Nullable(Timestamp),
     first_deployed_to_production_at: Nullable(Timestamp),
-    pipeline: Nullable(PipelineSummarySchema),
-    head_pipeline: Nullable(PipelineSummarySchema),
+    /** The head pipeline, PipelineBasic form; head_pipeline is the detailed Pipeline form. Null without one or without read_pipeline. */
+    pipeline: Nullable(PipelineBasicSchema),
+    head_pipeline: Nullable(PipelineSchema),
     diff_refs: Nullable(Type.Object({ base_sha: Nullable(Sha), head_sha: Sha, start_sha: Nullable(Sha) }, strict)),
     merge_error: Nullable(Type.String()),
     rebase_in_progress: Type.Optional(Type.Boolean()),

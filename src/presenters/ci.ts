@@ -1,0 +1,238 @@
+import type { Cairn } from '../context.js';
+import type { CiBuild, CiJobArtifact, CiPipeline, CiRunner, CiVariable } from '../db/schema/ci.js';
+import type { User } from '../db/schema/core.js';
+import type { ParsedCommit } from '../git/catfile.js';
+import { readCommits } from '../git/refs.js';
+import { decryptSecret } from '../lib/secrets.js';
+import { projectRepoPath } from '../services/projects.js';
+import { presentCommit } from './commits.js';
+import { projectFullPath, projectSettings, type ProjectRow } from './projects.js';
+import { iso, presentUserBasic, presentUserExtended, type PresentContext } from './users.js';
+
+const ZERO_OID = '0000000000000000000000000000000000000000';
+
+export function pipelineWebUrl(ctx: PresentContext, project: ProjectRow, id: number): string {
+  return `${ctx.baseUrl}/${projectFullPath(project)}/-/pipelines/${id}`;
+}
+
+export function jobWebUrl(ctx: PresentContext, project: ProjectRow, id: number, bridge = false): string {
+  return bridge ? `${ctx.baseUrl}/${projectFullPath(project)}/-/pipelines/${id}` : `${ctx.baseUrl}/${projectFullPath(project)}/-/jobs/${id}`;
+}
+
+/** GitLab's PipelineBasic. */
+export function presentPipelineBasic(ctx: PresentContext, project: ProjectRow, p: CiPipeline) {
+  return {
+    id: p.id,
+    iid: p.iid,
+    project_id: p.project_id,
+    sha: p.sha,
+    ref: p.ref,
+    status: p.status,
+    source: p.source,
+    created_at: iso(p.created_at)!,
+    updated_at: iso(p.updated_at)!,
+    web_url: pipelineWebUrl(ctx, project, p.id),
+    name: p.name,
+  };
+}
+
+const STATUS_TEXT: Record<string, [string, string]> = {
+  created: ['Created', 'created'],
+  waiting_for_resource: ['Waiting', 'waiting for resource'],
+  preparing: ['Preparing', 'preparing'],
+  pending: ['Pending', 'pending'],
+  running: ['Running', 'running'],
+  success: ['Passed', 'passed'],
+  failed: ['Failed', 'failed'],
+  canceled: ['Canceled', 'canceled'],
+  skipped: ['Skipped', 'skipped'],
+  manual: ['Blocked', 'manual action'],
+  scheduled: ['Scheduled', 'delayed'],
+};
+
+export function detailedStatus(ctx: PresentContext, project: ProjectRow, p: CiPipeline, warnings = false) {
+  const [text, label] = STATUS_TEXT[p.status] ?? [p.status, p.status];
+  const group = p.status === 'success' && warnings ? 'success-with-warnings' : p.status;
+  return {
+    icon: `status_${p.status === 'scheduled' ? 'scheduled' : p.status}`,
+    text: group === 'success-with-warnings' ? 'Warning' : text,
+    label: group === 'success-with-warnings' ? 'passed with warnings' : label,
+    group,
+    tooltip: group === 'success-with-warnings' ? 'passed with warnings' : label,
+    has_details: true,
+    details_path: `/${projectFullPath(project)}/-/pipelines/${p.id}`,
+    illustration: null,
+    favicon: `/assets/ci_favicons/favicon_status_${p.status}.png`,
+  };
+}
+
+/** GitLab's Pipeline entity (single reads, create, retry, cancel). */
+export function presentPipeline(ctx: PresentContext, project: ProjectRow, p: CiPipeline, extra: { user: User | null; coverage: number | null; warnings: boolean }) {
+  return {
+    ...presentPipelineBasic(ctx, project, p),
+    before_sha: p.before_sha && /^[0-9a-f]{40}$/.test(p.before_sha) ? p.before_sha : ZERO_OID,
+    tag: p.tag,
+    yaml_errors: p.yaml_errors,
+    user: extra.user ? presentUserBasic(ctx, extra.user) : null,
+    started_at: iso(p.started_at),
+    finished_at: iso(p.finished_at),
+    committed_at: iso(p.committed_at),
+    duration: p.duration,
+    queued_duration: p.queued_duration,
+    coverage: extra.coverage === null ? null : extra.coverage.toFixed(2),
+    detailed_status: detailedStatus(ctx, project, p, extra.warnings),
+    archived: !!project.archived,
+  };
+}
+
+/** The Pipeline entity with what it needs loaded (its user, coverage and warnings from its latest jobs). */
+export async function presentPipelineLoaded(cairn: Cairn, ctx: PresentContext, project: ProjectRow, p: CiPipeline) {
+  const [user, builds] = await Promise.all([
+    p.user_id ? cairn.db.selectFrom('users').selectAll().where('id', '=', p.user_id).executeTakeFirst() : undefined,
+    cairn.db.selectFrom('ci_builds').select(['coverage', 'status', 'allow_failure']).where('pipeline_id', '=', p.id).where('retried', '=', false).execute(),
+  ]);
+  const covered = builds.filter((b) => b.coverage !== null);
+  const coverage = covered.length ? covered.reduce((s, b) => s + Number(b.coverage), 0) / covered.length : null;
+  const warnings = builds.some((b) => b.allow_failure && (b.status === 'failed' || b.status === 'canceled'));
+  return presentPipeline(ctx, project, p, { user: (user as User | undefined) ?? null, coverage, warnings });
+}
+
+function seconds(from: unknown, to: unknown): number | null {
+  if (!from) return null;
+  const end = to ? new Date(to as string).getTime() : Date.now();
+  return Math.max(0, (end - new Date(from as string).getTime()) / 1000);
+}
+
+/** What presenting a page of jobs needs, loaded once per page. */
+export interface JobExtras {
+  users: Map<number, User>;
+  pipelines: Map<number, CiPipeline>;
+  commits: Map<string, ParsedCommit>;
+  runners: Map<number, CiRunner>;
+  artifacts: Map<number, CiJobArtifact[]>;
+}
+
+export async function loadJobExtras(cairn: Cairn, project: ProjectRow, builds: CiBuild[]): Promise<JobExtras> {
+  const db = cairn.db;
+  const userIds = [...new Set(builds.flatMap((b) => (b.user_id ? [b.user_id] : [])))];
+  const pipelineIds = [...new Set(builds.flatMap((b) => [b.pipeline_id, ...(b.downstream_pipeline_id ? [b.downstream_pipeline_id] : [])]))];
+  const runnerIds = [...new Set(builds.flatMap((b) => (b.runner_id ? [b.runner_id] : [])))];
+  const buildIds = builds.map((b) => b.id);
+  const [users, pipelines, runners, artifacts, commits] = await Promise.all([
+    userIds.length ? db.selectFrom('users').selectAll().where('id', 'in', userIds).execute() : [],
+    pipelineIds.length ? db.selectFrom('ci_pipelines').selectAll().where('id', 'in', pipelineIds).execute() : [],
+    runnerIds.length ? db.selectFrom('ci_runners').selectAll().where('id', 'in', runnerIds).execute() : [],
+    buildIds.length ? db.selectFrom('ci_job_artifacts').selectAll().where('job_id', 'in', buildIds).orderBy('id').execute() : [],
+    readCommits(cairn.catfile, projectRepoPath(cairn, project), [...new Set(builds.map((b) => b.sha))]),
+  ]);
+  const byJob = new Map<number, CiJobArtifact[]>();
+  for (const a of artifacts) byJob.set(a.job_id, [...(byJob.get(a.job_id) ?? []), a]);
+  return {
+    users: new Map(users.map((u) => [u.id, u as User])),
+    pipelines: new Map(pipelines.map((p) => [p.id, p])),
+    commits,
+    runners: new Map(runners.map((r) => [r.id, r])),
+    artifacts: byJob,
+  };
+}
+
+function jobPipeline(ctx: PresentContext, project: ProjectRow, p: CiPipeline) {
+  return {
+    id: p.id,
+    iid: p.iid,
+    project_id: p.project_id,
+    sha: p.sha,
+    ref: p.ref,
+    status: p.status,
+    source: p.source,
+    created_at: iso(p.created_at)!,
+    updated_at: iso(p.updated_at)!,
+    web_url: pipelineWebUrl(ctx, project, p.id),
+  };
+}
+
+function jobCommon(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobExtras) {
+  const user = b.user_id ? x.users.get(b.user_id) : undefined;
+  const commit = x.commits.get(b.sha);
+  const pipeline = x.pipelines.get(b.pipeline_id)!;
+  return {
+    id: b.id,
+    status: b.status,
+    stage: b.stage,
+    name: b.name,
+    ref: b.ref,
+    tag: b.tag,
+    coverage: b.coverage,
+    allow_failure: b.allow_failure,
+    created_at: iso(b.created_at)!,
+    started_at: iso(b.started_at),
+    finished_at: iso(b.finished_at),
+    erased_at: iso(b.erased_at),
+    duration: b.started_at ? seconds(b.started_at, b.finished_at) : null,
+    queued_duration: b.queued_at ? seconds(b.queued_at, b.started_at) : null,
+    user: user ? presentUserExtended(ctx, user) : null,
+    commit: commit ? presentCommit({ ...ctx, projectFullPath: projectFullPath(project) }, commit) : null,
+    pipeline: jobPipeline(ctx, project, pipeline),
+    web_url: jobWebUrl(ctx, project, b.id),
+    project: { ci_job_token_scope_enabled: !!projectSettings(project).ci_job_token_scope_enabled },
+    archived: !!project.archived,
+  };
+}
+
+function presentRunner(r: CiRunner) {
+  const online = r.contacted_at ? Date.now() - new Date(r.contacted_at as any).getTime() < 2 * 3600 * 1000 : null;
+  return {
+    id: r.id,
+    description: r.description,
+    ip_address: r.ip_address,
+    active: r.active,
+    paused: !r.active,
+    is_shared: r.runner_type === 'instance_type',
+    runner_type: r.runner_type,
+    name: 'gitlab-runner',
+    online,
+    status: r.contacted_at ? (online ? 'online' : 'offline') : 'never_contacted',
+  };
+}
+
+/** GitLab's Entities::Ci::Job. */
+export function presentJob(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobExtras) {
+  const artifacts = x.artifacts.get(b.id) ?? [];
+  const archive = artifacts.find((a) => a.file_type === 'archive');
+  const runner = b.runner_id ? x.runners.get(b.runner_id) : undefined;
+  return {
+    ...jobCommon(ctx, project, b, x),
+    ...(b.status === 'failed' ? { failure_reason: b.failure_reason ?? 'unknown_failure' } : {}),
+    ...(archive ? { artifacts_file: { filename: archive.file_name, size: Number(archive.size) } } : {}),
+    artifacts: artifacts.map((a) => ({ file_type: a.file_type, size: Number(a.size), filename: a.file_name, file_format: a.file_format })),
+    artifacts_expire_at: iso(b.artifacts_expire_at),
+    tag_list: b.tag_list,
+    runner: runner ? presentRunner(runner) : null,
+    runner_manager: null,
+  };
+}
+
+/** GitLab's Entities::Ci::Bridge. */
+export function presentBridge(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobExtras) {
+  const down = b.downstream_pipeline_id ? x.pipelines.get(b.downstream_pipeline_id) : undefined;
+  return {
+    ...jobCommon(ctx, project, b, x),
+    downstream_pipeline: down
+      ? { id: down.id, sha: down.sha, ref: down.ref, status: down.status, created_at: iso(down.created_at)!, updated_at: iso(down.updated_at)!, web_url: `${ctx.baseUrl}/-/pipelines/${down.id}` }
+      : null,
+  };
+}
+
+/** GitLab's Entities::Ci::Variable. */
+export function presentCiVariable(config: { dataDir: string }, v: CiVariable) {
+  return {
+    variable_type: v.variable_type,
+    key: v.key,
+    value: decryptSecret(config, v.value_encrypted) ?? '',
+    protected: v.protected,
+    masked: v.masked,
+    raw: v.raw,
+    environment_scope: v.environment_scope,
+    description: v.description,
+  };
+}

@@ -1,0 +1,108 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
+
+/**
+ * Where large blobs (job artifacts) live. Keys are relative, slash-separated names chosen by
+ * Cairn (never by a client). Local disk now; an S3-compatible store implements the same
+ * interface later (issue #11).
+ */
+export interface ObjectStore {
+  /** Stores the stream under key (replacing what was there) and returns the bytes written. */
+  put(key: string, stream: Readable): Promise<{ size: number; sha256: string }>;
+  /** The stored bytes, or null when there is no such key. */
+  get(key: string): Promise<Readable | null>;
+  delete(key: string): Promise<void>;
+  /** Size in bytes, or null when absent. */
+  size(key: string): Promise<number | null>;
+}
+
+function checkKey(key: string) {
+  if (!key || key.startsWith('/') || key.split('/').some((p) => p === '' || p === '.' || p === '..') || key.includes('\0')) {
+    throw new Error(`invalid object key "${key}"`);
+  }
+}
+
+/**
+ * Objects as files under one directory. A put writes a temporary file next to the target and
+ * renames it, so a reader sees the old bytes or the new ones, never a half-written file; two
+ * processes sharing the directory see the same objects.
+ */
+export class LocalObjectStore implements ObjectStore {
+  constructor(readonly root: string) {}
+
+  private file(key: string) {
+    checkKey(key);
+    return path.join(this.root, ...key.split('/'));
+  }
+
+  async put(key: string, stream: Readable): Promise<{ size: number; sha256: string }> {
+    const target = this.file(key);
+    await fs.promises.mkdir(path.dirname(target), { recursive: true });
+    const tmp = `${target}.${crypto.randomBytes(6).toString('hex')}.tmp`;
+    const hash = crypto.createHash('sha256');
+    let size = 0;
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      hash.update(chunk);
+    });
+    try {
+      await pipeline(stream, fs.createWriteStream(tmp));
+      await fs.promises.rename(tmp, target);
+    } catch (err) {
+      await fs.promises.rm(tmp, { force: true });
+      throw err;
+    }
+    return { size, sha256: hash.digest('hex') };
+  }
+
+  async get(key: string): Promise<Readable | null> {
+    const file = this.file(key);
+    try {
+      const handle = await fs.promises.open(file, 'r');
+      return handle.createReadStream();
+    } catch (err: any) {
+      if (err?.code === 'ENOENT') return null;
+      throw err;
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    await fs.promises.rm(this.file(key), { force: true });
+  }
+
+  async size(key: string): Promise<number | null> {
+    try {
+      return (await fs.promises.stat(this.file(key))).size;
+    } catch (err: any) {
+      if (err?.code === 'ENOENT') return null;
+      throw err;
+    }
+  }
+}
+
+const stores = new Map<string, ObjectStore>();
+
+/** The artifacts store of a Cairn process: `$CAIRN_DATA_DIR/artifacts`. */
+export function artifactStore(config: { dataDir: string }): ObjectStore {
+  const root = path.join(config.dataDir, 'artifacts');
+  let store = stores.get(root);
+  if (!store) stores.set(root, (store = new LocalObjectStore(root)));
+  return store;
+}
+
+/**
+ * Deletes stored objects whose rows are gone (called after the deleting transaction commits, so
+ * a rolled-back delete never loses bytes). Best effort: a file left behind is only disk space.
+ */
+export async function deleteObjects(store: ObjectStore, keys: string[]): Promise<void> {
+  for (const key of new Set(keys)) {
+    try {
+      await store.delete(key);
+    } catch (err) {
+      console.error(`could not delete stored object ${key}`, err);
+    }
+  }
+}
