@@ -1,0 +1,160 @@
+// End to end over real HTTP: a Cairn server listening on loopback, a real `cairn runner`
+// process registered with the instance registration token, a push of .gitlab-ci.yml. The
+// runner clones with the job token, runs the jobs (bubblewrap when it works here), streams
+// traces, uploads and downloads artifacts, reports statuses; a cancel stops a running job.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { registrationToken } from '../../src/ci/runners.js';
+import type { Project } from '../../src/db/schema/core.js';
+import { detectSandbox } from '../../src/runner/sandbox.js';
+import { createTestContext, type TestContext } from '../helpers/app.js';
+import { commitFiles, jobsByName, latestPipeline } from '../helpers/ci.js';
+
+const sandbox = detectSandbox();
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function cli(args: string[], env: Record<string, string>): Promise<{ status: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['bin/cairn.mjs', 'runner', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (b) => (out += b));
+    child.stderr.on('data', (b) => (out += b));
+    child.on('close', (status) => resolve({ status, out }));
+  });
+}
+
+async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 60_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 150));
+  }
+}
+
+describe('cairn runner against a Cairn server', () => {
+  let t: TestContext;
+  let url: string;
+  let runner: ChildProcess | null = null;
+  let runnerLog = '';
+  let project: Project;
+
+  before(async () => {
+    const port = await freePort();
+    url = `http://127.0.0.1:${port}`;
+    t = await createTestContext({ host: '127.0.0.1', port, externalUrl: url });
+    await t.app.listen({ host: '127.0.0.1', port });
+    project = await t.createProject();
+    const v = await t.post(`/api/v4/projects/${project.id}/variables`, { key: 'SECRET_TOKEN', value: 'very-secret-value-1', masked: true });
+    assert.equal(v.status, 201, JSON.stringify(v.body));
+
+    const config = path.join(t.tmpDir, 'runner-config', 'config.json');
+    const env = { CAIRN_DATA_DIR: t.tmpDir, CAIRN_RUNNER_ALLOW_UNISOLATED: sandbox.available ? '' : '1' };
+    const reg = await cli(['register', '--url', url, '--token', await registrationToken(t.app.cairn, { type: 'instance_type' }), '--description', 'e2e', '--config', config], env);
+    assert.equal(reg.status, 0, reg.out);
+    runner = spawn(process.execPath, ['bin/cairn.mjs', 'runner', 'run', '--config', config, '--concurrent', '2'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    runner.stdout!.on('data', (b) => (runnerLog += b));
+    runner.stderr!.on('data', (b) => (runnerLog += b));
+  });
+
+  after(async () => {
+    if (runner && runner.exitCode === null) {
+      runner.kill('SIGTERM');
+      await new Promise((r) => runner!.once('exit', r));
+    }
+    if (process.env.TEST_LOG) console.log(runnerLog);
+    await t?.close();
+  });
+
+  const trace = async (jobId: number) => (await t.get(`/api/v4/projects/${project.id}/jobs/${jobId}/trace`)).text;
+
+  test('a pushed pipeline runs: clone, masked variables, artifacts passed on, after_script, allowed failure', async () => {
+    const sha = await commitFiles(t, project, {
+      'README.md': 'hello\n',
+      '.gitlab-ci.yml': [
+        'stages: [build, test]',
+        'build:',
+        '  stage: build',
+        '  script:',
+        '    - mkdir -p out && echo "built $CI_COMMIT_SHA" > out/result.txt',
+        '    - echo "secret=$SECRET_TOKEN"',
+        '    - cat README.md',
+        '  artifacts:',
+        '    paths: [out/]',
+        'test:',
+        '  stage: test',
+        '  script:',
+        '    - cat out/result.txt',
+        '  after_script:',
+        '    - echo "after=$CI_JOB_STATUS"',
+        'failing:',
+        '  stage: test',
+        '  allow_failure: true',
+        '  script:',
+        '    - exit 4',
+        '',
+      ].join('\n'),
+    });
+    const pipeline = await latestPipeline(t, project.id);
+    assert.equal(pipeline.sha, sha);
+    await until('the pipeline to finish', async () => {
+      const p = await t.db.selectFrom('ci_pipelines').select('status').where('id', '=', pipeline.id).executeTakeFirstOrThrow();
+      return ['success', 'failed', 'canceled'].includes(p.status) ? p : null;
+    });
+    const jobs = await jobsByName(t, pipeline.id);
+    const logs = { build: await trace(jobs.build.id), test: await trace(jobs.test.id), failing: await trace(jobs.failing.id) };
+    assert.equal(jobs.build.status, 'success', logs.build + runnerLog);
+    assert.equal(jobs.test.status, 'success', logs.test);
+    assert.equal(jobs.failing.status, 'failed');
+    assert.equal(jobs.failing.failure_reason, 'script_failure');
+    assert.match(logs.build, /secret=\[MASKED\]/);
+    assert.ok(!logs.build.includes('very-secret-value-1'));
+    assert.match(logs.build, /^hello$/m, 'cloned at the pushed commit');
+    assert.match(logs.test, new RegExp(`built ${sha}`), 'the build artifacts were downloaded');
+    assert.match(logs.test, /after=success/);
+    if (sandbox.available) assert.match(logs.build, /Using bubblewrap isolation/);
+    const artifacts = await t.db.selectFrom('ci_job_artifacts').selectAll().where('job_id', '=', jobs.build.id).execute();
+    assert.ok(artifacts.some((a) => a.file_type === 'archive'), JSON.stringify(artifacts));
+    const status = await t.db.selectFrom('ci_pipelines').select('status').where('id', '=', pipeline.id).executeTakeFirstOrThrow();
+    assert.equal(status.status, 'success');
+  });
+
+  test('cancel through the API stops the running job', async () => {
+    await commitFiles(t, project, {
+      '.gitlab-ci.yml': ['slow:', '  script:', '    - echo started', '    - for i in $(seq 1 200); do echo tick $i; sleep 0.5; done', '    - echo finished', ''].join('\n'),
+    });
+    const pipeline = await latestPipeline(t, project.id);
+    const job = (await jobsByName(t, pipeline.id)).slow;
+    await until('the job to log', async () => (await trace(job.id)).includes('tick 1'));
+    const started = Date.now();
+    const res = await t.post(`/api/v4/projects/${project.id}/jobs/${job.id}/cancel`);
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    // The runner learns it from its next trace PATCH (403) and kills the job's process group.
+    await until('the runner to drop the job', async () => runnerLog.includes(`job ${job.id}: failed`) || runnerLog.includes(`job ${job.id}: aborting`), 20_000);
+    assert.ok(Date.now() - started < 15_000);
+    const row = await t.db.selectFrom('ci_builds').select('status').where('id', '=', job.id).executeTakeFirstOrThrow();
+    assert.equal(row.status, 'canceled');
+    assert.ok(!(await trace(job.id)).includes('finished'));
+  });
+
+  test('SIGTERM stops the runner process', async () => {
+    runner!.kill('SIGTERM');
+    const code = await new Promise<number | null>((r) => runner!.once('exit', (c) => r(c)));
+    assert.equal(code, 0, runnerLog);
+  });
+});
