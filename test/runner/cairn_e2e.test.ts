@@ -11,6 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { registrationToken } from '../../src/ci/runners.js';
 import type { Project } from '../../src/db/schema/core.js';
 import { detectSandbox } from '../../src/runner/sandbox.js';
+import { startServeBuiltinRunner } from '../../src/runner/serve.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
 import { commitFiles, jobsByName, latestPipeline } from '../helpers/ci.js';
 
@@ -156,5 +157,34 @@ describe('cairn runner against a Cairn server', () => {
     runner!.kill('SIGTERM');
     const code = await new Promise<number | null>((r) => runner!.once('exit', (c) => r(c)));
     assert.equal(code, 0, runnerLog);
+  });
+
+  test('the built-in runner of `cairn serve` registers itself over HTTP and runs untagged jobs', async () => {
+    const port = new URL(url).port;
+    const messages: string[] = [];
+    assert.equal(await startServeBuiltinRunner(t.app.cairn, { env: { CAIRN_BUILTIN_RUNNER: '0' }, log: (m) => messages.push(m) }), null);
+    const builtin = await startServeBuiltinRunner(t.app.cairn, {
+      port: Number(port),
+      env: { CAIRN_RUNNER_ALLOW_UNISOLATED: sandbox.available ? '' : '1' },
+      log: (m) => messages.push(m),
+    });
+    assert.ok(builtin, messages.join('\n'));
+    try {
+      const row = await t.db.selectFrom('ci_runners').selectAll().where('id', '=', builtin.id!).executeTakeFirstOrThrow();
+      assert.equal(row.runner_type, 'instance_type');
+      assert.equal(row.run_untagged, true);
+      await commitFiles(t, project, { '.gitlab-ci.yml': ['hello:', '  script:', '    - echo from-the-builtin-runner', ''].join('\n') });
+      const pipeline = await latestPipeline(t, project.id);
+      const job = (await jobsByName(t, pipeline.id)).hello;
+      const done = await until('the job to finish', async () => {
+        const r = await t.db.selectFrom('ci_builds').select(['status', 'runner_id']).where('id', '=', job.id).executeTakeFirstOrThrow();
+        return ['success', 'failed'].includes(r.status) ? r : null;
+      });
+      assert.equal(done.status, 'success', (await trace(job.id)) + messages.join('\n'));
+      assert.equal(done.runner_id, builtin.id);
+      assert.match(await trace(job.id), /from-the-builtin-runner/);
+    } finally {
+      await builtin.stop();
+    }
   });
 });
