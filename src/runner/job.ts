@@ -160,8 +160,13 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     for (const d of [buildDir, tmpDir, homeDir]) fs.mkdirSync(d, { mode: 0o700 });
 
     const isolated = o.sandbox.available;
+    const runAs = isolated ? (o.sandbox.runAs ?? null) : null;
+    /** Hands a path the runner made (as root) to the job's user. */
+    const own = (p: string) => {
+      if (runAs) chownTree(p, runAs.uid, runAs.gid);
+    };
     trace.write(color.section('Preparing the "shell" executor'));
-    if (isolated) trace.write(color.info(`Using bubblewrap isolation (${o.sandbox.bwrap})`));
+    if (isolated) trace.write(color.info(`Using bubblewrap isolation (${o.sandbox.bwrap})${runAs ? `, jobs run as uid ${runAs.uid}` : ''}`));
     else if (o.allowUnisolated) trace.write(color.warn(`running WITHOUT isolation: ${o.sandbox.reason}`));
     else throw new JobError(`this runner refuses to run jobs without isolation: ${o.sandbox.reason}`, 'runner_system_failure');
     trace.write(color.info(`Running on ${os.hostname()}...`));
@@ -181,7 +186,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     const hidden = [...o.hiddenPaths, o.buildsDir];
 
     const run = (file: string, args: string[], cwd: string, runEnv: NodeJS.ProcessEnv, sandboxed: boolean, limitSec?: number): Promise<RunResult> => {
-      const [cmd, argv] = sandboxed && isolated ? [o.sandbox.bwrap!, sandboxArgs({ bwrap: o.sandbox.bwrap!, jobDir: jobDir!, cwd, hidden }, [file, ...args])] : [file, args];
+      const [cmd, argv] = sandboxed && isolated ? [o.sandbox.bwrap!, sandboxArgs({ bwrap: o.sandbox.bwrap!, jobDir: jobDir!, cwd, hidden, runAs }, [file, ...args])] : [file, args];
       const proc = runProcess(cmd, argv, { cwd, env: runEnv, onOutput: (b) => trace.write(b) });
       current = proc;
       let own: NodeJS.Timeout | null = null;
@@ -227,6 +232,17 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
       }
     }
 
+    // From here on the job's own user works in build/ and home/. The job directory and tmp/
+    // stay the runner's (traversable only), so the job cannot plant a symlink where the
+    // runner writes its scripts and archives.
+    if (runAs) {
+      own(buildDir);
+      own(homeDir);
+      if (fs.existsSync(path.join(tmpDir, 'variables'))) own(path.join(tmpDir, 'variables'));
+      fs.chmodSync(jobDir, 0o711);
+      fs.chmodSync(tmpDir, 0o711);
+    }
+
     // Steps.
     const steps: JobStep[] = job.steps ?? [];
     let failure: JobError | null = null;
@@ -236,7 +252,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
       const runIt = failure ? when === 'on_failure' || when === 'always' : when === 'on_success' || when === 'always' || when === '';
       if (!runIt) continue;
       trace.write(color.section(step.name === 'script' ? 'Executing "step_script" stage of the job script' : `Executing "${step.name}" stage of the job script`));
-      const r = await runStep(step, 'script', { run, jobDir, buildDir, tmpDir, env });
+      const r = await runStep(step, 'script', { run, jobDir, buildDir, tmpDir, env, own });
       if (interrupted()) break;
       if (r.exitCode !== 0 && !step.allow_failure) {
         failure = new JobError(`Job failed: exit code ${r.exitCode ?? (r.signal ? `signal ${r.signal}` : 'unknown')}`, 'script_failure', r.exitCode ?? undefined);
@@ -252,7 +268,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
       // The job's deadline does not cut after_script short; its own limit does.
       const wasTimedOut = timedOut;
       timedOut = false;
-      const r = await runStep(after, 'after_script', { run, jobDir, buildDir, tmpDir, env: afterEnv }, limit);
+      const r = await runStep(after, 'after_script', { run, jobDir, buildDir, tmpDir, env: afterEnv, own }, limit);
       timedOut = wasTimedOut;
       if (r.exitCode !== 0) trace.write(color.warn(`after_script failed, but the job's status does not change: exit code ${r.exitCode ?? r.signal ?? 'unknown'}`));
     }
@@ -315,9 +331,18 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
 
 type RunFn = (file: string, args: string[], cwd: string, env: NodeJS.ProcessEnv, sandboxed: boolean, limitSec?: number) => Promise<RunResult>;
 
-async function runStep(step: JobStep, name: string, c: { run: RunFn; jobDir: string; buildDir: string; tmpDir: string; env: NodeJS.ProcessEnv }, limitSec?: number): Promise<RunResult> {
+/** lchown of a tree, never following symlinks (the job may have planted some). */
+function chownTree(p: string, uid: number, gid: number) {
+  const st = fs.lstatSync(p);
+  fs.lchownSync(p, uid, gid);
+  if (st.isDirectory()) for (const e of fs.readdirSync(p)) chownTree(path.join(p, e), uid, gid);
+}
+
+async function runStep(step: JobStep, name: string, c: { run: RunFn; jobDir: string; buildDir: string; tmpDir: string; env: NodeJS.ProcessEnv; own: (p: string) => void }, limitSec?: number): Promise<RunResult> {
   const file = path.join(c.tmpDir, `${name}.sh`);
-  fs.writeFileSync(file, stepScript(step.script ?? []), { mode: 0o700 });
+  fs.rmSync(file, { force: true });
+  fs.writeFileSync(file, stepScript(step.script ?? []), { mode: 0o700, flag: 'wx' });
+  c.own(file);
   return c.run('bash', ['--noprofile', '--norc', file], c.buildDir, c.env, true, limitSec);
 }
 

@@ -12,6 +12,12 @@ export interface SandboxStatus {
   bwrap: string | null;
   /** Why it is not available (shown to the operator). */
   reason: string | null;
+  /**
+   * When the runner is root: the unprivileged user jobs run as (bwrap sets the sandbox up as
+   * root, then setpriv drops to this uid/gid with no capabilities and no_new_privs). Null: jobs
+   * keep the runner's uid (a root runner's jobs then have every capability dropped instead).
+   */
+  runAs?: { uid: number; gid: number; setpriv: string } | null;
 }
 
 let cached: SandboxStatus | null = null;
@@ -34,25 +40,45 @@ function findOnPath(name: string): string | null {
  * Finds bwrap and checks that it can really build a sandbox here (user namespaces may be off,
  * or a container may forbid mounts): a run of `true` with the same kind of arguments jobs get.
  */
-export function detectSandbox(opts: { refresh?: boolean; bwrapPath?: string } = {}): SandboxStatus {
+export function detectSandbox(opts: { refresh?: boolean; bwrapPath?: string; env?: NodeJS.ProcessEnv } = {}): SandboxStatus {
   if (cached && !opts.refresh && !opts.bwrapPath) return cached;
-  const bwrap = opts.bwrapPath ?? process.env.CAIRN_RUNNER_BWRAP ?? findOnPath('bwrap');
+  const env = opts.env ?? process.env;
+  const bwrap = opts.bwrapPath ?? env.CAIRN_RUNNER_BWRAP ?? findOnPath('bwrap');
   let status: SandboxStatus;
-  if (!bwrap) {
-    status = { available: false, bwrap: null, reason: 'bubblewrap (bwrap) is not installed; on Debian/Ubuntu: apt-get install bubblewrap' };
-  } else {
-    const r = spawnSync(bwrap, ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--unshare-pid', '--die-with-parent', '--', 'true'], {
+  const trial = (command: string[], caps: string[]) =>
+    spawnSync(bwrap!, ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--unshare-pid', '--die-with-parent', ...caps, '--', ...command], {
       encoding: 'utf8',
       timeout: 10_000,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+  if (!bwrap) {
+    status = { available: false, bwrap: null, reason: 'bubblewrap (bwrap) is not installed; on Debian/Ubuntu: apt-get install bubblewrap' };
+  } else {
+    const r = trial(['true'], ['--cap-drop', 'ALL']);
     status =
       r.status === 0
-        ? { available: true, bwrap, reason: null }
+        ? { available: true, bwrap, reason: null, runAs: null }
         : { available: false, bwrap: null, reason: `bubblewrap (${bwrap}) cannot create a sandbox here: ${(r.stderr || r.error?.message || `exit ${r.status}`).trim()} (are unprivileged user namespaces disabled?)` };
+    // A root runner runs its jobs as an unprivileged user: root without capabilities could
+    // still read every root-owned file the machine has.
+    const setpriv = findOnPath('setpriv');
+    if (status.available && typeof process.getuid === 'function' && process.getuid() === 0 && setpriv && env.CAIRN_RUNNER_JOB_UID !== 'root') {
+      const uid = Number(env.CAIRN_RUNNER_JOB_UID || 65534);
+      const gid = Number(env.CAIRN_RUNNER_JOB_GID || uid);
+      if (Number.isInteger(uid) && uid > 0 && Number.isInteger(gid) && gid > 0) {
+        const runAs = { uid, gid, setpriv };
+        const t = trial([...setprivArgs(runAs), 'true'], []);
+        if (t.status === 0) status.runAs = runAs;
+        else status.reason = `jobs run as root without capabilities: dropping to uid ${uid} failed (${(t.stderr || '').trim()})`;
+      }
+    }
   }
   if (!opts.bwrapPath) cached = status;
   return status;
+}
+
+function setprivArgs(runAs: { uid: number; gid: number; setpriv: string }): string[] {
+  return [runAs.setpriv, `--reuid=${runAs.uid}`, `--regid=${runAs.gid}`, '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];
 }
 
 export interface SandboxSpec {
@@ -63,6 +89,8 @@ export interface SandboxSpec {
   cwd: string;
   /** Directories and files the job must not see (Cairn's data dir, config, all builds). */
   hidden: string[];
+  /** Drop to this user inside the sandbox (a root runner); otherwise every capability is dropped. */
+  runAs?: { uid: number; gid: number; setpriv: string } | null;
 }
 
 /** The bwrap argument list that runs `command` isolated (arguments, never a shell string). */
@@ -89,6 +117,7 @@ export function sandboxArgs(spec: SandboxSpec, command: string[]): string[] {
   }
   // After the tmpfs mounts, so the job's directory reappears inside a hidden parent.
   args.push('--bind', jobDir, jobDir);
-  args.push('--unshare-pid', '--die-with-parent', '--chdir', spec.cwd, '--', ...command);
-  return args;
+  args.push('--unshare-pid', '--die-with-parent', '--chdir', spec.cwd);
+  if (spec.runAs) return [...args, '--', ...setprivArgs(spec.runAs), ...command];
+  return [...args, '--cap-drop', 'ALL', '--', ...command];
 }

@@ -132,7 +132,11 @@ describe('sandbox arguments', () => {
       assert.ok(s.indexOf(`--tmpfs ${path.join(dir, 'builds')}`) < s.indexOf(`--bind ${jobDir} ${jobDir}`));
       assert.ok(!s.includes('missing'));
       assert.ok(args.includes('--unshare-pid') && args.includes('--die-with-parent'));
-      assert.deepEqual(args.slice(-3), ['--', 'bash', 'x.sh']);
+      assert.deepEqual(args.slice(-5), ['--cap-drop', 'ALL', '--', 'bash', 'x.sh']);
+      const dropped = sandboxArgs({ bwrap: 'bwrap', jobDir, cwd: jobDir, hidden: [], runAs: { uid: 65534, gid: 65534, setpriv: '/usr/bin/setpriv' } }, ['bash', 'x.sh']);
+      const at = dropped.indexOf('/usr/bin/setpriv');
+      assert.ok(at > 0 && dropped[at - 1] === '--');
+      assert.deepEqual(dropped.slice(at + 1), ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--', 'bash', 'x.sh']);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
