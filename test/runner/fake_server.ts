@@ -55,6 +55,9 @@ export class FakeServer {
   private queue: number[] = [];
   /** Artifacts served by GET /jobs/:id/artifacts: job id -> {token, zip}. */
   readonly served = new Map<number, { token: string; body: Buffer }>();
+  /** The next final updates (success/failed) this many times: the connection is dropped (a network error). */
+  dropFinalUpdates = 0;
+  droppedFinalUpdates = 0;
   /** X-GitLab-Trace-Update-Interval sent with trace answers, when set. */
   traceInterval: string | null = null;
   lastUpdate = 0;
@@ -141,6 +144,12 @@ export class FakeServer {
       const job = this.jobs.get(Number(m[1]));
       const b = JSON.parse((await this.body(req)).toString());
       if (!job || b.token !== job.payload.token) return this.json(res, 403, { message: '403 Forbidden' });
+      if ((b.state === 'success' || b.state === 'failed') && this.dropFinalUpdates > 0) {
+        this.dropFinalUpdates--;
+        this.droppedFinalUpdates++;
+        req.socket.destroy();
+        return;
+      }
       const u: Update = { state: b.state, failure_reason: b.failure_reason, exit_code: b.exit_code, token: b.token, headerToken: (req.headers['job-token'] as string) ?? null };
       if (job.canceled) return this.json(res, 403, { message: '403 Forbidden - Job is not running' }, { 'job-status': 'canceled' });
       job.updates.push(u);

@@ -179,6 +179,14 @@ describe('jobs', () => {
     assert.doesNotMatch(trace, /^never$/m);
   });
 
+  test('the final update is retried after network errors', async () => {
+    server.dropFinalUpdates = 2;
+    const { final, outcome } = await runJob(payload({ script: ['echo retried'] }));
+    assert.equal(server.droppedFinalUpdates, 2);
+    assert.equal(outcome.state, 'success');
+    assert.equal(final?.state, 'success');
+  });
+
   test('pipefail: a failing command in a pipeline fails the job', async () => {
     const { final } = await runJob(payload({ script: ['false | cat'] }));
     assert.equal(final?.state, 'failed');
