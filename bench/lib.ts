@@ -96,7 +96,8 @@ export async function startServer(extraEnv: Record<string, string> = {}, opts: {
       child.kill('SIGTERM');
       if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
       fs.rmSync(dataDir, { recursive: true, force: true });
-      if (dbName) await adminQuery(process.env.DATABASE_URL!, `drop database if exists "${dbName}" with (force)`);
+      if (dbName && process.env.BENCH_KEEP_DB) console.log(`kept database ${dbName} (BENCH_KEEP_DB)`);
+      else if (dbName) await adminQuery(process.env.DATABASE_URL!, `drop database if exists "${dbName}" with (force)`);
     },
   };
 }
