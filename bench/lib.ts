@@ -71,6 +71,7 @@ export async function startServer(extraEnv: Record<string, string> = {}, opts: {
     CAIRN_ROOT_PASSWORD: 'bench-password-123',
     CAIRN_LOG_LEVEL: 'warn',
     CAIRN_ARCHIVE_RATE_LIMIT: '0',
+    CAIRN_BUILTIN_RUNNER: '0',
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
     ...extraEnv,
   };

@@ -1,12 +1,17 @@
 import { buildApp } from './app.js';
 import { loadConfig } from './config.js';
 import { startWorker } from './jobs/queue.js';
+import type { BuiltinRunner } from './runner/runner.js';
+import { startServeBuiltinRunner } from './runner/serve.js';
 
 export async function serve() {
   const config = loadConfig();
   const app = await buildApp({ config });
+  let builtin: BuiltinRunner | null = null;
   const shutdown = async (signal: string) => {
     app.log.info(`${signal}: shutting down`);
+    // The built-in runner reports its running jobs failed while the server can still take it.
+    await builtin?.stop().catch(() => {});
     await app.close();
     process.exit(0);
   };
@@ -19,6 +24,9 @@ export async function serve() {
     app.cairn.closers.push(stop);
   }
   await app.listen({ host: config.host, port: config.port });
+  // Cairn's own instance runner for untagged jobs (CAIRN_BUILTIN_RUNNER=0 turns it off); it talks
+  // to this server over HTTP like any other runner.
+  builtin = await startServeBuiltinRunner(app.cairn, { log: (m) => app.log.info(m) });
   app.log.info(`Cairn serving ${config.externalUrl} (${app.cairn.dbKind === 'pglite' ? `embedded database in ${config.dataDir}` : 'PostgreSQL'})`);
   return app;
 }

@@ -23,7 +23,7 @@ async function freePort(): Promise<number> {
 async function startServe(databaseUrl: string, dataDir: string): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
   const child = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), 'serve'], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, CAIRN_PORT: String(port), CAIRN_DATA_DIR: dataDir, CAIRN_ROOT_TOKEN: TOKEN, CAIRN_LOG_LEVEL: 'error' },
+    env: { ...process.env, DATABASE_URL: databaseUrl, CAIRN_PORT: String(port), CAIRN_DATA_DIR: dataDir, CAIRN_ROOT_TOKEN: TOKEN, CAIRN_LOG_LEVEL: 'error', CAIRN_BUILTIN_RUNNER: '0' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
