@@ -19,8 +19,8 @@ export function jobWebUrl(ctx: PresentContext, project: ProjectRow, id: number, 
   return bridge ? `${ctx.baseUrl}/${projectFullPath(project)}/-/pipelines/${id}` : `${ctx.baseUrl}/${projectFullPath(project)}/-/jobs/${id}`;
 }
 
-/** GitLab's PipelineBasic. */
-export function presentPipelineBasic(ctx: PresentContext, project: ProjectRow, p: CiPipeline) {
+/** A pipeline as a job and a commit's last_pipeline show it: PipelineBasic without its name. */
+export function presentPipelineSummary(ctx: PresentContext, project: ProjectRow, p: CiPipeline) {
   return {
     id: p.id,
     iid: p.iid,
@@ -32,8 +32,12 @@ export function presentPipelineBasic(ctx: PresentContext, project: ProjectRow, p
     created_at: iso(p.created_at)!,
     updated_at: iso(p.updated_at)!,
     web_url: pipelineWebUrl(ctx, project, p.id),
-    name: p.name,
   };
+}
+
+/** GitLab's PipelineBasic. */
+export function presentPipelineBasic(ctx: PresentContext, project: ProjectRow, p: CiPipeline) {
+  return { ...presentPipelineSummary(ctx, project, p), name: p.name };
 }
 
 const STATUS_TEXT: Record<string, [string, string]> = {
@@ -136,21 +140,6 @@ export async function loadJobExtras(cairn: Cairn, project: ProjectRow, builds: C
   };
 }
 
-function jobPipeline(ctx: PresentContext, project: ProjectRow, p: CiPipeline) {
-  return {
-    id: p.id,
-    iid: p.iid,
-    project_id: p.project_id,
-    sha: p.sha,
-    ref: p.ref,
-    status: p.status,
-    source: p.source,
-    created_at: iso(p.created_at)!,
-    updated_at: iso(p.updated_at)!,
-    web_url: pipelineWebUrl(ctx, project, p.id),
-  };
-}
-
 function jobCommon(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobExtras) {
   const user = b.user_id ? x.users.get(b.user_id) : undefined;
   const commit = x.commits.get(b.sha);
@@ -172,7 +161,7 @@ function jobCommon(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobE
     queued_duration: b.queued_at ? seconds(b.queued_at, b.started_at) : null,
     user: user ? presentUserExtended(ctx, user) : null,
     commit: commit ? presentCommit({ ...ctx, projectFullPath: projectFullPath(project) }, commit) : null,
-    pipeline: jobPipeline(ctx, project, pipeline),
+    pipeline: presentPipelineSummary(ctx, project, pipeline),
     web_url: jobWebUrl(ctx, project, b.id),
     project: { ci_job_token_scope_enabled: !!projectSettings(project).ci_job_token_scope_enabled },
     archived: !!project.archived,

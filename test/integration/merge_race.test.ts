@@ -1,46 +1,21 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { openTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { startServe as startCairn } from '../helpers/serve.js';
 
 // "A merge is one compare-and-swap on the target ref: two concurrent merges of one merge request,
 // from two processes, give exactly one merge." Two real `cairn serve` processes on one
 // PostgreSQL and one data directory (as test/integration/two_processes.test.ts), PUT .../merge
 // sent to both at once.
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const TOKEN = 'merge-race-root-token-123';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function startServe(databaseUrl: string, dataDir: string): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), 'serve'], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, CAIRN_PORT: String(port), CAIRN_DATA_DIR: dataDir, CAIRN_ROOT_TOKEN: TOKEN, CAIRN_LOG_LEVEL: 'error', CAIRN_BUILTIN_RUNNER: '0' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`${url}/-/readiness`)).ok) return { url, child };
-    } catch {}
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill();
-  throw new Error('cairn serve did not start');
-}
+const startServe = (databaseUrl: string, dataDir: string) => startCairn({ databaseUrl, dataDir, rootToken: TOKEN });
 
 interface Commit { id: string; parent_ids: string[]; message: string }
 interface MergeRequestBody { iid: number; id: number; sha: string; state: string; merged_at: string | null; merge_commit_sha: string | null; merge_user: { id: number } | null }

@@ -1,41 +1,16 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { openTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { startServe as startCairn } from '../helpers/serve.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const TOKEN = 'two-process-root-token-123';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function startServe(databaseUrl: string, dataDir: string): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), 'serve'], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, CAIRN_PORT: String(port), CAIRN_DATA_DIR: dataDir, CAIRN_ROOT_TOKEN: TOKEN, CAIRN_LOG_LEVEL: 'error', CAIRN_BUILTIN_RUNNER: '0' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`${url}/-/readiness`)).ok) return { url, child };
-    } catch {}
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill();
-  throw new Error('cairn serve did not start');
-}
+const startServe = (databaseUrl: string, dataDir: string) => startCairn({ databaseUrl, dataDir, rootToken: TOKEN });
 
 // Two Cairn processes share one PostgreSQL (PGlite is one process by nature, so this runs on PostgreSQL only).
 describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATABASE_URL ? false : 'needs DATABASE_URL' }, () => {

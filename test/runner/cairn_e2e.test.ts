@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { registrationToken } from '../../src/ci/runners.js';
@@ -14,19 +13,9 @@ import { detectSandbox } from '../../src/runner/sandbox.js';
 import { startServeBuiltinRunner } from '../../src/runner/serve.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
 import { commitFiles, jobsByName, latestPipeline } from '../helpers/ci.js';
+import { freePort } from '../helpers/serve.js';
 
 const sandbox = detectSandbox();
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function cli(args: string[], env: Record<string, string>): Promise<{ status: number | null; out: string }> {
   return new Promise((resolve) => {
@@ -37,7 +26,6 @@ function cli(args: string[], env: Record<string, string>): Promise<{ status: num
     child.on('close', (status) => resolve({ status, out }));
   });
 }
-
 async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 60_000): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {

@@ -34,8 +34,7 @@ import {
 import { latestPipelineForSha } from '../../ci/pipelines/lookup.js';
 import type { ProjectAccess } from '../../policies/projects.js';
 import { can } from '../../policies/abilities.js';
-import { iso } from '../../presenters/users.js';
-import { pipelineWebUrl } from '../../presenters/ci.js';
+import { presentPipelineSummary } from '../../presenters/ci.js';
 import { IdParams, ShaParams } from '../params.js';
 import { projectOf, route } from '../route.js';
 
@@ -93,18 +92,7 @@ async function lastPipeline(request: FastifyRequest, access: ProjectAccess, sha:
   if (!can(request.actor?.user ?? null, 'read_pipeline', { project: access.project, accessLevel: access.accessLevel })) return null;
   const p = await latestPipelineForSha(request.server.cairn.db, access.project.id, sha);
   if (!p) return null;
-  return {
-    id: p.id,
-    iid: p.iid,
-    project_id: p.project_id,
-    sha: p.sha,
-    ref: p.ref,
-    status: p.status,
-    source: p.source,
-    created_at: iso(p.created_at)!,
-    updated_at: iso(p.updated_at)!,
-    web_url: pipelineWebUrl({ baseUrl: request.server.cairn.config.externalUrl }, access.project, p.id),
-  };
+  return presentPipelineSummary({ baseUrl: request.server.cairn.config.externalUrl }, access.project, p);
 }
 
 function parseDate(value: string | undefined, name: string): Date | null {
