@@ -296,6 +296,14 @@ describe('runner protocol (gitlab-runner replay)', () => {
     assert.equal((await send(app, 'GET', `/api/v4/job?job_token=${job.token}`)).status, 200);
     assert.equal((await send(app, 'GET', '/api/v4/job', { headers: { 'private-token': developer.token } })).status, 401);
     assert.equal((await send(app, 'GET', '/api/v4/job')).status, 401);
+    // GET /job/allowed_agents: no agents in Cairn; the job, pipeline, project and user as the spec shows them.
+    const agents = await send(app, 'GET', `/api/v4/job/allowed_agents?job_token=${job.token}`);
+    assert.equal(agents.status, 200, agents.raw.toString());
+    assert.deepEqual(agents.body.allowed_agents, []);
+    assert.equal(agents.body.job.id, job.id);
+    assert.equal(agents.body.project.path_with_namespace, fullPath);
+    assert.deepEqual(Object.keys(agents.body.pipeline).sort(), ['created_at', 'id', 'project_id', 'ref', 'sha', 'status', 'updated_at', 'web_url']);
+    assert.equal((await send(app, 'GET', '/api/v4/job/allowed_agents', { headers: { 'private-token': developer.token } })).status, 401);
 
     const jobHeaders = (extra: Record<string, string> = {}) => runnerHeaders({ 'job-token': job.token, ...extra });
     // UpdateJob: state running, as the runner's keep-alive.

@@ -27,7 +27,11 @@ import { ApiError, apiError, badRequest, forbidden, missingParam, notFound, unau
 import { RawBody, route, type Access } from '../route.js';
 import { RowId } from '../params.js';
 import { findProjectRow } from '../../finders/projects.js';
-import { loadJobExtras, presentJob } from '../../presenters/ci.js';
+import { loadJobExtras, presentJob, presentPipelineSummary } from '../../presenters/ci.js';
+import { presentProjectIdentity } from '../../presenters/projects.js';
+import { presentUserBasic } from '../../presenters/users.js';
+import { ProjectIdentitySchema } from '../../presenters/schemas/projects.js';
+import { Nullable, Timestamp } from '../../presenters/schemas/common.js';
 import { JobSchema } from '../../presenters/schemas/ci.js';
 
 // The runner protocol (what gitlab-runner's network/gitlab.go speaks): registration, the job
@@ -140,6 +144,20 @@ async function touchRunner(cairn: Cairn, runnerId: number | null) {
 
 const TRACE_UPDATE_INTERVAL = '3';
 
+/** GET /job/allowed_agents, as the spec shows it. */
+const AllowedAgentsSchema = Type.Object({
+  allowed_agents: Type.Array(Type.Object({ id: Type.Integer(), config_project: ProjectIdentitySchema })),
+  job: Type.Object({ id: Type.Integer(), name: Type.String(), stage: Type.String(), project_id: Type.Integer(), project_name: Type.String() }, { additionalProperties: false }),
+  pipeline: Type.Object({
+    id: Type.Integer(), project_id: Type.Integer(), sha: Type.String(), ref: Type.String(), status: Type.String(),
+    created_at: Timestamp, updated_at: Timestamp, web_url: Type.String(),
+  }, { additionalProperties: false }),
+  project: ProjectIdentitySchema,
+  user: Type.Object({
+    id: Type.Integer(), name: Type.String(), username: Type.String(), state: Type.String(), avatar_url: Nullable(Type.String()), web_url: Type.String(),
+  }, { additionalProperties: false }),
+}, { additionalProperties: false });
+
 export default async function runnerProtocolRoutes(app: FastifyInstance) {
   const cairn = app.cairn;
   if (!cairn.tokenResolvers.includes(jobTokenResolver)) cairn.tokenResolvers.push(jobTokenResolver);
@@ -166,6 +184,31 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     if (!build || !project) throw unauthorized();
     const extras = await loadJobExtras(cairn, project, [build]);
     return presentJob({ baseUrl: cairn.config.externalUrl, viewer: actor.user }, project, build, extras);
+  });
+
+  // GitLab's Kubernetes agents a job may use (premium). Cairn has no agents, so the list is
+  // empty; the job, its pipeline, project and user are as GitLab shows them.
+  app.get('/api/v4/job/allowed_agents', route({
+    access: { custom: 'a CI job token (JOB-TOKEN or job_token): the job it belongs to', signedIn: true },
+    config: { jobToken: true },
+    schema: { response: { 200: AllowedAgentsSchema } },
+  }), async (request) => {
+    const actor = request.actor;
+    if (!actor || actor.kind !== 'job_token') throw unauthorized();
+    const build = await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', Number(actor.meta?.jobId)).executeTakeFirst();
+    const project = build ? await findProjectRow(cairn.db, build.project_id) : undefined;
+    const pipeline = build ? await cairn.db.selectFrom('ci_pipelines').selectAll().where('id', '=', build.pipeline_id).executeTakeFirst() : undefined;
+    if (!build || !project || !pipeline) throw unauthorized();
+    const ctx = { baseUrl: cairn.config.externalUrl, viewer: actor.user };
+    const { source: _source, iid: _iid, ...pipelineShown } = presentPipelineSummary(ctx, project, pipeline);
+    const { id, name, username, state, avatar_url, web_url } = presentUserBasic(ctx, actor.user);
+    return {
+      allowed_agents: [],
+      job: { id: build.id, name: build.name, stage: build.stage, project_id: project.id, project_name: project.name },
+      pipeline: pipelineShown,
+      project: presentProjectIdentity(project),
+      user: { id, name, username, state, avatar_url, web_url },
+    };
   });
 
   // ---- registration ------------------------------------------------------------------------
