@@ -85,10 +85,12 @@ interface Picked {
 /** N long-polling runners; every job one takes is reported to `onPick` and finished. */
 function startRunners(server: BenchServer, tokens: string[], onPick: (p: Picked) => void) {
   let stopping = false;
-  const controller = new AbortController();
+  const controllers: AbortController[] = [];
   let idle = 0;
   let failures = 0;
   const loops = tokens.map(async (token, i) => {
+    const controller = new AbortController();
+    controllers.push(controller);
     let lastUpdate = '';
     while (!stopping) {
       idle++;
@@ -134,7 +136,7 @@ function startRunners(server: BenchServer, tokens: string[], onPick: (p: Picked)
     failures: () => failures,
     async stop() {
       stopping = true;
-      controller.abort();
+      for (const c of controllers) c.abort();
       await Promise.allSettled(loops);
     },
   };
