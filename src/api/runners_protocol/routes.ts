@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { pipeline, Transform, type Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
@@ -163,6 +164,8 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
   if (!cairn.tokenResolvers.includes(jobTokenResolver)) cairn.tokenResolvers.push(jobTokenResolver);
   // Long polls end when the app closes (their requests would otherwise hold the close up).
   const closing = new AbortController();
+  // Every held long poll listens on it: as many listeners as waiting runners, not a leak.
+  setMaxListeners(0, closing.signal);
   app.addHook('onClose', async () => closing.abort());
 
   // Trace patches arrive as text/plain (binary-safe here); artifacts as multipart, streamed.
