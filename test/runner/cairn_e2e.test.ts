@@ -14,6 +14,7 @@ import { startServeBuiltinRunner } from '../../src/runner/serve.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
 import { commitFiles, jobsByName, latestPipeline } from '../helpers/ci.js';
 import { freePort } from '../helpers/serve.js';
+import { startWorker } from '../../src/jobs/queue.js';
 
 const sandbox = detectSandbox();
 
@@ -42,12 +43,15 @@ describe('cairn runner against a Cairn server', () => {
   let runner: ChildProcess | null = null;
   let runnerLog = '';
   let project: Project;
+  let stopWorker: (() => Promise<void>) | null = null;
 
   before(async () => {
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
     t = await createTestContext({ host: '127.0.0.1', port, externalUrl: url });
     await t.app.listen({ host: '127.0.0.1', port });
+    // The background queue, as `cairn serve` runs it (downstream pipelines are made there).
+    stopWorker = startWorker(t.app.cairn, { idleMs: 100 });
     project = await t.createProject();
     const v = await t.post(`/api/v4/projects/${project.id}/variables`, { key: 'SECRET_TOKEN', value: 'very-secret-value-1', masked: true });
     assert.equal(v.status, 201, JSON.stringify(v.body));
@@ -67,6 +71,7 @@ describe('cairn runner against a Cairn server', () => {
       await new Promise((r) => runner!.once('exit', r));
     }
     if (process.env.TEST_LOG) console.log(runnerLog);
+    await stopWorker?.();
     await t?.close();
   });
 
@@ -139,6 +144,85 @@ describe('cairn runner against a Cairn server', () => {
     const row = await t.db.selectFrom('ci_builds').select('status').where('id', '=', job.id).executeTakeFirstOrThrow();
     assert.equal(row.status, 'canceled');
     assert.ok(!(await trace(job.id)).includes('finished'));
+  });
+
+  test('needs, rules, retry, timeout, manual/play and a child pipeline, run by the runner', async () => {
+    await commitFiles(t, project, {
+      'child.yml': ['child-job:', '  script:', '    - echo "in the child pipeline"', ''].join('\n'),
+      '.gitlab-ci.yml': [
+        'stages: [build, test, deploy]',
+        'build:',
+        '  stage: build',
+        '  script:',
+        '    - echo "from build" > shared.txt',
+        '  artifacts:',
+        '    paths: [shared.txt]',
+        'quick:',
+        '  stage: test',
+        '  needs: [build]',
+        '  script:',
+        '    - cat shared.txt',
+        'never:',
+        '  stage: test',
+        '  rules:',
+        '    - if: \'$CI_COMMIT_BRANCH == "elsewhere"\'',
+        '  script:',
+        '    - echo never',
+        'flaky:',
+        '  stage: test',
+        '  retry: 1',
+        '  allow_failure: true',
+        '  script:',
+        '    - echo "attempt of $CI_JOB_NAME"',
+        '    - exit 1',
+        'slow:',
+        '  stage: test',
+        '  timeout: 3 seconds',
+        '  allow_failure: true',
+        '  script:',
+        '    - sleep 60',
+        'deploy:',
+        '  stage: deploy',
+        '  when: manual',
+        '  script:',
+        '    - echo deployed',
+        'child:',
+        '  stage: deploy',
+        '  trigger:',
+        '    include: child.yml',
+        '    strategy: depend',
+        '',
+      ].join('\n'),
+    });
+    const pipeline = await latestPipeline(t, project.id);
+    const finished = await until('the pipeline to finish', async () => {
+      const p = await t.db.selectFrom('ci_pipelines').select('status').where('id', '=', pipeline.id).executeTakeFirstOrThrow();
+      return ['success', 'failed', 'canceled', 'manual'].includes(p.status) ? p : null;
+    }, 90_000);
+    const jobs = await jobsByName(t, pipeline.id);
+    assert.equal(finished.status, 'success', JSON.stringify(Object.fromEntries(Object.entries(jobs).map(([k, v]) => [k, [v.status, v.failure_reason]]))) + runnerLog);
+    assert.equal(jobs.never, undefined, 'rules left the job out');
+    assert.equal(jobs.quick.status, 'success');
+    assert.match(await trace(jobs.quick.id), /from build/, 'needs brought the artifacts of build');
+    // retry: 1 ran the failing job twice: the first attempt is kept as retried.
+    const attempts = await t.db.selectFrom('ci_builds').select(['status', 'retried']).where('pipeline_id', '=', pipeline.id).where('name', '=', 'flaky').orderBy('id').execute();
+    assert.deepEqual(attempts.map((a) => [a.status, a.retried]), [['failed', true], ['failed', false]]);
+    assert.equal(jobs.slow.status, 'failed');
+    assert.ok(['job_execution_timeout', 'stuck_or_timeout_failure'].includes(jobs.slow.failure_reason ?? ''), String(jobs.slow.failure_reason));
+    // The bridge waited for its child pipeline (strategy: depend), which the runner ran.
+    assert.equal(jobs.child.status, 'success');
+    assert.ok(jobs.child.downstream_pipeline_id);
+    const childJobs = await jobsByName(t, jobs.child.downstream_pipeline_id!);
+    assert.match(await trace(childJobs['child-job'].id), /in the child pipeline/);
+    // The manual job waits until played, then the runner runs it.
+    assert.equal(jobs.deploy.status, 'manual');
+    const played = await t.post(`/api/v4/projects/${project.id}/jobs/${jobs.deploy.id}/play`);
+    assert.equal(played.status, 200, JSON.stringify(played.body));
+    await until('the played job to finish', async () => {
+      const row = await t.db.selectFrom('ci_builds').select('status').where('id', '=', jobs.deploy.id).executeTakeFirstOrThrow();
+      return row.status === 'success' ? row : null;
+    }, 30_000);
+    assert.match(await trace(jobs.deploy.id), /deployed/);
   });
 
   test('SIGTERM stops the runner process', async () => {
