@@ -9,6 +9,7 @@ import { developersCan, groupGrantCheck, projectProtection, protectionOf, pushDe
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { BranchView } from '../presenters/branches.js';
 import { mergedInto } from '../git/commits.js';
+import { runPostReceiveHooks } from './post_receive.js';
 import { projectRepoPath, recordRefActivity } from './projects.js';
 
 export interface Caller {
@@ -134,6 +135,7 @@ export async function createBranch(cairn: Cairn, project: ProjectWithNamespace, 
     throw e;
   }
   await recordRefActivity(cairn.db, project, { branchWritten: true });
+  await runPostReceiveHooks(cairn, { projectId: project.id, userId: caller.user?.id ?? null, changes: [{ ref: `refs/heads/${name}`, oldSha: ZERO_OID, newSha: target.oid }], pushOptions: [] });
   return findBranch(cairn, project, caller, name);
 }
 

@@ -19,6 +19,7 @@ import { EMPTY_TREE_OID, isOid, isValidBranchName, ZERO_OID } from '../git/valid
 import { buildCommit, checkWritablePath, writeActionBlobs, commitTree, compareAndSwapRef, mergeTrees, TreeActionError, type Identity, type TreeAction } from '../git/write.js';
 import { assertCanPushToBranch, assertRepositoryWritable } from '../policies/code.js';
 import { ApiError, apiError, invalidParam, missingParam, notFound } from '../plugins/errors.js';
+import { runPostReceiveHooks } from './post_receive.js';
 import { projectRepoPath, recordRefActivity } from './projects.js';
 
 /**
@@ -148,7 +149,7 @@ const defaultStale = (path: string) => `The file has changed since you started e
 async function notifyPush(cairn: Cairn, project: ProjectWithNamespace, user: User, ref: string, oldSha: string | null, newSha: string) {
   await recordRefActivity(cairn.db, project, { branchWritten: true });
   const event = { projectId: project.id, userId: user.id, changes: [{ ref, oldSha: oldSha ?? ZERO_OID, newSha }], pushOptions: [] };
-  await Promise.allSettled(cairn.postReceiveHooks.map((hook) => hook(event)));
+  await runPostReceiveHooks(cairn, event);
 }
 
 /** After the first branch of an empty repository is created elsewhere than HEAD, HEAD follows it. */

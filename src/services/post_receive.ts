@@ -53,12 +53,21 @@ export async function recordPush(
     .execute();
 
   const event: PostReceiveEvent = { projectId: project.id, userId, changes, pushOptions };
+  await runPostReceiveHooks(cairn, event, log);
+  return event;
+}
+
+/**
+ * Calls every post-receive hook (merge request refresh, pipeline creation...) with a change of
+ * refs, however it was made: a push, a commit through the API, a branch or tag created through
+ * the API. A failing hook is logged; the others still run.
+ */
+export async function runPostReceiveHooks(cairn: Cairn, event: PostReceiveEvent, log: { error: (obj: unknown, msg: string) => void } = console): Promise<void> {
   for (const hook of cairn.postReceiveHooks) {
     try {
       await hook(event);
     } catch (err) {
-      log.error({ err, projectId: project.id }, 'post-receive hook failed');
+      log.error({ err, projectId: event.projectId }, 'post-receive hook failed');
     }
   }
-  return event;
 }

@@ -7,6 +7,7 @@ import { can, type ProjectAbility } from '../policies/abilities.js';
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { TagView } from '../presenters/tags.js';
 import { matchesSearch, type Caller } from './branches.js';
+import { runPostReceiveHooks } from './post_receive.js';
 import { projectRepoPath, recordRefActivity } from './projects.js';
 
 async function tagView(cairn: Cairn, gitDir: string, ref: RefEntry): Promise<TagView> {
@@ -92,6 +93,7 @@ export async function createTag(cairn: Cairn, project: ProjectWithNamespace, cal
     throw e;
   }
   await recordRefActivity(cairn.db, project);
+  await runPostReceiveHooks(cairn, { projectId: project.id, userId: caller.user?.id ?? null, changes: [{ ref: `refs/tags/${p.name}`, oldSha: ZERO_OID, newSha: target }], pushOptions: [] });
   return findTag(cairn, project, p.name);
 }
 

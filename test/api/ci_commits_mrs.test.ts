@@ -365,4 +365,19 @@ describe('CI in the commits and merge requests APIs', () => {
     assert.deepEqual(names.sort(), ['build', 'ext', 'test']);
     assert.equal((await t.get(api(project, `/pipelines/${ci.id}/jobs`), { token: reporter.token })).body.some((j: any) => j.name === 'ext'), false, 'not a job');
   });
+
+  it('a branch or a tag created through the API gets its pipeline, as a push does', async () => {
+    const before = (await pipelinesOf(t, project.id)).length;
+    assert.equal((await t.post(`/api/v4/projects/${project.id}/repository/branches`, { branch: 'from-api', ref: 'main' }, { token: developer.token })).status, 201);
+    const onBranch = await latestPipeline(t, project.id);
+    assert.equal(onBranch.ref, 'from-api');
+    assert.equal(onBranch.tag, false);
+    assert.equal(onBranch.source, 'push');
+    assert.equal((await t.post(`/api/v4/projects/${project.id}/repository/tags`, { tag_name: 'v1.0.0', ref: 'main', message: 'annotated' }, { token: maintainer.token })).status, 201);
+    const onTag = await latestPipeline(t, project.id);
+    assert.equal(onTag.ref, 'v1.0.0');
+    assert.equal(onTag.tag, true);
+    assert.equal(onTag.sha, onBranch.sha, 'the commit the annotated tag points at');
+    assert.equal((await pipelinesOf(t, project.id)).length, before + 2);
+  });
 });
