@@ -4,6 +4,7 @@ import type { Epic, Label } from '../db/schema/work_items.js';
 import type { EpicExtras } from '../presenters/epics.js';
 import { pageWithTotal, totalCount } from './paging.js';
 import { findUsersByIds } from './users.js';
+import { labelRowsOf, voteCountsOf } from './work_item_extras.js';
 
 /** Epic list filters (GitLab's Epics API, the common ones); confidential epics only for callers who may see them. */
 export interface EpicFilters {
@@ -79,17 +80,13 @@ export async function loadEpicExtras(db: Database, epics: Epic[]): Promise<Map<n
   if (!epics.length) return out;
   const ids = epics.map((e) => e.id);
   const groupIds = [...new Set(epics.map((e) => e.group_id))];
-  const [labels, awards, groups, users] = await Promise.all([
-    db.selectFrom('label_links as ll').innerJoin('labels as l', 'l.id', 'll.label_id').select('ll.target_id').selectAll('l')
-      .where('ll.target_type', '=', 'Epic').where('ll.target_id', 'in', ids).orderBy('l.title').execute(),
-    sql<{ awardable_id: number; up: number; down: number }>`
-      select awardable_id, count(*) filter (where name = 'thumbsup')::int as up, count(*) filter (where name = 'thumbsdown')::int as down
-        from award_emoji where awardable_type = 'Epic' and awardable_id = any(${ids}::int[]) group by awardable_id`.execute(db),
+  const [labels, awardsOf, groups, users] = await Promise.all([
+    labelRowsOf(db, 'Epic', ids),
+    voteCountsOf(db, 'Epic', ids),
     db.selectFrom('namespaces').select(['id', 'full_path']).where('id', 'in', groupIds).execute(),
     findUsersByIds(db, epics.map((e) => e.author_id).filter((id): id is number => id !== null)),
   ]);
   const pathOf = new Map(groups.map((g) => [g.id, g.full_path]));
-  const awardsOf = new Map(awards.rows.map((r) => [r.awardable_id, r]));
   for (const e of epics) {
     out.set(e.id, {
       groupFullPath: pathOf.get(e.group_id) ?? '',

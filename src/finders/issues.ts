@@ -9,6 +9,7 @@ import type { LabelDetail } from '../presenters/merge_requests.js';
 import type { MilestoneView } from '../presenters/milestones.js';
 import { pageWithTotal, totalCount } from './paging.js';
 import { findUsersByIds } from './users.js';
+import { labelRowsOf, milestonesByIds, voteCountsOf } from './work_item_extras.js';
 
 /** A user filter as GitLab takes it: an id, or None (nobody) / Any (somebody). */
 export type UserMatch = number | 'none' | 'any';
@@ -254,26 +255,15 @@ export async function loadIssueExtras(
   const ids = rows.map((r) => r.id);
   const projectIds = [...new Set(rows.map((r) => r.project_id))];
   const milestoneIds = [...new Set(rows.map((r) => r.milestone_id).filter((x): x is number => x !== null))];
-  const [assignees, labels, milestones, notes, awards, paths, closing] = await Promise.all([
+  const [assignees, labels, milestones, notes, awardCounts, paths, closing] = await Promise.all([
     sql<{ issue_id: number; user_id: number }>`select issue_id, user_id from issue_assignees where issue_id = any(${ids}::int[])`.execute(db),
-    db.selectFrom('label_links as ll').innerJoin('labels as l', 'l.id', 'll.label_id')
-      .select('ll.target_id').selectAll('l')
-      .where('ll.target_type', '=', 'Issue').where('ll.target_id', 'in', ids)
-      .orderBy('l.title').execute(),
-    milestoneIds.length
-      ? sql<MilestoneView>`
-          select m.*, (select n.full_path || '/' || p.path from projects p join namespaces n on n.id = p.namespace_id where p.id = m.project_id) as project_full_path,
-                 (select g.full_path from namespaces g where g.id = m.group_id) as group_full_path
-            from milestones m where m.id = any(${milestoneIds}::int[])`.execute(db).then((r) => r.rows)
-      : Promise.resolve([] as MilestoneView[]),
+    labelRowsOf(db, 'Issue', ids),
+    milestonesByIds(db, milestoneIds),
     sql<{ noteable_id: number; user_notes: number }>`
       select noteable_id, count(*) filter (where not system)::int as user_notes
         from notes where noteable_type = 'Issue' and noteable_id = any(${ids}::int[])
        group by noteable_id`.execute(db),
-    sql<{ awardable_id: number; up: number; down: number }>`
-      select awardable_id, count(*) filter (where name = 'thumbsup')::int as up, count(*) filter (where name = 'thumbsdown')::int as down
-        from award_emoji where awardable_type = 'Issue' and awardable_id = any(${ids}::int[])
-       group by awardable_id`.execute(db),
+    voteCountsOf(db, 'Issue', ids),
     sql<{ id: number; full_path: string; path: string; namespace_id: number }>`
       select p.id, n.full_path || '/' || p.path as full_path, p.path, p.namespace_id from projects p join namespaces n on n.id = p.namespace_id
        where p.id = any(${projectIds}::int[])`.execute(db),
@@ -288,7 +278,6 @@ export async function loadIssueExtras(
   const projectOf = new Map(paths.rows.map((r) => [r.id, r]));
   const milestoneOf = new Map(milestones.map((m) => [m.id, m]));
   const noteCounts = new Map(notes.rows.map((r) => [r.noteable_id, r.user_notes]));
-  const awardCounts = new Map(awards.rows.map((r) => [r.awardable_id, r]));
   const closingCounts = new Map(closing.rows.map((r) => [r.issue_id, r.n]));
   for (const r of rows) {
     const labelRows: LabelDetail[] = labels.filter((l) => l.target_id === r.id).map((l) => presentLabelBasic(l));

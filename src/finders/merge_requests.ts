@@ -7,6 +7,7 @@ import type { LabelDetail, MergeRequestExtras } from '../presenters/merge_reques
 import { findUsersByIds } from './users.js';
 import { presentLabelBasic } from '../presenters/labels.js';
 import type { MilestoneView } from '../presenters/milestones.js';
+import { labelRowsOf, milestonesByIds, voteCountsOf } from './work_item_extras.js';
 
 /** A user filter as GitLab takes it: an id, or None (nobody) / Any (somebody). */
 export type UserMatch = number | 'none' | 'any';
@@ -222,31 +223,20 @@ export async function loadMergeRequestExtras(
   const ids = rows.map((r) => r.id);
   const projectIds = [...new Set(rows.flatMap((r) => [r.target_project_id, r.source_project_id ?? r.target_project_id]))];
   const milestoneIds = [...new Set(rows.map((r) => r.milestone_id).filter((x): x is number => x !== null))];
-  const [links, labels, milestones, notes, awards, paths] = await Promise.all([
+  const [links, labels, milestones, notes, awardCounts, paths] = await Promise.all([
     db.selectFrom('merge_request_assignees').select(['merge_request_id', 'user_id', sql<string>`'assignee'`.as('kind'), 'created_at'])
       .where('merge_request_id', 'in', ids)
       .unionAll(db.selectFrom('merge_request_reviewers').select(['merge_request_id', 'user_id', sql<string>`'reviewer'`.as('kind'), 'created_at']).where('merge_request_id', 'in', ids))
       .execute(),
-    db.selectFrom('label_links as ll').innerJoin('labels as l', 'l.id', 'll.label_id')
-      .select('ll.target_id').selectAll('l')
-      .where('ll.target_type', '=', 'MergeRequest').where('ll.target_id', 'in', ids)
-      .orderBy('l.title').execute(),
-    milestoneIds.length
-      ? sql<MilestoneView>`
-          select m.*, (select n.full_path || '/' || p.path from projects p join namespaces n on n.id = p.namespace_id where p.id = m.project_id) as project_full_path,
-                 (select g.full_path from namespaces g where g.id = m.group_id) as group_full_path
-            from milestones m where m.id = any(${milestoneIds}::int[])`.execute(db).then((r) => r.rows)
-      : Promise.resolve([] as MilestoneView[]),
+    labelRowsOf(db, 'MergeRequest', ids),
+    milestonesByIds(db, milestoneIds),
     sql<{ noteable_id: number; user_notes: number; unresolved: number }>`
       select noteable_id,
              count(*) filter (where not system)::int as user_notes,
              count(*) filter (where not system and type in ('DiscussionNote', 'DiffNote') and resolved_at is null)::int as unresolved
         from notes where noteable_type = 'MergeRequest' and noteable_id = any(${ids}::int[])
        group by noteable_id`.execute(db),
-    sql<{ awardable_id: number; up: number; down: number }>`
-      select awardable_id, count(*) filter (where name = 'thumbsup')::int as up, count(*) filter (where name = 'thumbsdown')::int as down
-        from award_emoji where awardable_type = 'MergeRequest' and awardable_id = any(${ids}::int[])
-       group by awardable_id`.execute(db),
+    voteCountsOf(db, 'MergeRequest', ids),
     sql<{ id: number; full_path: string; threads_block: boolean }>`
       select p.id, n.full_path || '/' || p.path as full_path,
              coalesce(p.settings->>'only_allow_merge_if_all_discussions_are_resolved', 'false') = 'true' as threads_block
@@ -262,7 +252,6 @@ export async function loadMergeRequestExtras(
   const threadsBlock = new Set(paths.rows.filter((r) => r.threads_block).map((r) => r.id));
   const milestoneOf = new Map(milestones.map((m) => [m.id, m]));
   const noteCounts = new Map(notes.rows.map((r) => [r.noteable_id, r]));
-  const awardCounts = new Map(awards.rows.map((r) => [r.awardable_id, r]));
   for (const r of rows) {
     const mine = links.filter((l) => l.merge_request_id === r.id).sort((a, b) => +new Date(a.created_at) - +new Date(b.created_at));
     const usersOf = (kind: string) => mine.filter((l) => l.kind === kind).map((l) => users.get(l.user_id)).filter((u): u is User => !!u);

@@ -1,6 +1,8 @@
 import { signatureDate, type ParsedCommit } from '../git/catfile.js';
 import type { BlameRange, CommitStats, DiffFile } from '../git/commits.js';
 import type { PresentContext } from './users.js';
+import type { Static } from 'typebox';
+import type { PipelineSummarySchema } from './schemas/commits.js';
 
 /** What commit presenters need beyond the commit: where the project lives. */
 export interface CommitContext extends PresentContext {
@@ -90,19 +92,8 @@ export function presentCommitWithStats(ctx: CommitContext, c: ParsedCommit, stat
   return { ...presentCommit(ctx, c, opts), stats: presentStats(stats) };
 }
 
-/** The commit's latest pipeline as CommitDetail shows it (Entities::Ci::PipelineBasic). */
-export interface CommitPipeline {
-  id: number;
-  iid: number;
-  project_id: number;
-  sha: string;
-  ref: string;
-  status: string;
-  source: string;
-  created_at: string;
-  updated_at: string;
-  web_url: string;
-}
+/** The commit's latest pipeline as CommitDetail shows it. */
+export type CommitPipeline = Static<typeof PipelineSummarySchema>;
 
 /** Entities::CommitDetail: single reads and creation; stats are opt-out; status is the latest pipeline's. */
 export function presentCommitDetail(ctx: CommitContext & { projectId: number }, c: ParsedCommit, stats: CommitStats | null, pipeline: CommitPipeline | null = null) {

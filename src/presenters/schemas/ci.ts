@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { CommitSchema } from './commits.js';
+import { CommitSchema, PipelineSummarySchema } from './commits.js';
 import { Nullable, Sha, Timestamp, strict } from './common.js';
 import { UserBasicSchema, UserExtendedSchema } from './users.js';
 
@@ -58,21 +58,8 @@ export const PipelineSchema = Type.Object(
 
 export const PipelineVariableSchema = Type.Object({ key: Type.String(), value: Type.String(), variable_type: Type.String() }, strict);
 
-const JobPipelineSchema = Type.Object(
-  {
-    id: Type.Integer(),
-    iid: Type.Integer(),
-    project_id: Type.Integer(),
-    sha: Sha,
-    ref: Type.String(),
-    status: Type.String(),
-    source: Type.String(),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-    web_url: Type.String(),
-  },
-  strict,
-);
+/** A pipeline as a job shows it (PipelineBasic without its name): the commit's last_pipeline form. */
+const JobPipelineSchema = PipelineSummarySchema;
 
 const jobCommon = {
   id: Type.Integer(),

@@ -26,8 +26,11 @@ export const CommitStatsSchema = Type.Object({ additions: Type.Integer(), deleti
 /** CommitWithStats (list with with_stats=true). */
 export const CommitWithStatsSchema = Type.Object({ ...commitProps, stats: CommitStatsSchema }, strict);
 
-/** Entities::Ci::PipelineBasic as CommitDetail shows the commit's latest pipeline. */
-export const CommitPipelineSchema = Type.Object(
+/**
+ * A pipeline's summary (Entities::Ci::PipelineBasic without its name): a commit's last_pipeline,
+ * a job's pipeline (presenters/ci.ts presentPipelineSummary).
+ */
+export const PipelineSummarySchema = Type.Object(
   {
     id: Type.Integer(),
     iid: Type.Integer(),
@@ -50,7 +53,7 @@ export const CommitDetailSchema = Type.Object(
     stats: Type.Optional(CommitStatsSchema),
     status: Nullable(Type.String()),
     project_id: Type.Integer(),
-    last_pipeline: Nullable(CommitPipelineSchema),
+    last_pipeline: Nullable(PipelineSummarySchema),
   },
   strict,
 );
