@@ -1,7 +1,8 @@
 import { Type, type Static } from 'typebox';
-import { ISSUE_ORDERS, type IssueFilters, type IssueMatch, type UserMatch } from '../../finders/issues.js';
+import { ISSUE_ORDERS, type IssueFilters, type IssueMatch } from '../../finders/issues.js';
 import { ApiError, invalidParam } from '../../plugins/errors.js';
 import { ISSUE_TYPES } from '../../services/issues.js';
+import { commaList, dateParam, labelListParam, noneAnyParam, userMatchParam } from '../list_filters.js';
 
 /** The list parameters of GET /issues, /projects/:id/issues, /groups/:id/issues and the milestone issue lists. */
 const IdOrWord = Type.Union([Type.Integer(), Type.String()]);
@@ -39,42 +40,6 @@ export const IssueListQuery = Type.Object({
 });
 export type IssueListQuery = Static<typeof IssueListQuery>;
 
-function date(value: string | undefined, name: string): Date | undefined {
-  if (value === undefined || value === '') return undefined;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
-}
-
-function userMatch(value: number | string | undefined, name: string): UserMatch | undefined {
-  if (value === undefined || value === '') return undefined;
-  if (typeof value === 'number') return value;
-  const v = value.trim().toLowerCase();
-  if (v === 'none') return 'none';
-  if (v === 'any') return 'any';
-  if (/^\d+$/.test(v) && Number(v) <= 2147483647) return Number(v);
-  throw invalidParam(name);
-}
-
-function list(value: string | string[] | undefined): string[] | undefined {
-  if (value === undefined) return undefined;
-  return (Array.isArray(value) ? value : value.split(',')).map((s) => s.trim()).filter(Boolean);
-}
-
-function labelList(value: string | string[] | undefined): IssueMatch['labels'] {
-  const names = list(value);
-  if (names === undefined) return undefined;
-  if (names.length === 1 && names[0].toLowerCase() === 'none') return 'none';
-  if (names.length === 1 && names[0].toLowerCase() === 'any') return 'any';
-  return names;
-}
-
-function noneAny(value: string | undefined): string | 'none' | 'any' | undefined {
-  if (value === undefined || value === '') return undefined;
-  const v = value.toLowerCase();
-  return v === 'none' ? 'none' : v === 'any' ? 'any' : value;
-}
-
 type MatchQuery = Partial<Static<typeof IssueListQuery>['not'] & object>;
 
 function match(q: MatchQuery, prefix = ''): IssueMatch {
@@ -89,17 +54,17 @@ function match(q: MatchQuery, prefix = ''): IssueMatch {
     if (v !== 'none' && v !== 'any' && v !== 'upcoming' && v !== 'started') throw invalidParam(name('milestone_id'), 'does not have a valid value');
     milestoneId = v;
   }
-  const types = list(q.issue_type);
+  const types = commaList(q.issue_type);
   if (types?.some((t) => !(ISSUE_TYPES as readonly string[]).includes(t))) throw invalidParam(name('issue_type'), 'does not have a valid value');
   return {
-    labels: labelList(q.labels),
-    milestone: noneAny(q.milestone),
+    labels: labelListParam(q.labels),
+    milestone: noneAnyParam(q.milestone),
     milestoneId,
     authorId: q.author_id,
     authorUsername: q.author_username,
-    assigneeId: userMatch(q.assignee_id, name('assignee_id')),
-    assigneeUsernames: list(q.assignee_username),
-    myReactionEmoji: noneAny(q.my_reaction_emoji),
+    assigneeId: userMatchParam(q.assignee_id, name('assignee_id')),
+    assigneeUsernames: commaList(q.assignee_username),
+    myReactionEmoji: noneAnyParam(q.my_reaction_emoji),
     iids: q.iids !== undefined ? [q.iids].flat() : undefined,
     issueType: types,
   };
@@ -121,10 +86,10 @@ export function issueFilters(q: IssueListQuery, opts: { global?: boolean; projec
     search: q.search || undefined,
     searchIn: searchIn?.length ? (searchIn as ('title' | 'description')[]) : undefined,
     confidential: q.confidential,
-    createdAfter: date(q.created_after, 'created_after'),
-    createdBefore: date(q.created_before, 'created_before'),
-    updatedAfter: date(q.updated_after, 'updated_after'),
-    updatedBefore: date(q.updated_before, 'updated_before'),
+    createdAfter: dateParam(q.created_after, 'created_after'),
+    createdBefore: dateParam(q.created_before, 'created_before'),
+    updatedAfter: dateParam(q.updated_after, 'updated_after'),
+    updatedBefore: dateParam(q.updated_before, 'updated_before'),
     dueDate: q.due_date || undefined,
     nonArchived: opts.project ? undefined : (q.non_archived ?? true),
     not: q.not ? match(q.not, 'not') : undefined,

@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox';
-import type { MergeRequestFilters, MergeRequestMatch, UserMatch } from '../../finders/merge_requests.js';
+import type { MergeRequestFilters, MergeRequestMatch } from '../../finders/merge_requests.js';
 import { ApiError, invalidParam } from '../../plugins/errors.js';
+import { commaList, dateParam, labelListParam, noneAnyParam, userMatchParam } from '../list_filters.js';
 
 /** The list parameters of GET /merge_requests, /projects/:id/merge_requests and /groups/:id/merge_requests. */
 const IdOrWord = Type.Union([Type.Integer(), Type.String()]);
@@ -46,37 +47,6 @@ export const MergeRequestListQuery = Type.Object({
 });
 export type MergeRequestListQuery = Static<typeof MergeRequestListQuery>;
 
-function date(value: string | undefined, name: string): Date | undefined {
-  if (value === undefined || value === '') return undefined;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
-}
-
-function userMatch(value: number | string | undefined, name: string): UserMatch | undefined {
-  if (value === undefined || value === '') return undefined;
-  if (typeof value === 'number') return value;
-  const v = value.trim().toLowerCase();
-  if (v === 'none') return 'none';
-  if (v === 'any') return 'any';
-  if (/^\d+$/.test(v)) return Number(v);
-  throw invalidParam(name);
-}
-
-function labelList(value: string | string[] | undefined): MergeRequestMatch['labels'] {
-  if (value === undefined) return undefined;
-  const names = (Array.isArray(value) ? value : value.split(',')).map((s) => s.trim()).filter(Boolean);
-  if (names.length === 1 && names[0].toLowerCase() === 'none') return 'none';
-  if (names.length === 1 && names[0].toLowerCase() === 'any') return 'any';
-  return names;
-}
-
-function noneAny(value: string | undefined): string | 'none' | 'any' | undefined {
-  if (value === undefined || value === '') return undefined;
-  const v = value.toLowerCase();
-  return v === 'none' ? 'none' : v === 'any' ? 'any' : value;
-}
-
 /** approver_ids / approved_by_ids: None, Any, or ids (at most 5 for approved_by_ids). */
 function idList(value: unknown, name: string, max?: number): number[] | 'none' | 'any' | undefined {
   if (value === undefined || value === '') return undefined;
@@ -101,15 +71,15 @@ function match(q: Partial<Static<typeof MergeRequestListQuery>['not'] & object>,
   }
   const assigneeUsername = Array.isArray(q.assignee_username) ? q.assignee_username[0] : q.assignee_username;
   return {
-    labels: labelList(q.labels),
-    milestone: noneAny(q.milestone),
+    labels: labelListParam(q.labels),
+    milestone: noneAnyParam(q.milestone),
     authorId: q.author_id,
     authorUsername: q.author_username,
-    assigneeId: userMatch(q.assignee_id, `${prefix}assignee_id`),
+    assigneeId: userMatchParam(q.assignee_id, `${prefix}assignee_id`),
     assigneeUsername,
-    reviewerId: userMatch(q.reviewer_id, `${prefix}reviewer_id`),
+    reviewerId: userMatchParam(q.reviewer_id, `${prefix}reviewer_id`),
     reviewerUsername: q.reviewer_username,
-    myReactionEmoji: noneAny(q.my_reaction_emoji),
+    myReactionEmoji: noneAnyParam(q.my_reaction_emoji),
   };
 }
 
@@ -132,15 +102,15 @@ export function mergeRequestFilters(q: MergeRequestListQuery, opts: { global?: b
     search: q.search || undefined,
     searchIn: opts.global && searchIn?.length ? (searchIn as ('title' | 'description')[]) : undefined,
     wip: wip as 'yes' | 'no' | undefined,
-    createdAfter: date(q.created_after, 'created_after'),
-    createdBefore: date(q.created_before, 'created_before'),
-    updatedAfter: date(q.updated_after, 'updated_after'),
-    updatedBefore: date(q.updated_before, 'updated_before'),
+    createdAfter: dateParam(q.created_after, 'created_after'),
+    createdBefore: dateParam(q.created_before, 'created_before'),
+    updatedAfter: dateParam(q.updated_after, 'updated_after'),
+    updatedBefore: dateParam(q.updated_before, 'updated_before'),
     approvedByIds: idList(q.approved_by_ids, 'approved_by_ids', 5),
     approverIds: idList(q.approver_ids, 'approver_ids'),
     not: q.not ? match(q.not, 'not[') : undefined,
     deployment: opts.global && (q.environment || q.deployed_before || q.deployed_after)
-      ? { environment: q.environment, before: date(q.deployed_before, 'deployed_before'), after: date(q.deployed_after, 'deployed_after') }
+      ? { environment: q.environment, before: dateParam(q.deployed_before, 'deployed_before'), after: dateParam(q.deployed_after, 'deployed_after') }
       : undefined,
     orderBy: q.order_by as MergeRequestFilters['orderBy'],
     sort: q.sort,

@@ -1,0 +1,47 @@
+import { invalidParam } from '../plugins/errors.js';
+
+/**
+ * Query parameters that the issue and merge request lists read alike: dates, a user as an id or
+ * None/Any, comma lists, labels with None/Any. A bad value is GitLab's 400 naming the parameter.
+ */
+
+/** A date-time parameter; '' counts as absent. */
+export function dateParam(value: string | undefined, name: string): Date | undefined {
+  if (value === undefined || value === '') return undefined;
+  const d = new Date(value);
+  if (Number.isNaN(d.getTime())) throw invalidParam(name);
+  return d;
+}
+
+/** A user filter: an id, or None (nobody) / Any (somebody), any case. */
+export function userMatchParam(value: number | string | undefined, name: string): number | 'none' | 'any' | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (typeof value === 'number') return value;
+  const v = value.trim().toLowerCase();
+  if (v === 'none') return 'none';
+  if (v === 'any') return 'any';
+  if (/^\d+$/.test(v) && Number(v) <= 2147483647) return Number(v);
+  throw invalidParam(name);
+}
+
+/** `a,b` or `x[]=a&x[]=b`: the non-empty items, trimmed. */
+export function commaList(value: string | string[] | undefined): string[] | undefined {
+  if (value === undefined) return undefined;
+  return (Array.isArray(value) ? value : value.split(',')).map((s) => s.trim()).filter(Boolean);
+}
+
+/** `labels`: names, or None / Any alone. */
+export function labelListParam(value: string | string[] | undefined): string[] | 'none' | 'any' | undefined {
+  const names = commaList(value);
+  if (names === undefined) return undefined;
+  if (names.length === 1 && names[0].toLowerCase() === 'none') return 'none';
+  if (names.length === 1 && names[0].toLowerCase() === 'any') return 'any';
+  return names;
+}
+
+/** A value that may also be None or Any (milestone, my_reaction_emoji). */
+export function noneAnyParam(value: string | undefined): string | 'none' | 'any' | undefined {
+  if (value === undefined || value === '') return undefined;
+  const v = value.toLowerCase();
+  return v === 'none' ? 'none' : v === 'any' ? 'any' : value;
+}
