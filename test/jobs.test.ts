@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { defineJob, drainJobs, enqueue, runOneJob } from '../src/jobs/queue.js';
+import { defineJob, defineRecurring, drainJobs, enqueue, runOneJob, scheduleRecurring } from '../src/jobs/queue.js';
 import { createTestContext, type TestContext } from './helpers/app.js';
 
 describe('background job queue', () => {
@@ -41,5 +41,30 @@ describe('background job queue', () => {
     const { id } = await enqueue(t.db, 'test.unknown', {}, { maxAttempts: 1 });
     await drainJobs(t.app.cairn);
     assert.equal((await t.db.selectFrom('background_jobs').select('state').where('id', '=', id).executeTakeFirstOrThrow()).state, 'failed');
+  });
+
+  it('a recurring kind keeps exactly one scheduled run, and each run schedules the next, failed or not', async () => {
+    let runs = 0;
+    defineRecurring('test.recurring', 60, async () => {
+      runs++;
+      if (runs === 2) throw new Error('boom');
+    });
+    // Two processes starting at once ask for it twice: one row.
+    await Promise.all([scheduleRecurring(t.db), scheduleRecurring(t.db)]);
+    const pending = () => t.db.selectFrom('background_jobs').selectAll().where('kind', '=', 'test.recurring').where('state', '=', 'pending').execute();
+    assert.equal((await pending()).length, 1);
+    // Not due yet.
+    await drainJobs(t.app.cairn);
+    assert.equal(runs, 0);
+    for (const expected of [1, 2, 3]) {
+      await t.db.updateTable('background_jobs').set({ run_at: new Date(0) }).where('kind', '=', 'test.recurring').where('state', '=', 'pending').execute();
+      await drainJobs(t.app.cairn);
+      assert.equal(runs, expected);
+      const next = await pending();
+      assert.equal(next.length, 1, 'the next run is scheduled');
+      assert.ok(new Date(next[0].run_at as any).getTime() > Date.now() + 50_000);
+    }
+    const states = (await t.db.selectFrom('background_jobs').select('state').where('kind', '=', 'test.recurring').orderBy('id').execute()).map((r) => r.state);
+    assert.deepEqual(states, ['done', 'failed', 'done', 'pending']);
   });
 });

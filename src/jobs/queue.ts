@@ -11,11 +11,34 @@ import type { Database } from '../db/index.js';
 export type JobHandler = (cairn: Cairn, payload: Record<string, any>) => Promise<void>;
 
 const handlers = new Map<string, JobHandler>();
+/** Recurring kinds and their period in seconds. */
+const recurring = new Map<string, number>();
 const LOCK_TIMEOUT = '15 minutes';
 
 /** Handlers are code, registered at import time by the module that owns the job kind. */
 export function defineJob(kind: string, handler: JobHandler) {
   handlers.set(kind, handler);
+}
+
+/**
+ * A job kind that runs every `everySeconds` for as long as any Cairn process works the queue
+ * (artifact expiry, sweeps). Each run schedules the next when it ends, failed or not; a process
+ * starting its worker creates the row when none is pending or running (scheduleRecurring).
+ */
+export function defineRecurring(kind: string, everySeconds: number, handler: JobHandler) {
+  defineJob(kind, handler);
+  recurring.set(kind, everySeconds);
+}
+
+async function scheduleNext(db: Database, kind: string, everySeconds: number) {
+  await sql`insert into background_jobs (kind, recurring, run_at)
+            values (${kind}, true, now() + ${`${everySeconds} seconds`}::interval)
+            on conflict (kind) where recurring and state in ('pending', 'running') do nothing`.execute(db);
+}
+
+/** Makes sure every recurring kind has its next run scheduled (idempotent; any process may call it). */
+export async function scheduleRecurring(db: Database): Promise<void> {
+  for (const [kind, every] of recurring) await scheduleNext(db, kind, every);
 }
 
 export async function enqueue(db: Database, kind: string, payload: Record<string, unknown> = {}, opts: { runAt?: Date; queue?: string; maxAttempts?: number } = {}) {
@@ -30,7 +53,7 @@ const workerId = `${os.hostname()}:${process.pid}`;
 
 /** Claims and runs one due job; false when none was due. */
 export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolean> {
-  const claimed = await sql<{ id: number; kind: string; payload: Record<string, any>; attempts: number; max_attempts: number }>`
+  const claimed = await sql<{ id: number; kind: string; payload: Record<string, any>; attempts: number; max_attempts: number; recurring: boolean }>`
     update background_jobs set state = 'running', locked_at = now(), locked_by = ${workerId}, attempts = attempts + 1
      where id = (
        select id from background_jobs
@@ -39,7 +62,7 @@ export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolea
         order by run_at, id
         for update skip locked
         limit 1)
-    returning id, kind, payload, attempts, max_attempts`.execute(cairn.db);
+    returning id, kind, payload, attempts, max_attempts, recurring`.execute(cairn.db);
   const job = claimed.rows[0];
   if (!job) return false;
   const handler = handlers.get(job.kind);
@@ -48,7 +71,8 @@ export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolea
     await handler(cairn, job.payload);
     await cairn.db.updateTable('background_jobs').set({ state: 'done', finished_at: new Date(), locked_at: null, last_error: null }).where('id', '=', job.id).execute();
   } catch (err) {
-    const failed = job.attempts >= job.max_attempts;
+    // A recurring run is not retried: the next scheduled run does the work again.
+    const failed = job.recurring || job.attempts >= job.max_attempts;
     const backoffSeconds = Math.min(3600, 2 ** job.attempts * 5);
     await cairn.db
       .updateTable('background_jobs')
@@ -62,6 +86,8 @@ export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolea
       .where('id', '=', job.id)
       .execute();
   }
+  const every = job.recurring ? recurring.get(job.kind) : undefined;
+  if (every !== undefined) await scheduleNext(cairn.db, job.kind, every);
   return true;
 }
 
@@ -75,6 +101,7 @@ export async function drainJobs(cairn: Cairn, queue = 'default', max = 1000): Pr
 /** Polls the queue in the background until stopped. */
 export function startWorker(cairn: Cairn, opts: { queue?: string; idleMs?: number } = {}): () => Promise<void> {
   let stopped = false;
+  if ((opts.queue ?? 'default') === 'default') void scheduleRecurring(cairn.db).catch(() => {});
   let wake: (() => void) | null = null;
   const loop = (async () => {
     while (!stopped) {

@@ -175,6 +175,8 @@ export interface BackgroundJobsTable {
   last_error: string | null;
   created_at: Timestamp;
   finished_at: NullableTimestamp;
+  /** A recurring kind's row (src/jobs/queue.ts defineRecurring): at most one pending or running. */
+  recurring: Auto<boolean>;
 }
 
 export interface CoreTables {
