@@ -14,6 +14,7 @@ export interface Config {
   storages: Record<string, string>;
   /** Archive downloads per user per minute; 0 = unlimited. */
   archiveRateLimit: number;
+  changelogRateLimit: number;
   /** Bytes of generated archives kept on disk under dataDir/cache/archives; 0 = none kept. */
   archiveCacheBytes: number;
   /** Largest file accepted by the commits and files APIs, in bytes. */
@@ -99,6 +100,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     rootToken: env.CAIRN_ROOT_TOKEN || null,
     storages: parseStorages(env.CAIRN_STORAGES, dataDir),
     archiveRateLimit: int(env.CAIRN_ARCHIVE_RATE_LIMIT, 5, 'CAIRN_ARCHIVE_RATE_LIMIT'),
+    changelogRateLimit: int(env.CAIRN_CHANGELOG_RATE_LIMIT, 5, 'CAIRN_CHANGELOG_RATE_LIMIT'),
     archiveCacheBytes: int(env.CAIRN_ARCHIVE_CACHE_BYTES, 1024 * 1024 * 1024, 'CAIRN_ARCHIVE_CACHE_BYTES'),
     maxFileSize: int(env.CAIRN_MAX_FILE_SIZE, 10 * 1024 * 1024, 'CAIRN_MAX_FILE_SIZE'),
     maxBodySize: positive(int(env.CAIRN_MAX_BODY_SIZE, 8 * 1024 * 1024, 'CAIRN_MAX_BODY_SIZE'), 'CAIRN_MAX_BODY_SIZE'),

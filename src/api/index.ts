@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import memberRoutes from './members/routes.js';
 import metaRoutes from './meta/routes.js';
 import repositoryRoutes from './repository/routes.js';
+import changelogRoutes from './repository/changelog.js';
 import branchRoutes from './branches/routes.js';
 import tagRoutes from './tags/routes.js';
 import protectedBranchRoutes from './protected_branches/routes.js';
@@ -37,6 +38,7 @@ import commitStatusRoutes from './commit_statuses/routes.js';
 export async function registerRoutes(app: FastifyInstance) {
   await app.register(metaRoutes);
   await app.register(repositoryRoutes);
+  await app.register(changelogRoutes);
   await app.register(branchRoutes);
   await app.register(tagRoutes);
   await app.register(protectedBranchRoutes);

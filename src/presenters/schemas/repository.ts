@@ -35,3 +35,6 @@ export const ContributorSchema = Type.Object(
   { name: Type.String(), email: Type.String(), commits: Type.Integer(), additions: Type.Integer(), deletions: Type.Integer() },
   strict,
 );
+
+/** GET /projects/:id/repository/changelog: the generated release section. */
+export const ChangelogSchema = Type.Object({ notes: Type.String() }, strict);
