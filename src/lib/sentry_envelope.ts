@@ -108,7 +108,8 @@ export interface ReportedError {
   eventId: string | null;
 }
 
-const str = (v: unknown): string | null => (typeof v === 'string' ? v : typeof v === 'number' ? String(v) : null);
+/** A string field as PostgreSQL text can hold it (no NUL characters). */
+const str = (v: unknown): string | null => (typeof v === 'string' ? v.replace(/\u0000/g, '') : typeof v === 'number' ? String(v) : null);
 const cap = (s: string, n: number) => (s.length > n ? s.slice(0, n) : s);
 
 /**

@@ -43,6 +43,9 @@ const inflate = promisify(zlib.inflate);
 async function readBody(body: unknown, limit: number): Promise<Buffer> {
   if (body === undefined || body === null) return Buffer.alloc(0);
   if (Buffer.isBuffer(body)) return body;
+  if (typeof body === 'string') return Buffer.from(body);
+  // No body at all (Fastify leaves its placeholder): nothing to read.
+  if (typeof (body as AsyncIterable<unknown>)[Symbol.asyncIterator] !== 'function') return Buffer.alloc(0);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body as Readable) {
