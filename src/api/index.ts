@@ -33,6 +33,8 @@ import ciLintRoutes from './ci_lint/routes.js';
 import runnerProtocolRoutes from './runners_protocol/routes.js';
 import runnerRoutes from './runners/routes.js';
 import commitStatusRoutes from './commit_statuses/routes.js';
+import protectedEnvironmentRoutes from './protected_environments/routes.js';
+import errorTrackingRoutes from './error_tracking/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -70,4 +72,6 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(runnerProtocolRoutes);
   await app.register(runnerRoutes);
   await app.register(commitStatusRoutes);
+  await app.register(protectedEnvironmentRoutes);
+  await app.register(errorTrackingRoutes);
 }

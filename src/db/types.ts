@@ -3,6 +3,8 @@ import type { CiTables } from './schema/ci.js';
 import type { CiEngineTables } from './schema/ci_engine.js';
 import './schema/commit_statuses.js';
 import type { CoreTables } from './schema/core.js';
+import type { EnvironmentTables } from './schema/environments.js';
+import type { ErrorTrackingTables } from './schema/error_tracking.js';
 import type { ForkTables } from './schema/forks.js';
 import type { GroupsTables } from './schema/groups.js';
 import type { KeysTables } from './schema/keys.js';
@@ -23,4 +25,6 @@ export interface DB
     WorkItemTables,
     ForkTables,
     CiTables,
-    CiEngineTables {}
+    CiEngineTables,
+    EnvironmentTables,
+    ErrorTrackingTables {}

@@ -162,6 +162,12 @@ const PROJECT_RULES = {
   erase_build: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
   /** Project CI/CD variables: maintainers. */
   admin_cicd_variables: member(AccessLevel.MAINTAINER),
+  /** Monitor settings (error tracking settings and client keys): maintainers. */
+  admin_operations: member(AccessLevel.MAINTAINER),
+  /** See the errors of the project's error tracker: reporters and up. */
+  read_sentry_issue: member(AccessLevel.REPORTER),
+  /** Resolve, ignore or reopen tracked errors: reporters and up. */
+  update_sentry_issue: (a, s) => member(AccessLevel.REPORTER)(a, s) && !s.project.archived,
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>

@@ -8,6 +8,7 @@ import type { CiBuild } from '../../db/schema/ci.js';
 import { encryptSecret } from '../../lib/secrets.js';
 import { can } from '../../policies/abilities.js';
 import { AccessLevel } from '../../policies/access.js';
+import { canDeployTo } from '../../policies/environments.js';
 import { badRequest, forbidden, invalidParam, notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { loadJobExtras, presentBridge, presentJob } from '../../presenters/ci.js';
@@ -155,8 +156,10 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     access: { project: 'update_build', signedIn: true },
     schema: { params: JobParams, response: { 201: JobSchema } },
   }), async (request, reply) => {
-    const { project, user } = projectOf(request);
+    const { project, user, accessLevel } = projectOf(request);
     const job = await findJob(project.id, request.params.job_id);
+    // GitLab's update_build on a deployment job: the caller must be allowed to deploy to its environment.
+    if (!(await canDeployTo(cairn.db, project.id, job.environment, user, accessLevel))) throw forbidden();
     if (!isRetryable(job)) throw forbidden('Job is not retryable');
     const retried = await retryBuild(cairn, job.id, user!.id);
     if (!retried) throw forbidden('Job is not retryable');
@@ -173,8 +176,10 @@ export default async function jobRoutes(fastify: FastifyInstance) {
       response: { 200: JobSchema },
     },
   }), async (request) => {
-    const { project, user } = projectOf(request);
+    const { project, user, accessLevel } = projectOf(request);
     const job = await findJob(project.id, request.params.job_id);
+    // GitLab's play_job: update_build, and deploy rights on a protected environment.
+    if (!(await canDeployTo(cairn.db, project.id, job.environment, user, accessLevel))) throw forbidden();
     if (!isPlayable(job)) throw badRequest('Unplayable Job');
     const vars = (request.body?.job_variables_attributes ?? []).map((v) => {
       if (!/^[A-Za-z0-9_]{1,255}$/.test(v.key)) throw badRequest('job_variables_attributes key can contain only letters, digits and \'_\'.');

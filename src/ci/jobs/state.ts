@@ -6,6 +6,7 @@ import type { CiBuild, CiStatus } from '../../db/schema/ci.js';
 import '../../db/schema/ci_engine.js';
 import { defineJob, enqueue } from '../../jobs/queue.js';
 import { randomToken, tokenDigest } from '../../lib/secrets.js';
+import { canDeployTo } from '../../policies/environments.js';
 import { projectSettings } from '../../presenters/projects.js';
 import type { CompiledJob } from '../config/index.js';
 import { readTrace } from '../trace.js';
@@ -101,6 +102,11 @@ function inTransaction<T>(db: Database, fn: (trx: Database) => Promise<T>): Prom
  * created by the queue. Returns the job, or null when it was not in one of those states.
  */
 export async function enqueueBuild(db: Executor, buildId: number): Promise<CiBuild | null> {
+  const target = await db.selectFrom('ci_builds').select(['project_id', 'environment', 'user_id']).where('id', '=', buildId).executeTakeFirst();
+  if (target?.environment) {
+    const user = target.user_id === null ? null : ((await db.selectFrom('users').select(['id', 'admin']).where('id', '=', target.user_id).executeTakeFirst()) ?? null);
+    if (!(await canDeployTo(db, target.project_id, target.environment, user))) return failForProtectedEnvironment(db, buildId);
+  }
   const build = await db
     .updateTable('ci_builds')
     .set({ status: 'pending', queued_at: sql`now()` as any, updated_at: sql`now()` as any, lock_version: sql`lock_version + 1` as any })
@@ -130,6 +136,31 @@ export async function enqueueBuild(db: Executor, buildId: number): Promise<CiBui
     .execute();
   await sql`select pg_notify('cairn_ci_jobs', ${String(build.project_id)})`.execute(db);
   return build;
+}
+
+/** GitLab's failure reason for a deployment job whose user may not deploy to its protected environment. */
+export const PROTECTED_ENVIRONMENT_FAILURE = 'protected_environment_failure';
+
+/**
+ * created / manual / scheduled → failed (protected_environment_failure): the job would deploy to a
+ * protected environment for a user its deploy access levels do not admit, so no runner gets it.
+ */
+async function failForProtectedEnvironment(db: Executor, buildId: number): Promise<CiBuild | null> {
+  const failed = await db
+    .updateTable('ci_builds')
+    .set({
+      status: 'failed',
+      failure_reason: PROTECTED_ENVIRONMENT_FAILURE,
+      finished_at: sql`now()` as any,
+      token_digest: null,
+      updated_at: sql`now()` as any,
+      lock_version: sql`lock_version + 1` as any,
+    })
+    .where('id', '=', buildId)
+    .where('status', 'in', ['created', 'manual', 'scheduled'])
+    .returningAll()
+    .executeTakeFirst();
+  return failed ?? null;
 }
 
 /**
