@@ -42,3 +42,35 @@ export async function notify(cairn: { config: Pick<Config, 'smtpUrl'> }, db: Dat
   if (!mailEnabled(cairn.config)) return;
   await enqueue(db, NOTIFY_JOB, { ...event, key: event.key ?? crypto.randomUUID() });
 }
+
+/**
+ * A pipeline finished: failed_pipeline, success_pipeline, or fixed_pipeline when the last
+ * finished pipeline of the same ref had failed (GitLab's ref status). Mailed to the pipeline's
+ * user (services/notifications.ts). Call in the transaction that records the new status.
+ */
+export async function notifyPipelineFinished(
+  cairn: { config: Pick<Config, 'smtpUrl'> },
+  db: Database,
+  pipeline: { id: number; project_id: number; ref: string; user_id: number | null; parent_pipeline_id: number | null },
+  before: string | null,
+  after: string | null,
+): Promise<void> {
+  if (!mailEnabled(cairn.config) || before === after || pipeline.user_id === null || pipeline.parent_pipeline_id !== null) return;
+  if (after !== 'success' && after !== 'failed') return;
+  let action: NotificationEvent = after === 'failed' ? 'failed_pipeline' : 'success_pipeline';
+  if (after === 'success') {
+    const previous = await db
+      .selectFrom('ci_pipelines')
+      .select('status')
+      .where('project_id', '=', pipeline.project_id)
+      .where('ref', '=', pipeline.ref)
+      .where('id', '<', pipeline.id)
+      .where('parent_pipeline_id', 'is', null)
+      .where('status', 'in', ['success', 'failed'])
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    if (previous?.status === 'failed') action = 'fixed_pipeline';
+  }
+  await notify(cairn, db, { action, target: { type: 'Pipeline', id: pipeline.id }, actorId: null });
+}
