@@ -303,6 +303,31 @@ describe('notification e-mail', () => {
     assert.equal((await delivered()).length, 0);
   });
 
+  it('merge when pipeline succeeds: participants hear it was set, then that it merged', async () => {
+    const ci = await t.createProject({ group, name: 'Auto' });
+    const [dev, reviewer] = await Promise.all([t.createUser(), t.createUser()]);
+    await t.addMember(ci, dev.user, 30);
+    await t.addMember(ci, reviewer.user, 30);
+    await commitFiles(t, ci, { '.gitlab-ci.yml': 'test: { script: [t] }\n' }, { token: dev.token });
+    await commitFiles(t, ci, { 'x.txt': 'x\n' }, { branch: 'auto', startBranch: 'main', token: dev.token });
+    const mr = (await t.post(`/api/v4/projects/${ci.id}/merge_requests`, { source_branch: 'auto', target_branch: 'main', title: 'Auto merge me', assignee_ids: [reviewer.user.id] }, { token: dev.token })).body;
+    await delivered();
+    const res = await t.put(`/api/v4/projects/${ci.id}/merge_requests/${mr.iid}/merge`, { merge_when_pipeline_succeeds: true }, { token: reviewer.token });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.merge_when_pipeline_succeeds, true);
+    let mails = await delivered();
+    // The author; not the one who set it; not the global watchers of other projects (they are not members here).
+    assert.deepEqual(recipientsOf(mails), [emailOf(dev)]);
+    assert.match(mails[0].text!, /scheduled to merge after the pipeline succeeds by/);
+    assert.equal(mails[0].headers.get('x-cairn-notificationreason'), 'merge_when_pipeline_succeeds');
+    const p = await latestPipeline(t, ci.id);
+    await runJob(t, (await jobsByName(t, p.id)).test, 'success');
+    mails = await delivered();
+    const merged = mails.filter((m) => m.headers.get('x-cairn-notificationreason') === 'merge_merge_request');
+    // Merged as the reviewer (who asked): the author hears of it.
+    assert.deepEqual(recipientsOf(merged), [emailOf(dev)]);
+  });
+
   it('new epic: the group watchers; notes on epics and commits', async () => {
     const g = await t.createGroup({ visibility: 0 });
     const [owner, gw, plain] = await Promise.all([t.createUser(), t.createUser(), t.createUser()]);
