@@ -331,6 +331,7 @@ export async function deleteProjectRows(trx: Database, projects: Pick<Project, '
     .where('target_project_id', 'not in', ids)
     .execute();
   await trx.deleteFrom('members').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
+  await trx.deleteFrom('notification_settings').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
   await trx.deleteFrom('projects').where('id', 'in', ids).execute();
   await scheduleRepositoryRemoval(trx, projects);
 }

@@ -110,6 +110,19 @@ describe('notification settings API', () => {
     });
   });
 
+  it('settings go with a deleted group and its projects', async () => {
+    const g = await t.createGroup();
+    const p = await t.createProject({ group: g });
+    await t.addMember(g, me.user, 30);
+    assert.equal((await t.put(`/api/v4/projects/${p.id}/notification_settings`, { level: 'watch' }, { token: me.token })).status, 200);
+    assert.equal((await t.put(`/api/v4/groups/${g.id}/notification_settings`, { level: 'watch' }, { token: me.token })).status, 200);
+    assert.equal((await t.delete(`/api/v4/groups/${g.id}`)).status, 202);
+    const left = await t.db.selectFrom('notification_settings').select('id').where('user_id', '=', me.user.id)
+      .where((eb) => eb.or([eb.and([eb('source_type', '=', 'Project'), eb('source_id', '=', p.id)]), eb.and([eb('source_type', '=', 'Namespace'), eb('source_id', '=', g.id)])]))
+      .execute();
+    assert.deepEqual(left, []);
+  });
+
   for (const kind of ['groups', 'projects'] as const) {
     describe(kind, () => {
       const privateOne = () => (kind === 'groups' ? privateGroup : privateProject);
