@@ -50,6 +50,10 @@ export interface Config {
   maxArtifactsSize: number;
   /** Artifacts without expire_in expire after this many seconds (0 = never). */
   defaultArtifactsExpireIn: number;
+  /** Outgoing mail server (smtp://host:port, smtps://user:pass@host); null: no notification e-mail is enqueued or sent. */
+  smtpUrl: string | null;
+  /** The From of notification e-mail. */
+  mailFrom: string;
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -83,6 +87,27 @@ export function parseStorages(spec: string | undefined, dataDir: string): Record
   }
   if (!storages.default) storages.default = path.resolve(dataDir, 'repositories');
   return storages;
+}
+
+function smtpUrl(value: string | undefined): string | null {
+  if (!value) return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error('CAIRN_SMTP_URL must be a URL such as smtp://host:25 or smtps://user:password@host');
+  }
+  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new Error('CAIRN_SMTP_URL must start with smtp:// or smtps://');
+  return value;
+}
+
+/** The host name of the external URL, for the default sender address. */
+function mailHost(externalUrl: string): string {
+  try {
+    return new URL(externalUrl).hostname.replace(/^\[|\]$/g, '') || 'localhost';
+  } catch {
+    return 'localhost';
+  }
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
@@ -119,6 +144,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxTraceSize: positive(int(env.CAIRN_MAX_TRACE_SIZE, 100 * 1024 * 1024, 'CAIRN_MAX_TRACE_SIZE'), 'CAIRN_MAX_TRACE_SIZE'),
     maxArtifactsSize: positive(int(env.CAIRN_MAX_ARTIFACTS_SIZE, 100 * 1024 * 1024, 'CAIRN_MAX_ARTIFACTS_SIZE'), 'CAIRN_MAX_ARTIFACTS_SIZE'),
     defaultArtifactsExpireIn: int(env.CAIRN_ARTIFACTS_EXPIRE_IN, 30 * 24 * 3600, 'CAIRN_ARTIFACTS_EXPIRE_IN'),
+    smtpUrl: smtpUrl(env.CAIRN_SMTP_URL),
+    mailFrom: env.CAIRN_MAIL_FROM || `Cairn <cairn@${mailHost(externalUrl)}>`,
   };
   return { ...cfg, ...overrides };
 }

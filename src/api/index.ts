@@ -35,6 +35,7 @@ import runnerRoutes from './runners/routes.js';
 import commitStatusRoutes from './commit_statuses/routes.js';
 import protectedEnvironmentRoutes from './protected_environments/routes.js';
 import errorTrackingRoutes from './error_tracking/routes.js';
+import notificationSettingRoutes from './notification_settings/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -74,4 +75,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(commitStatusRoutes);
   await app.register(protectedEnvironmentRoutes);
   await app.register(errorTrackingRoutes);
+  await app.register(notificationSettingRoutes);
 }

@@ -11,6 +11,7 @@ import type { KeysTables } from './schema/keys.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { UsersAreaTables } from './schema/users.js';
 import type { NoteTables } from './schema/notes.js';
+import type { NotificationTables } from './schema/notifications.js';
 import type { WorkItemTables } from './schema/work_items.js';
 
 /** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
@@ -27,4 +28,5 @@ export interface DB
     CiTables,
     CiEngineTables,
     EnvironmentTables,
-    ErrorTrackingTables {}
+    ErrorTrackingTables,
+    NotificationTables {}

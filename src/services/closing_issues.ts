@@ -105,7 +105,7 @@ export async function closeIssuesOfMergedRequest(cairn: Cairn, mergeRequestId: n
     const subject = { project, accessLevel: effectiveLevel(user, project.callerAccessLevel ?? 0) };
     if (!mayUpdateIssue(user, subject, { issue, assigneeIds: await issueAssigneeIds(db, issue.id) })) continue;
     const reference = issue.project_id === target.id ? `!${mr.iid}` : `${projectFullPath(target)}!${mr.iid}`;
-    await changeIssueState(db, issue, 'close', user, `closed via merge request ${reference}`);
+    await changeIssueState(cairn, issue, 'close', user, `closed via merge request ${reference}`);
   }
 }
 

@@ -8,6 +8,7 @@ import { castDate } from './milestones.js';
 import { nextInternalId } from './internal_ids.js';
 import { setLabels, type LabelChange } from './label_links.js';
 import { deleteWorkItemDependents } from './work_items.js';
+import { notify } from './notify.js';
 
 /**
  * Minimal group epics (GitLab's Epics API): create, update (title, description, state_event,
@@ -94,6 +95,7 @@ export async function createEpic(cairn: Cairn, groupId: number, user: User, p: E
       .returningAll()
       .executeTakeFirstOrThrow();
     await applyLabels(trx, epic, user, p.labelChange);
+    await notify(cairn, trx, { action: 'new_epic', target: { type: 'Epic', id: epic.id }, actorId: user.id });
     return epic;
   });
 }

@@ -333,6 +333,7 @@ export async function deleteGroup(cairn: Cairn, group: Namespace): Promise<void>
   await db.transaction().execute(async (trx) => {
     await deleteProjectRows(trx, projects);
     await trx.deleteFrom('members').where('source_type', '=', 'Namespace').where('source_id', 'in', groupIds).execute();
+    await trx.deleteFrom('notification_settings').where('source_type', '=', 'Namespace').where('source_id', 'in', groupIds).execute();
     // Subgroups go with it (namespaces.parent_id cascades).
     await trx.deleteFrom('namespaces').where('id', '=', group.id).execute();
   });

@@ -9,6 +9,7 @@ import { ApiError, apiError, invalidParam, validationFailed } from '../plugins/e
 import { setLabels, type LabelChange } from './label_links.js';
 import { deleteWorkItemDependents } from './work_items.js';
 import { addSystemNote } from './notes.js';
+import { notify } from './notify.js';
 
 /**
  * Issues: create, update, close and reopen, delete. State is GitLab's state_id (1 opened,
@@ -85,9 +86,13 @@ async function assignableUserIds(db: Database, project: ProjectWithNamespace, id
   return unique.filter((id) => found.has(id));
 }
 
-async function replaceAssignees(db: Database, issueId: number, userIds: number[]) {
+/** Sets the assignees; answers those there were before when they changed, null when nothing changed. */
+async function replaceAssignees(db: Database, issueId: number, userIds: number[]): Promise<number[] | null> {
+  const before = (await db.selectFrom('issue_assignees').select('user_id').where('issue_id', '=', issueId).execute()).map((r) => r.user_id);
+  if (before.length === userIds.length && before.every((id) => userIds.includes(id))) return null;
   await db.deleteFrom('issue_assignees').where('issue_id', '=', issueId).where('user_id', 'not in', userIds.length ? userIds : [0]).execute();
   if (userIds.length) await db.insertInto('issue_assignees').values(userIds.map((user_id) => ({ issue_id: issueId, user_id }))).onConflict((oc) => oc.doNothing()).execute();
+  return before;
 }
 
 function duplicated(e: unknown): boolean {
@@ -134,6 +139,7 @@ export async function createIssue(cairn: Cairn, project: ProjectWithNamespace, u
         .executeTakeFirstOrThrow();
       if (assignees?.length) await trx.insertInto('issue_assignees').values(assignees.map((user_id) => ({ issue_id: issue.id, user_id }))).execute();
       if (params.labelChange) await applyLabels(trx, issue, user, params.labelChange);
+      await notify(cairn, trx, { action: 'new_issue', target: { type: 'Issue', id: issue.id }, actorId: user.id });
       return issue;
     });
   } catch (e) {
@@ -166,7 +172,8 @@ export async function updateIssue(cairn: Cairn, project: ProjectWithNamespace, i
 
   let current = issue;
   const changed = await cairn.db.transaction().execute(async (trx) => {
-    if (assignees) await replaceAssignees(trx, issue.id, assignees);
+    const previousAssignees = assignees ? await replaceAssignees(trx, issue.id, assignees) : null;
+    if (previousAssignees) await notify(cairn, trx, { action: 'reassign_issue', target: { type: 'Issue', id: issue.id }, actorId: user.id, previousAssigneeIds: previousAssignees });
     const labelsChanged = params.labelChange ? await applyLabels(trx, issue, user, params.labelChange) : false;
     if (Object.keys(set).length || assignees || labelsChanged) {
       current = await trx
@@ -179,7 +186,7 @@ export async function updateIssue(cairn: Cairn, project: ProjectWithNamespace, i
     }
     return false;
   });
-  if (params.state_event) current = await changeIssueState(cairn.db, current, params.state_event, user);
+  if (params.state_event) current = await changeIssueState(cairn, current, params.state_event, user);
   if (!changed && !params.state_event && params.updated_at) {
     current = await cairn.db.updateTable('issues').set({ updated_at: params.updated_at }).where('id', '=', issue.id).returningAll().executeTakeFirstOrThrow();
   }
@@ -191,7 +198,8 @@ export async function updateIssue(cairn: Cairn, project: ProjectWithNamespace, i
  * for the state the issue is in changes nothing. `note` replaces the note's text (closing by a
  * merge request says which).
  */
-export async function changeIssueState(db: Database, issue: Issue, event: 'close' | 'reopen', user: Pick<User, 'id'>, note?: string): Promise<Issue> {
+export async function changeIssueState(cairn: Pick<Cairn, 'db' | 'config'>, issue: Issue, event: 'close' | 'reopen', user: Pick<User, 'id'>, note?: string): Promise<Issue> {
+  const { db } = cairn;
   const from = event === 'close' ? ISSUE_STATE.opened : ISSUE_STATE.closed;
   const run = async (trx: Database) => {
     const updated = await trx
@@ -203,7 +211,10 @@ export async function changeIssueState(db: Database, issue: Issue, event: 'close
       .where('state_id', '=', from)
       .returningAll()
       .executeTakeFirst();
-    if (updated) await addSystemNote(trx, issueScope(updated), user.id, note ?? (event === 'close' ? 'closed' : 'reopened'));
+    if (updated) {
+      await addSystemNote(trx, issueScope(updated), user.id, note ?? (event === 'close' ? 'closed' : 'reopened'));
+      await notify(cairn, trx, { action: event === 'close' ? 'close_issue' : 'reopen_issue', target: { type: 'Issue', id: updated.id }, actorId: user.id });
+    }
     return updated;
   };
   const updated = db.isTransaction ? await run(db) : await db.transaction().execute(run);

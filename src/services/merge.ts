@@ -19,6 +19,7 @@ import { addSystemNote } from './notes.js';
 import { hasUnresolvedThreads } from '../finders/notes.js';
 import { enqueueClosingIssues } from './closing_issues.js';
 import { projectRepoPath } from './projects.js';
+import { notify } from './notify.js';
 
 /**
  * Accepting a merge request, its merge ref, merge-when-pipeline-succeeds and rebase, as the spec's
@@ -84,18 +85,24 @@ export async function acceptMergeRequest(
 
   if (opts.merge_when_pipeline_succeeds && (await headPipelineActive(cairn, mr))) {
     // A pipeline is running for the head: merge when it succeeds (onPipelineSucceeded).
-    const flagged = await cairn.db
-      .updateTable('merge_requests')
-      .set({
-        merge_when_pipeline_succeeds: true,
-        merge_user_id: user.id,
-        merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, squash) }),
-        updated_at: sql`now()` as any,
-      })
-      .where('id', '=', mr.id)
-      .where('state_id', '=', MR_STATE.opened)
-      .returningAll()
-      .executeTakeFirst();
+    const flagged = await cairn.db.transaction().execute(async (trx) => {
+      const row = await trx
+        .updateTable('merge_requests')
+        .set({
+          merge_when_pipeline_succeeds: true,
+          merge_user_id: user.id,
+          merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, squash) }),
+          updated_at: sql`now()` as any,
+        })
+        .where('id', '=', mr.id)
+        .where('state_id', '=', MR_STATE.opened)
+        .returningAll()
+        .executeTakeFirst();
+      if (row && !mr.merge_when_pipeline_succeeds) {
+        await notify(cairn, trx, { action: 'merge_when_pipeline_succeeds', target: { type: 'MergeRequest', id: mr.id }, actorId: user.id });
+      }
+      return row;
+    });
     if (!flagged) throw apiError(405, '405 Method Not Allowed');
     return flagged;
   }
@@ -207,6 +214,7 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
         .executeTakeFirstOrThrow();
       await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, 'merged');
       await enqueueClosingIssues(trx, row, user.id);
+      await notify(cairn, trx, { action: 'merge_merge_request', target: { type: 'MergeRequest', id: mr.id }, actorId: user.id });
       return row;
     });
     await afterMerge(cairn, project, user, merged, opts);
@@ -248,7 +256,10 @@ export async function reconcileLocked(cairn: Cairn, project: ProjectWithNamespac
       .where('state_id', '=', MR_STATE.locked)
       .returningAll()
       .executeTakeFirst();
-    if (done && merged) await enqueueClosingIssues(trx, done, done.merge_user_id);
+    if (done && merged) {
+      await enqueueClosingIssues(trx, done, done.merge_user_id);
+      await notify(cairn, trx, { action: 'merge_merge_request', target: { type: 'MergeRequest', id: done.id }, actorId: done.merge_user_id });
+    }
     return done;
   });
   return row ?? mr;

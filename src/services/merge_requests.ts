@@ -20,6 +20,7 @@ import type { NoteableScope } from '../finders/notes.js';
 import { commitsBetween, readCommitsOnce } from '../git/compare.js';
 import { draftlessTitle, isDraftTitle } from '../presenters/merge_requests.js';
 import { addSystemNote } from './notes.js';
+import { notify } from './notify.js';
 
 /**
  * Merge requests: create, update, close and reopen, delete, and keeping each one's view of git
@@ -140,8 +141,13 @@ async function checkMilestone(cairn: Cairn, project: ProjectWithNamespace, miles
   if (!row) throw validationError(['Milestone does not exist']);
 }
 
-async function replaceUserLinks(cairn: Cairn, table: 'merge_request_assignees' | 'merge_request_reviewers', mrId: number, userIds: number[]) {
+async function replaceUserLinks(cairn: Cairn, table: 'merge_request_assignees' | 'merge_request_reviewers', mrId: number, userIds: number[], actorId: number) {
   await cairn.db.transaction().execute(async (trx) => {
+    const before = (await trx.selectFrom(table).select('user_id').where('merge_request_id', '=', mrId).execute()).map((r) => r.user_id);
+    const changed = before.length !== userIds.length || before.some((id) => !userIds.includes(id));
+    if (changed && table === 'merge_request_assignees') {
+      await notify(cairn, trx, { action: 'reassign_merge_request', target: { type: 'MergeRequest', id: mrId }, actorId, previousAssigneeIds: before });
+    }
     await trx.deleteFrom(table).where('merge_request_id', '=', mrId).where('user_id', 'not in', userIds.length ? userIds : [0]).execute();
     if (userIds.length) {
       await trx.insertInto(table).values(userIds.map((user_id) => ({ merge_request_id: mrId, user_id }))).onConflict((oc) => oc.doNothing()).execute();
@@ -278,6 +284,7 @@ export async function createMergeRequest(cairn: Cairn, input: CreateInput): Prom
       if (assignees?.length) await trx.insertInto('merge_request_assignees').values(assignees.map((user_id) => ({ merge_request_id: row.id, user_id }))).execute();
       if (reviewers?.length) await trx.insertInto('merge_request_reviewers').values(reviewers.map((user_id) => ({ merge_request_id: row.id, user_id }))).execute();
       if (params.labelChange) await applyLabels(trx, row, user, params.labelChange);
+      await notify(cairn, trx, { action: 'new_merge_request', target: { type: 'MergeRequest', id: row.id }, actorId: user.id });
       return row;
     });
   } catch (e) {
@@ -334,8 +341,8 @@ export async function updateMergeRequest(cairn: Cairn, project: ProjectWithNames
   }
   const assignees = await existingUserIds(cairn, params.assignee_ids ?? (params.assignee_id !== undefined ? (params.assignee_id ? [params.assignee_id] : []) : undefined));
   const reviewers = await existingUserIds(cairn, params.reviewer_ids);
-  if (assignees) await replaceUserLinks(cairn, 'merge_request_assignees', mr.id, assignees);
-  if (reviewers) await replaceUserLinks(cairn, 'merge_request_reviewers', mr.id, reviewers);
+  if (assignees) await replaceUserLinks(cairn, 'merge_request_assignees', mr.id, assignees, user.id);
+  if (reviewers) await replaceUserLinks(cairn, 'merge_request_reviewers', mr.id, reviewers, user.id);
 
   const labelsChanged = params.labelChange ? (await applyLabels(cairn.db, mr, user, params.labelChange)) : false;
   let current = mr;
@@ -391,7 +398,10 @@ export async function changeState(cairn: Cairn, mr: MergeRequest, event: 'close'
       .returningAll()
       .executeTakeFirst();
     // GitLab's change_status note, only by whoever made the change.
-    if (row) await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, event === 'close' ? 'closed' : 'reopened');
+    if (row) {
+      await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, event === 'close' ? 'closed' : 'reopened');
+      await notify(cairn, trx, { action: event === 'close' ? 'close_merge_request' : 'reopen_merge_request', target: { type: 'MergeRequest', id: mr.id }, actorId: user.id });
+    }
     return row;
   });
   return updated ?? (await cairn.db.selectFrom('merge_requests').selectAll().where('id', '=', mr.id).executeTakeFirstOrThrow());
@@ -471,7 +481,15 @@ async function noteAddedCommits(cairn: Cairn, mr: MergeRequest, oldHead: string,
   const count = commits.length;
   const path = `/${projectFullPath(project)}/-/merge_requests/${mr.iid}/diffs?start_sha=${oldHead}`;
   const body = [`added ${count} commit${count === 1 ? '' : 's'}`, `<ul>${items}</ul>`, `[Compare with previous version](${path})`].join('\n\n');
-  await addSystemNote(cairn.db, mergeRequestNoteScope(mr), userId, body);
+  await cairn.db.transaction().execute(async (trx) => {
+    await addSystemNote(trx, mergeRequestNoteScope(mr), userId, body);
+    await notify(cairn, trx, {
+      action: 'push_to_merge_request',
+      target: { type: 'MergeRequest', id: mr.id },
+      actorId: userId,
+      commits: commits.map((c) => ({ id: c.oid, title: c.message.split('\n')[0] ?? '' })),
+    });
+  });
 }
 
 /** Throws GitLab's 404 for a merge request that does not exist in the project. */

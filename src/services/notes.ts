@@ -11,6 +11,8 @@ import { diffLines, diffTrees, type DiffFile } from '../git/commits.js';
 import { badRequest, missingParam } from '../plugins/errors.js';
 import { findCommit } from './commits.js';
 import { projectRepoPath } from './projects.js';
+import { mailsNotesOn } from './notifications.js';
+import { notify } from './notify.js';
 
 /**
  * Notes (comments) and discussions (threads) of every noteable, over the one `notes` table:
@@ -87,8 +89,17 @@ function insertValues(scope: NoteableScope, input: NewNote, discussionId: string
 
 /** A new thread (type DiscussionNote or DiffNote) or individual note (type null) on the noteable. */
 export async function createNote(cairn: Cairn, scope: NoteableScope, input: NewNote): Promise<NoteWithAuthor> {
-  const row = await cairn.db.insertInto('notes').values(insertValues(scope, input, newDiscussionId())).returning('id').executeTakeFirstOrThrow();
-  return reload(cairn, scope, row.id);
+  const id = await cairn.db.transaction().execute(async (trx) => {
+    const row = await trx.insertInto('notes').values(insertValues(scope, input, newDiscussionId())).returning('id').executeTakeFirstOrThrow();
+    await notifyNewNote(cairn, trx, scope, row.id, input.author.id);
+    return row.id;
+  });
+  return reload(cairn, scope, id);
+}
+
+/** new_note mail for the noteables that have it (services/notifications.ts NOTEABLE_LOADERS), in the note's transaction. */
+async function notifyNewNote(cairn: Cairn, trx: Database, scope: NoteableScope, noteId: number, authorId: number) {
+  if (mailsNotesOn(scope.type)) await notify(cairn, trx, { action: 'new_note', target: { type: 'Note', id: noteId }, actorId: authorId });
 }
 
 /**
@@ -109,7 +120,9 @@ export async function replyToDiscussion(
       await trx.updateTable('notes').set({ type: 'DiscussionNote' }).where('discussion_id', '=', first.discussion_id).where('type', 'is', null).execute();
     }
     const values = insertValues(scope, { ...input, type: (first.type ?? 'DiscussionNote') as NoteType, position: first.position, lineCode: first.line_code }, first.discussion_id);
-    return (await trx.insertInto('notes').values(values).returning('id').executeTakeFirstOrThrow()).id;
+    const reply = await trx.insertInto('notes').values(values).returning('id').executeTakeFirstOrThrow();
+    await notifyNewNote(cairn, trx, scope, reply.id, input.author.id);
+    return reply.id;
   });
   return reload(cairn, scope, id);
 }

@@ -16,6 +16,7 @@ import { ApiError, apiError, validationFailed } from '../plugins/errors.js';
 import type { ProjectRow } from '../presenters/projects.js';
 import { can, effectiveLevel, featureAvailable } from '../policies/abilities.js';
 import { parseProjectSettings } from './project-settings.js';
+import { notify } from './notify.js';
 
 export type NewProject = Omit<Insertable<ProjectsTable>, 'disk_path' | 'runners_token'>;
 
@@ -330,6 +331,7 @@ export async function deleteProjectRows(trx: Database, projects: Pick<Project, '
     .where('target_project_id', 'not in', ids)
     .execute();
   await trx.deleteFrom('members').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
+  await trx.deleteFrom('notification_settings').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
   await trx.deleteFrom('projects').where('id', 'in', ids).execute();
   await scheduleRepositoryRemoval(trx, projects);
 }
@@ -351,6 +353,7 @@ export async function transferProject(cairn: Cairn, user: User, project: Project
     await trx.updateTable('projects').set({ namespace_id: target.id, visibility_level: visibility, updated_at: new Date() }).where('id', '=', project.id).execute();
     // A shared group link to the new parent group (or its ancestors) would be redundant.
     if (target.type === 'Group') await trx.deleteFrom('project_group_links').where('project_id', '=', project.id).where('group_id', 'in', target.traversal_ids).execute();
+    await notify(cairn, trx, { action: 'moved_project', target: { type: 'Project', id: project.id }, actorId: user.id, oldPath: `${project.namespace.full_path}/${project.path}` });
   });
 }
 

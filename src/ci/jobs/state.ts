@@ -10,6 +10,7 @@ import { canDeployTo } from '../../policies/environments.js';
 import { projectSettings } from '../../presenters/projects.js';
 import type { CompiledJob } from '../config/index.js';
 import { readTrace } from '../trace.js';
+import { notifyPipelineFinished } from '../../services/notify.js';
 
 // The job state machine. Every transition is one guarded UPDATE (`where status = ...`), so two
 // Cairn processes racing on the same job cannot both move it; everything that looks at a
@@ -596,6 +597,7 @@ export async function processPipeline(cairn: Cairn, pipelineId: number): Promise
       }
     }
     const status = await updateStatuses(trx, pipelineId);
+    await notifyPipelineFinished(cairn, trx, pipeline, pipeline.status, status);
     return { before: pipeline.status, after: status, pipeline };
   });
   if (!outcome || !outcome.after || outcome.before === outcome.after) return;

@@ -13,6 +13,7 @@ import { projectRepoPath } from '../../services/projects.js';
 import { compilePipeline, matchAnyGlob, type CompiledJob, type CompileResult, type PipelineSource } from '../config/index.js';
 import { processPipeline } from '../jobs/state.js';
 import { mergeRequestVariables } from './lookup.js';
+import { notifyPipelineFinished } from '../../services/notify.js';
 
 // Pipeline creation: read .gitlab-ci.yml at the pipeline's sha, compile it (src/ci/config) with
 // the predefined, group, project and pipeline variables, and store the pipeline, its stages, jobs
@@ -248,9 +249,11 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
       committed_at: committedAt as any,
     };
     if (result.kind === 'error') {
-      return trx.insertInto('ci_pipelines').values({
+      const failed = await trx.insertInto('ci_pipelines').values({
         ...base, status: 'failed', yaml_errors: result.errors.join(', '), failure_reason: 'config_error', finished_at: sql`now()` as any,
       }).returningAll().executeTakeFirstOrThrow();
+      await notifyPipelineFinished(cairn, trx, failed, null, 'failed');
+      return failed;
     }
     if (result.kind === 'skipped') {
       return trx.insertInto('ci_pipelines').values({ ...base, status: 'skipped', finished_at: sql`now()` as any }).returningAll().executeTakeFirstOrThrow();

@@ -23,6 +23,7 @@ import * as commitStatuses from './0840_commit_statuses.js';
 import * as recurringJobs from './0845_recurring_jobs.js';
 import * as protectedEnvironments from './0910_protected_environments.js';
 import * as errorTracking from './0930_error_tracking.js';
+import * as notificationSettings from './0920_notification_settings.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -51,4 +52,5 @@ export const migrations: Record<string, Migration> = {
   '0845_recurring_jobs': recurringJobs,
   '0910_protected_environments': protectedEnvironments,
   '0930_error_tracking': errorTracking,
+  '0920_notification_settings': notificationSettings,
 };
