@@ -18,55 +18,92 @@ function ownerIds(owner: RegistrationOwner) {
   return { namespaceId: owner.type === 'group_type' ? owner.namespaceId : null, projectId: owner.type === 'project_type' ? owner.projectId : null };
 }
 
-/** The token a project or group shows as its runners_token (kept equal to its registration token). */
-async function shownToken(db: Cairn['db'], owner: RegistrationOwner): Promise<string | null> {
-  if (owner.type === 'project_type') {
-    return (await db.selectFrom('projects').select('runners_token').where('id', '=', owner.projectId).executeTakeFirst())?.runners_token ?? null;
-  }
-  if (owner.type === 'group_type') {
-    return (await db.selectFrom('namespaces').select('runners_token').where('id', '=', owner.namespaceId).executeTakeFirst())?.runners_token ?? null;
-  }
-  return null;
+function newRegistrationToken(): string {
+  return REGISTRATION_PREFIX + randomToken(20);
 }
 
-async function showToken(db: Cairn['db'], owner: RegistrationOwner, token: string) {
-  if (owner.type === 'project_type') await db.updateTable('projects').set({ runners_token: token }).where('id', '=', owner.projectId).execute();
-  if (owner.type === 'group_type') await db.updateTable('namespaces').set({ runners_token: token }).where('id', '=', owner.namespaceId).execute();
-}
+type Secrets = Pick<Cairn, 'db' | 'config'>;
 
-/**
- * The owner's registration token, created when it has none yet. A project's or group's is the
- * runners_token it shows to its maintainers (GET /projects/:id), so a new row takes that value.
- */
-export async function registrationToken(cairn: Pick<Cairn, 'db' | 'config'>, owner: RegistrationOwner): Promise<string> {
-  const { namespaceId, projectId } = ownerIds(owner);
+/** The instance's registration token, created at first need. */
+async function instanceRegistrationToken(cairn: Secrets): Promise<string> {
   const find = () =>
-    cairn.db
-      .selectFrom('ci_registration_tokens')
-      .select('token_encrypted')
-      .where('runner_type', '=', owner.type)
-      .where(sql<boolean>`coalesce(namespace_id, 0) = ${namespaceId ?? 0} and coalesce(project_id, 0) = ${projectId ?? 0}`)
-      .executeTakeFirst();
+    cairn.db.selectFrom('ci_registration_tokens').select(['id', 'token_encrypted']).where('runner_type', '=', 'instance_type').executeTakeFirst();
   let row = await find();
-  if (!row) {
-    const shown = await shownToken(cairn.db, owner);
-    const token = shown ?? REGISTRATION_PREFIX + randomToken(20);
-    // Two processes creating it at once: the unique index keeps one, both read it back.
-    await sql`insert into ci_registration_tokens (runner_type, namespace_id, project_id, token_digest, token_encrypted)
-              values (${owner.type}, ${namespaceId}, ${projectId}, ${tokenDigest(token)}, ${encryptSecret(cairn.config, token)})
-              on conflict do nothing`.execute(cairn.db);
+  let token = row ? decryptSecret(cairn.config, row.token_encrypted) : null;
+  if (!token) {
+    await replaceUnreadable(cairn, row ? [row] : [], [{ type: 'instance_type' }]);
     row = await find();
+    token = row ? decryptSecret(cairn.config, row.token_encrypted) : null;
   }
-  const token = row ? decryptSecret(cairn.config, row.token_encrypted) : null;
-  if (!token) throw new Error('registration token cannot be decrypted (CAIRN_SECRET_KEY changed?)');
-  if (owner.type !== 'instance_type' && (await shownToken(cairn.db, owner)) !== token) await showToken(cairn.db, owner, token);
+  if (!token) throw new Error('registration token cannot be read back');
   return token;
 }
 
-/** Replaces the owner's registration token (runners already registered keep working); the project or group shows the new one. */
-export async function resetRegistrationToken(cairn: Pick<Cairn, 'db' | 'config'>, owner: RegistrationOwner): Promise<string> {
+/**
+ * Gives these owners a new token in place of rows whose value cannot be decrypted (a token carried
+ * over in digest only by migration 0850, or a changed secret key), and creates the missing ones.
+ * Two processes doing it at once: the guarded delete and the unique owner index keep one row each.
+ */
+async function replaceUnreadable(cairn: Secrets, unreadable: { id: number; token_encrypted: string }[], owners: RegistrationOwner[]) {
+  await cairn.db.transaction().execute(async (trx) => {
+    for (const row of unreadable) {
+      await trx.deleteFrom('ci_registration_tokens').where('id', '=', row.id).where('token_encrypted', '=', row.token_encrypted).execute();
+    }
+    for (const owner of owners) {
+      const { namespaceId, projectId } = ownerIds(owner);
+      const token = newRegistrationToken();
+      await sql`insert into ci_registration_tokens (runner_type, namespace_id, project_id, token_digest, token_encrypted)
+                values (${owner.type}, ${namespaceId}, ${projectId}, ${tokenDigest(token)}, ${encryptSecret(cairn.config, token)})
+                on conflict do nothing`.execute(trx);
+    }
+  });
+}
+
+/**
+ * The registration tokens (shown as runners_token) of these projects or groups, in clear, each
+ * created when it has none yet: one query when they all exist.
+ */
+export async function registrationTokens(cairn: Secrets, type: 'project_type' | 'group_type', ids: number[]): Promise<Map<number, string>> {
+  const wanted = [...new Set(ids)];
+  const out = new Map<number, string>();
+  if (!wanted.length) return out;
+  const load = async () => {
+    const rows = await cairn.db
+      .selectFrom('ci_registration_tokens')
+      .select(['id', 'project_id', 'namespace_id', 'token_encrypted'])
+      .where('runner_type', '=', type)
+      .where(type === 'project_type' ? 'project_id' : 'namespace_id', 'in', wanted)
+      .execute();
+    const unreadable: { id: number; token_encrypted: string }[] = [];
+    for (const row of rows) {
+      const owner = (type === 'project_type' ? row.project_id : row.namespace_id)!;
+      const token = decryptSecret(cairn.config, row.token_encrypted);
+      if (token) out.set(owner, token);
+      else unreadable.push(row);
+    }
+    return unreadable;
+  };
+  const unreadable = await load();
+  const missing = wanted.filter((id) => !out.has(id));
+  if (!missing.length) return out;
+  const owners = missing.map((id): RegistrationOwner => (type === 'project_type' ? { type, projectId: id } : { type, namespaceId: id }));
+  await replaceUnreadable(cairn, unreadable, owners);
+  await load();
+  for (const id of missing) if (!out.has(id)) throw new Error(`registration token of ${type} ${id} cannot be read back`);
+  return out;
+}
+
+/** The owner's registration token, created when it has none yet. */
+export async function registrationToken(cairn: Secrets, owner: RegistrationOwner): Promise<string> {
+  if (owner.type === 'instance_type') return instanceRegistrationToken(cairn);
+  const id = owner.type === 'project_type' ? owner.projectId : owner.namespaceId;
+  return (await registrationTokens(cairn, owner.type, [id])).get(id)!;
+}
+
+/** Replaces the owner's registration token (runners already registered keep working). */
+export async function resetRegistrationToken(cairn: Secrets, owner: RegistrationOwner): Promise<string> {
   const { namespaceId, projectId } = ownerIds(owner);
-  const token = REGISTRATION_PREFIX + randomToken(20);
+  const token = newRegistrationToken();
   await cairn.db.transaction().execute(async (trx) => {
     await trx
       .deleteFrom('ci_registration_tokens')
@@ -75,23 +112,14 @@ export async function resetRegistrationToken(cairn: Pick<Cairn, 'db' | 'config'>
       .execute();
     await sql`insert into ci_registration_tokens (runner_type, namespace_id, project_id, token_digest, token_encrypted)
               values (${owner.type}, ${namespaceId}, ${projectId}, ${tokenDigest(token)}, ${encryptSecret(cairn.config, token)})`.execute(trx);
-    await showToken(trx, owner, token);
   });
   return token;
 }
 
-/** The registration row of a token, creating it for a project's or group's shown runners_token that has none yet. */
+/** The registration row of a token (by its digest: the token itself is not stored in clear). */
 async function findRegistration(cairn: Cairn, registration: string) {
-  const digest = tokenDigest(registration);
-  const find = () => cairn.db.selectFrom('ci_registration_tokens').selectAll().where('token_digest', '=', digest).executeTakeFirst();
-  const reg = await find();
-  if (reg || typeof registration !== 'string' || !registration.startsWith(REGISTRATION_PREFIX)) return reg;
-  const project = await cairn.db.selectFrom('projects').select('id').where('runners_token', '=', registration).executeTakeFirst();
-  const group = project ? undefined : await cairn.db.selectFrom('namespaces').select('id').where('runners_token', '=', registration).where('type', '=', 'Group').executeTakeFirst();
-  const owner: RegistrationOwner | null = project ? { type: 'project_type', projectId: project.id } : group ? { type: 'group_type', namespaceId: group.id } : null;
-  if (!owner) return undefined;
-  const token = await registrationToken(cairn, owner);
-  return token === registration ? find() : undefined;
+  if (typeof registration !== 'string' || !registration) return undefined;
+  return cairn.db.selectFrom('ci_registration_tokens').selectAll().where('token_digest', '=', tokenDigest(registration)).executeTakeFirst();
 }
 
 export interface RunnerInfo {

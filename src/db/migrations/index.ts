@@ -19,6 +19,7 @@ import * as ci from './0800_ci.js';
 import * as ciEngine from './0810_ci_engine.js';
 import * as ciProtocol from './0820_ci_protocol.js';
 import * as runnersTokenLookup from './0830_runners_token_lookup.js';
+import * as runnerManagement from './0850_runner_management.js';
 import * as commitStatuses from './0840_commit_statuses.js';
 import * as recurringJobs from './0845_recurring_jobs.js';
 
@@ -47,4 +48,5 @@ export const migrations: Record<string, Migration> = {
   '0830_runners_token_lookup': runnersTokenLookup,
   '0840_commit_statuses': commitStatuses,
   '0845_recurring_jobs': recurringJobs,
+  '0850_runner_management': runnerManagement,
 };
