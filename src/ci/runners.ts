@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { CiRunner, RunnerType } from '../db/schema/ci.js';
 import { decryptSecret, encryptSecret, randomToken, tokenDigest } from '../lib/secrets.js';
-import { validationFailed } from '../plugins/errors.js';
+import { forbidden, validationFailed } from '../plugins/errors.js';
 
 /**
  * Runner registration and authentication (the runner side of the protocol). Registration
@@ -150,8 +150,11 @@ export function parseTagList(value: string | string[] | undefined): string[] {
   return [...new Set(list.map((t) => String(t).trim()).filter(Boolean))];
 }
 
-/** GitLab's runner validations, as its 400 {"message": {field: [...]}} bodies. */
-function validate(params: RegisterParams, tags: string[], runUntagged: boolean) {
+/** Longest maintenance note (the spec's 255 characters). */
+export const MAINTENANCE_NOTE_MAX = 255;
+
+/** GitLab's runner validations on what the runner would become, as its 400 {"message": {field: [...]}} bodies. */
+function validate(params: Pick<RunnerUpdate, 'access_level' | 'maximum_timeout' | 'maintenance_note' | 'maintainer_note' | 'description'>, tags: string[], runUntagged: boolean) {
   const errors: Record<string, string[]> = {};
   if (params.access_level !== undefined && !['not_protected', 'ref_protected'].includes(params.access_level)) {
     errors.access_level = ['is not included in the list'];
@@ -161,7 +164,8 @@ function validate(params: RegisterParams, tags: string[], runUntagged: boolean) 
   }
   if (!runUntagged && tags.length === 0) errors.tags_list = ['can not be empty when runner is not allowed to pick untagged jobs'];
   const note = params.maintenance_note ?? params.maintainer_note;
-  if (note && note.length > 1024) errors.maintenance_note = ['is too long (maximum is 1024 characters)'];
+  if (note && note.length > MAINTENANCE_NOTE_MAX) errors.maintenance_note = [`is too long (maximum is ${MAINTENANCE_NOTE_MAX} characters)`];
+  if (params.description && params.description.length > 1024) errors.description = ['is too long (maximum is 1024 characters)'];
   if (tags.some((t) => t.length > 255)) errors.tag_list = ['is too long (maximum is 255 characters)'];
   if (Object.keys(errors).length) throw validationFailed(errors);
 }
@@ -204,6 +208,7 @@ export async function registerRunner(
         platform: info.platform ?? null,
         architecture: info.architecture ?? null,
         executor_type: info.executor ?? null,
+        name: info.name ?? null,
         ip_address: ip,
         contacted_at: null,
         creator_id: null,
@@ -245,6 +250,7 @@ export async function recordRunnerContact(cairn: Cairn, runner: CiRunner, info: 
     if (info.platform !== undefined && info.platform !== runner.platform) values.platform = info.platform;
     if (info.architecture !== undefined && info.architecture !== runner.architecture) values.architecture = info.architecture;
     if (info.executor !== undefined && info.executor !== runner.executor_type) values.executor_type = info.executor;
+    if (info.name !== undefined && info.name !== runner.name) values.name = info.name;
   }
   if (ip && ip !== runner.ip_address) values.ip_address = ip;
   const stale = !runner.contacted_at || Date.now() - new Date(runner.contacted_at).getTime() > CONTACT_WRITE_MS;
@@ -270,4 +276,82 @@ export async function resetRunnerToken(cairn: Cairn, runnerId: number): Promise<
 
 export async function deleteRunner(cairn: Cairn, runnerId: number): Promise<void> {
   await cairn.db.deleteFrom('ci_runners').where('id', '=', runnerId).execute();
+}
+
+// ---- management (the Runners API) -------------------------------------------------------------
+
+export interface RunnerUpdate {
+  description?: string;
+  active?: boolean;
+  paused?: boolean;
+  tag_list?: string | string[];
+  run_untagged?: boolean;
+  locked?: boolean;
+  access_level?: string;
+  maximum_timeout?: number | null;
+  maintenance_note?: string | null;
+  maintainer_note?: string | null;
+}
+
+/**
+ * PUT /runners/:id: what is given changes (tag_list is the final set; paused, or the deprecated
+ * active, pauses and resumes), validated on the result as GitLab's model does. Null when the runner
+ * is gone meanwhile.
+ */
+export async function updateRunner(cairn: Cairn, runner: CiRunner, params: RunnerUpdate): Promise<CiRunner | null> {
+  const tags = params.tag_list !== undefined ? parseTagList(params.tag_list) : runner.tag_list;
+  const runUntagged = params.run_untagged ?? runner.run_untagged;
+  validate(params, tags, runUntagged);
+  const values: Record<string, unknown> = {};
+  if (params.description !== undefined) values.description = params.description;
+  if (params.paused !== undefined) values.active = !params.paused;
+  else if (params.active !== undefined) values.active = params.active;
+  if (params.tag_list !== undefined) values.tag_list = tags;
+  if (params.run_untagged !== undefined) values.run_untagged = params.run_untagged;
+  if (params.locked !== undefined) values.locked = params.locked;
+  if (params.access_level !== undefined) values.access_level = params.access_level;
+  if (params.maximum_timeout !== undefined) values.maximum_timeout = params.maximum_timeout;
+  const note = params.maintenance_note !== undefined ? params.maintenance_note : params.maintainer_note;
+  if (note !== undefined) values.maintenance_note = note;
+  const updated = await cairn.db
+    .updateTable('ci_runners')
+    .set({ ...values, updated_at: sql`now()` as any })
+    .where('id', '=', runner.id)
+    .returningAll()
+    .executeTakeFirst();
+  // A resumed runner, or one that may now take other jobs: long polls look at the queue again.
+  if (updated) await sql`select pg_notify('cairn_ci_jobs', 'runner')`.execute(cairn.db);
+  return updated ?? null;
+}
+
+/**
+ * Enables a project runner for one more project. The caller checked who may; this refuses what
+ * GitLab's model does: a runner already there (400, as its validation error).
+ */
+export async function assignRunner(cairn: Cairn, runnerId: number, projectId: number): Promise<void> {
+  const inserted = await cairn.db
+    .insertInto('ci_runner_projects')
+    .values({ runner_id: runnerId, project_id: projectId, created_at: sql`now()` as any })
+    .onConflict((oc) => oc.columns(['runner_id', 'project_id']).doNothing())
+    .returning('id')
+    .executeTakeFirst();
+  if (!inserted) throw validationFailed({ assign_to: ['Validation failed: Runner has already been taken'] });
+  await sql`select pg_notify('cairn_ci_jobs', ${String(projectId)})`.execute(cairn.db);
+}
+
+/**
+ * Disables a project runner for a project. Refused (403) for the runner's only project, and for
+ * its owner project (the first it was registered with): delete the runner instead. The rows are
+ * locked so that two removals at once cannot leave the runner with no project.
+ */
+export async function unassignRunner(cairn: Cairn, runnerId: number, projectId: number): Promise<'gone' | 'done'> {
+  return cairn.db.transaction().execute(async (trx) => {
+    const links = await trx.selectFrom('ci_runner_projects').select(['id', 'project_id']).where('runner_id', '=', runnerId).orderBy('id').forUpdate().execute();
+    const link = links.find((l) => l.project_id === projectId);
+    if (!link) return 'gone' as const;
+    if (links.length === 1) throw forbidden('Only one project associated with the runner. Please remove the runner instead');
+    if (links[0].id === link.id) throw forbidden('You cannot unassign a runner from the owner project. Delete the runner instead');
+    await trx.deleteFrom('ci_runner_projects').where('id', '=', link.id).execute();
+    return 'done' as const;
+  });
 }
