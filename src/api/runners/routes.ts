@@ -55,9 +55,10 @@ const UpdateBody = Type.Object({
   run_untagged: Type.Optional(Type.Boolean()),
   locked: Type.Optional(Type.Boolean()),
   access_level: Type.Optional(Enum(['not_protected', 'ref_protected'] as const)),
-  maximum_timeout: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: 2147483647 }))),
-  maintainer_note: Type.Optional(Nullable(Type.String())),
-  maintenance_note: Type.Optional(Nullable(Type.String())),
+  // Null first: with type coercion on, a null would otherwise become 0 (or "").
+  maximum_timeout: Type.Optional(Type.Union([Type.Null(), Type.Integer({ minimum: 0, maximum: 2147483647 })])),
+  maintainer_note: Type.Optional(Type.Union([Type.Null(), Type.String()])),
+  maintenance_note: Type.Optional(Type.Union([Type.Null(), Type.String()])),
 });
 
 const JobsQuery = Type.Object({
