@@ -17,6 +17,7 @@ import { registerMergeRequestHooks } from './services/merge_requests.js';
 import { registerPipelineHooks } from './ci/pipelines/create.js';
 import './ci/pipelines/downstream.js';
 import './services/notifications.js';
+import './ci/jobs/stuck.js';
 import { redactUrl } from './lib/redact.js';
 import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';

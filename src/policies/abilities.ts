@@ -160,6 +160,8 @@ const PROJECT_RULES = {
   update_build: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
   /** Erase any job (its log and artifacts): maintainers; a developer may erase the jobs they started (checked where the job is loaded). */
   erase_build: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
+  /** The project's runners: list, enable and disable them (GitLab's admin_runner on a project): maintainers. */
+  admin_project_runners: member(AccessLevel.MAINTAINER),
   /** Project CI/CD variables: maintainers. */
   admin_cicd_variables: member(AccessLevel.MAINTAINER),
   /** Monitor settings (error tracking settings and client keys): maintainers. */
@@ -201,6 +203,8 @@ const GROUP_RULES = {
   read_namespace_via_membership: groupMember(AccessLevel.GUEST),
   /** Epics (GitLab premium): whoever reads the group sees its epics; confidential ones need read_confidential_epic. */
   read_epic: readGroup,
+  /** The group's runners (GET /groups/:id/runners): maintainers and owners. */
+  read_group_runners: groupMember(AccessLevel.MAINTAINER),
   read_confidential_epic: groupMember(AccessLevel.REPORTER),
   /** Create epics: reporters and up. */
   create_epic: groupMember(AccessLevel.REPORTER),

@@ -6,7 +6,8 @@ import { readCommits } from '../git/refs.js';
 import { decryptSecret } from '../lib/secrets.js';
 import { projectRepoPath } from '../services/projects.js';
 import { presentCommit } from './commits.js';
-import { projectFullPath, projectSettings, type ProjectRow } from './projects.js';
+import { presentProjectIdentity, projectFullPath, projectSettings, type ProjectRow } from './projects.js';
+import { presentRunner } from './runners.js';
 import { iso, presentUserBasic, presentUserExtended, type PresentContext } from './users.js';
 
 const ZERO_OID = '0000000000000000000000000000000000000000';
@@ -168,22 +169,6 @@ function jobCommon(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobE
   };
 }
 
-function presentRunner(r: CiRunner) {
-  const online = r.contacted_at ? Date.now() - new Date(r.contacted_at as any).getTime() < 2 * 3600 * 1000 : null;
-  return {
-    id: r.id,
-    description: r.description,
-    ip_address: r.ip_address,
-    active: r.active,
-    paused: !r.active,
-    is_shared: r.runner_type === 'instance_type',
-    runner_type: r.runner_type,
-    name: 'gitlab-runner',
-    online,
-    status: r.contacted_at ? (online ? 'online' : 'offline') : 'never_contacted',
-  };
-}
-
 /** GitLab's Entities::Ci::Job. */
 export function presentJob(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobExtras) {
   const artifacts = x.artifacts.get(b.id) ?? [];
@@ -198,6 +183,20 @@ export function presentJob(ctx: PresentContext, project: ProjectRow, b: CiBuild,
     tag_list: b.tag_list,
     runner: runner ? presentRunner(runner) : null,
     runner_manager: null,
+  };
+}
+
+/**
+ * GitLab's JobBasicWithProject, as GET /runners/:id/jobs lists a job: the basic form with the
+ * project's identity and the address of the runner that ran it.
+ */
+export function presentRunnerJob(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobExtras) {
+  const runner = b.runner_id ? x.runners.get(b.runner_id) : undefined;
+  return {
+    ...jobCommon(ctx, project, b, x),
+    ...(b.status === 'failed' ? { failure_reason: b.failure_reason ?? 'unknown_failure' } : {}),
+    ip_address: runner?.ip_address ?? null,
+    project: presentProjectIdentity(project),
   };
 }
 

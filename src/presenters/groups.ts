@@ -133,6 +133,8 @@ export interface GroupDetailExtras {
   sharedWithGroups: SharedGroupLink[];
   /** Owners (and admins) see the runner registration token. */
   canAdmin: boolean;
+  /** That token, decrypted (loaded only when canAdmin). */
+  runnersToken?: string;
   /** Pre-presented project lists when with_projects is on. */
   projects?: unknown[];
   sharedProjects?: unknown[];
@@ -144,7 +146,7 @@ export function presentGroupDetail(ctx: PresentContext, g: Namespace, extras: Gr
   return {
     ...presentGroup(ctx, g),
     shared_with_groups: extras.sharedWithGroups.map(presentSharedGroup),
-    ...(extras.canAdmin ? { runners_token: g.runners_token } : {}),
+    ...(extras.canAdmin && extras.runnersToken !== undefined ? { runners_token: extras.runnersToken } : {}),
     ...(g.parent_id === null ? { prevent_sharing_groups_outside_hierarchy: s.prevent_sharing_groups_outside_hierarchy } : {}),
     membership_lock: s.membership_lock,
     prevent_forking_outside_group: s.prevent_forking_outside_group,

@@ -111,6 +111,8 @@ export interface ProjectExtras {
   /** For the with-access form: the caller's project and group membership levels. */
   projectAccess?: number | null;
   groupAccess?: number | null;
+  /** The runner registration token, decrypted for callers who maintain the project (shown as runners_token). */
+  runnersToken?: string;
 }
 
 function sshUrl(ctx: PresentContext, fullPath: string): string {
@@ -227,7 +229,7 @@ export function presentProject(ctx: PresentContext, p: ProjectRow, x: ProjectExt
     keep_latest_artifact: s.keep_latest_artifact,
     restrict_user_defined_variables: s.restrict_user_defined_variables,
     ci_pipeline_variables_minimum_override_role: s.ci_pipeline_variables_minimum_override_role,
-    ...(maintainer ? { runners_token: p.runners_token } : {}),
+    ...(maintainer && x.runnersToken !== undefined ? { runners_token: x.runnersToken } : {}),
     runner_token_expiration_interval: s.runner_token_expiration_interval,
     auto_cancel_pending_pipelines: s.auto_cancel_pending_pipelines,
     build_timeout: s.build_timeout,

@@ -3,7 +3,6 @@ import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
 import type { Namespace, User } from '../db/schema/core.js';
 import { pathError, RESERVED_TOP_LEVEL } from '../lib/paths.js';
-import { randomToken } from '../lib/secrets.js';
 import { can, effectiveLevel } from '../policies/abilities.js';
 import { AccessLevel, groupAccessLevel, VISIBILITY_LEVELS, VISIBILITY_NAMES } from '../policies/access.js';
 import { ApiError, apiError, forbidden } from '../plugins/errors.js';
@@ -27,10 +26,6 @@ export interface NewGroup {
   creator?: User | null;
 }
 
-export function newGroupRunnersToken(): string {
-  return 'GR1348941' + randomToken(20);
-}
-
 /** Inserts a group namespace with its full path and traversal ids (and the creator's Owner membership). */
 export async function insertGroup(db: Database, attrs: NewGroup): Promise<Namespace> {
   const parent = attrs.parent ?? null;
@@ -47,7 +42,6 @@ export async function insertGroup(db: Database, attrs: NewGroup): Promise<Namesp
         visibility_level: attrs.visibility_level ?? 0,
         description: attrs.description ?? '',
         settings: attrs.settings ?? {},
-        runners_token: newGroupRunnersToken(),
         subgroup_creation_level: attrs.subgroup_creation_level,
         project_creation_level: attrs.project_creation_level,
         default_branch_name: attrs.default_branch_name ?? null,

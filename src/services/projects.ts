@@ -2,7 +2,6 @@ import type { Insertable } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { ProjectsTable } from '../db/schema/core.js';
 import { hashedDiskPath, initBareRepository, repositoryPath } from '../git/repository.js';
-import { randomToken } from '../lib/secrets.js';
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Namespace, Project, User } from '../db/schema/core.js';
@@ -18,7 +17,7 @@ import { can, effectiveLevel, featureAvailable } from '../policies/abilities.js'
 import { parseProjectSettings } from './project-settings.js';
 import { notify } from './notify.js';
 
-export type NewProject = Omit<Insertable<ProjectsTable>, 'disk_path' | 'runners_token'>;
+export type NewProject = Omit<Insertable<ProjectsTable>, 'disk_path'>;
 
 export function storageRoot(cairn: Cairn, storage: string): string {
   const root = cairn.config.storages[storage];
@@ -46,7 +45,7 @@ export async function insertProject(
   return cairn.db.transaction().execute(async (trx) => {
     const inserted = await trx
       .insertInto('projects')
-      .values({ ...attrs, runners_token: 'GR1348941' + randomToken(20) })
+      .values(attrs)
       .returningAll()
       .executeTakeFirstOrThrow();
     const diskPath = hashedDiskPath('project', inserted.id);

@@ -4,6 +4,7 @@ import { Type } from 'typebox';
 import type { Namespace } from '../../db/schema/core.js';
 import { findGroup, groupTreeIds, listGroups, sharedWithGroups, type GroupFilters } from '../../finders/groups.js';
 import { findProjectRow, listProjects } from '../../finders/projects.js';
+import { registrationToken } from '../../ci/runners.js';
 import { can } from '../../policies/abilities.js';
 import { AccessLevel } from '../../policies/access.js';
 import { authorizeGroup } from '../../policies/groups.js';
@@ -91,9 +92,11 @@ async function renderGroupDetail(request: FastifyRequest, group: Namespace, acce
     projects = await renderProjects(request, own.rows, 'full');
     sharedProjects = await renderProjects(request, shared.rows, 'full');
   }
+  const canAdmin = can(user, 'admin_group', { group, accessLevel });
   return presentGroupDetail(presentContext(request), group, {
     sharedWithGroups: await sharedWithGroups(db, user, group.id),
-    canAdmin: can(user, 'admin_group', { group, accessLevel }),
+    canAdmin,
+    runnersToken: canAdmin ? await registrationToken(request.server.cairn, { type: 'group_type', namespaceId: group.id }) : undefined,
     projects,
     sharedProjects,
   });

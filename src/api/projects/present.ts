@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { listProjects, loadProjectExtras } from '../../finders/projects.js';
-import { featureAvailable } from '../../policies/abilities.js';
+import { registrationTokens } from '../../ci/runners.js';
+import { can, featureAvailable } from '../../policies/abilities.js';
 import { presentProject, presentProjectSimple, presentProjectWithAccess, type ProjectExtras, type ProjectRow } from '../../presenters/projects.js';
 import { readmePaths } from '../../services/projects.js';
 import type { PresentContext } from '../../presenters/users.js';
@@ -26,10 +27,18 @@ export async function presentProjects(request: FastifyRequest, rows: ProjectRow[
   const present = form === 'simple' ? presentProjectSimple : form === 'full' ? presentProject : presentProjectWithAccess;
   const complete = rows.every((r) => readmes.has(r.id) || !featureAvailable({ project: r, accessLevel: levels.get(r.id) ?? 0 }, 'repository'));
   const sources = form === 'simple' ? new Map() : await loadForkSources(request, [...extras.values()].map((x) => x.forkedFromId));
+  // runners_token: decrypted for the projects the caller maintains (the presenter's own check).
+  const maintained = form === 'simple' ? [] : rows.filter((r) => can(user, 'admin_project', { project: r, accessLevel: levels.get(r.id) ?? 0 })).map((r) => r.id);
+  const tokens = await registrationTokens(cairn, 'project_type', maintained);
   return {
     bodies: rows.map((r) => {
       const x = extras.get(r.id)!;
-      return present(ctx, r, { ...x, readmePath: readmes.get(r.id) ?? null, forkedFrom: x.forkedFromId ? sources.get(x.forkedFromId) : undefined });
+      return present(ctx, r, {
+        ...x,
+        readmePath: readmes.get(r.id) ?? null,
+        forkedFrom: x.forkedFromId ? sources.get(x.forkedFromId) : undefined,
+        runnersToken: tokens.get(r.id),
+      });
     }),
     complete,
   };

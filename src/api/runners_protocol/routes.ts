@@ -363,6 +363,11 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
       status = body.state;
     } else if (body.state !== undefined && body.state !== 'running' && body.state !== 'pending') {
       throw badRequest('state does not have a valid value');
+    } else {
+      // The runner's keep-alive: the job is being worked on (the stuck-job sweep, ci/jobs/stuck.ts,
+      // fails running jobs nobody updated for an hour). Written at most once a minute.
+      await sql`update ci_builds set updated_at = now() where id = ${build.id} and status = 'running'
+                and updated_at < now() - interval '1 minute'`.execute(cairn.db);
     }
     return reply.code(200).header('Job-Status', status).header('X-GitLab-Trace-Update-Interval', TRACE_UPDATE_INTERVAL).type('text/plain').send('200');
   });

@@ -203,25 +203,36 @@ export interface FinishOptions {
   status: 'success' | 'failed';
   failureReason?: string;
   exitCode?: number | null;
+  /** The states the job may leave (running by default; the stuck-job sweep also drops pending and scheduled ones). */
+  from?: CiStatus[];
+  /** Only if the job was last updated before this (a job a runner touched meanwhile stays). */
+  updatedBefore?: Date;
 }
 
 /**
- * running → success / failed. The job token dies, coverage is read from the log, a failed job
- * with `retry` is retried, and the pipeline moves on. False when the job was not running.
+ * running → success / failed (and, for the stuck-job sweep, pending or scheduled → failed). The
+ * job token dies, its queue row goes, coverage is read from the log, a failed job with `retry` is
+ * retried, and the pipeline moves on. False when the job was not in one of those states.
  */
 export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOptions): Promise<boolean> {
+  const from = opts.from ?? ['running'];
+  const stillThere = <Q extends { where: (...a: any[]) => Q }>(q: Q): Q => {
+    let out = q.where('status', 'in', from);
+    if (opts.updatedBefore) out = out.where('updated_at', '<', opts.updatedBefore);
+    return out;
+  };
   const pipelineId = await inTransaction(cairn.db, async (trx) => {
     const current = await trx.selectFrom('ci_builds').select(['pipeline_id']).where('id', '=', buildId).executeTakeFirst();
     if (!current) return null;
     await lockPipeline(trx, current.pipeline_id);
-    const before = await trx.selectFrom('ci_builds').selectAll().where('id', '=', buildId).where('status', '=', 'running').executeTakeFirst();
+    const before = await stillThere(trx.selectFrom('ci_builds').selectAll().where('id', '=', buildId)).executeTakeFirst();
     if (!before) return null;
     const job = jobOf(before);
     const failed = opts.status === 'failed';
     const exitCode = opts.exitCode ?? null;
     const allowedByExit = failed && exitCode !== null && (job.allowFailureExitCodes ?? []).includes(exitCode);
-    const coverage = await coverageOf(trx, before);
-    const build = await trx
+    const coverage = before.status === 'running' ? await coverageOf(trx, before) : before.coverage;
+    const build = await stillThere(trx
       .updateTable('ci_builds')
       .set({
         status: opts.status,
@@ -234,11 +245,11 @@ export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOpt
         updated_at: sql`now()` as any,
         lock_version: sql`lock_version + 1` as any,
       })
-      .where('id', '=', buildId)
-      .where('status', '=', 'running')
+      .where('id', '=', buildId))
       .returningAll()
       .executeTakeFirst();
     if (!build) return null;
+    if (before.status !== 'running') await dropPending(trx, [build.id]);
     if (failed && (await shouldAutoRetry(trx, build))) await cloneForRetry(trx, build, build.user_id, false);
     return build.pipeline_id;
   });

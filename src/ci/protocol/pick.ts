@@ -12,7 +12,8 @@ import { assignBuild } from '../jobs/state.js';
  *  - project runners: projects the runner is assigned to;
  *  - the job's tags are a subset of the runner's; untagged jobs only when run_untagged;
  *  - ref_protected runners only run jobs of protected refs.
- * Paused runners get nothing (the caller checks).
+ * Paused runners get nothing (the caller does not even look; the query checks again, so a runner
+ * paused while its long poll waits takes nothing).
  */
 const ATTEMPTS = 5;
 
@@ -34,6 +35,7 @@ export async function pickJob(cairn: Cairn, runner: CiRunner): Promise<{ build: 
           and pb.tag_list <@ r.tag_list
           and (r.run_untagged or cardinality(pb.tag_list) > 0)
           and (r.access_level <> 'ref_protected' or pb.protected)
+          and r.active
         order by pb.build_id
         limit 1
         for update of pb skip locked`.execute(trx);

@@ -19,6 +19,7 @@ import * as ci from './0800_ci.js';
 import * as ciEngine from './0810_ci_engine.js';
 import * as ciProtocol from './0820_ci_protocol.js';
 import * as runnersTokenLookup from './0830_runners_token_lookup.js';
+import * as runnerManagement from './0850_runner_management.js';
 import * as commitStatuses from './0840_commit_statuses.js';
 import * as recurringJobs from './0845_recurring_jobs.js';
 import * as protectedEnvironments from './0910_protected_environments.js';
@@ -53,4 +54,5 @@ export const migrations: Record<string, Migration> = {
   '0910_protected_environments': protectedEnvironments,
   '0930_error_tracking': errorTracking,
   '0920_notification_settings': notificationSettings,
+  '0850_runner_management': runnerManagement,
 };

@@ -32,6 +32,8 @@ export interface CiRunnersTable {
   architecture: string | null;
   ip_address: string | null;
   executor_type: string | null;
+  /** What the runner calls itself (info.name; migration 0850). */
+  name: ColumnType<string | null, string | null | undefined, string | null>;
   creator_id: number | null;
   created_at: Timestamp;
   updated_at: Timestamp;

@@ -106,7 +106,6 @@ export interface ProjectsTable {
   disk_path: Auto<string>;
   repository_read_only: Auto<boolean>;
   empty_repo: Auto<boolean>;
-  runners_token: string | null;
   settings: Auto<Record<string, unknown>>;
   pending_delete: Auto<boolean>;
   created_at: Timestamp;

@@ -5,7 +5,6 @@ type Auto<T> = ColumnType<T, T | undefined, T>;
 // Columns migration 0200 adds to the core tables (declaration merging keeps core.ts untouched).
 declare module './core.js' {
   interface NamespacesTable {
-    runners_token: string | null;
     /** 0 owners, 1 maintainers. */
     subgroup_creation_level: Auto<number>;
     /** 0 no one, 1 maintainers, 2 developers and maintainers. */

@@ -61,7 +61,7 @@ export const PipelineVariableSchema = Type.Object({ key: Type.String(), value: T
 /** A pipeline as a job shows it (PipelineBasic without its name): the commit's last_pipeline form. */
 const JobPipelineSchema = PipelineSummarySchema;
 
-const jobCommon = {
+export const jobCommon = {
   id: Type.Integer(),
   status: Type.String(),
   stage: Type.String(),

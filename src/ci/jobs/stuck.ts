@@ -1,0 +1,117 @@
+import { sql } from 'kysely';
+import type { Cairn } from '../../context.js';
+import { defineRecurring } from '../../jobs/queue.js';
+import { RUNNER_ONLINE_SECONDS } from '../../presenters/runners.js';
+import { finishBuild } from './state.js';
+
+/**
+ * The stuck-job sweep (GitLab's StuckCiJobsWorker: Ci::StuckBuilds::DropPendingService and
+ * DropRunningAndScheduledService). Every hour it fails, through the state machine:
+ *  - pending jobs not updated for a day;
+ *  - pending jobs not updated for an hour that no online runner could take;
+ *  - running jobs whose runner has not updated them for an hour (no trace, no state update);
+ *  - scheduled jobs whose time passed an hour ago and still did not start (stale_schedule).
+ * Each is a guarded transition (`finishBuild` with `updatedBefore`), so a job a runner takes or
+ * updates meanwhile stays, and two processes sweeping at once fail each job once.
+ */
+export const STUCK_JOBS_SWEEP = 'ci.stuck_jobs';
+const SWEEP_EVERY_SECONDS = 3600;
+const PENDING_OUTDATED_SECONDS = 24 * 3600;
+const PENDING_STUCK_SECONDS = 3600;
+const RUNNING_OUTDATED_SECONDS = 3600;
+const SCHEDULED_OUTDATED_SECONDS = 3600;
+const BATCH = 100;
+
+const before = (now: Date, seconds: number) => new Date(now.getTime() - seconds * 1000);
+
+/**
+ * SQL: an active runner that called within the online window could take the pending job `b`
+ * (the runner protocol's matching, src/ci/protocol/pick.ts).
+ */
+const anyOnlineRunnerFor = (now: Date) => sql<boolean>`exists (
+  select 1 from ci_pending_builds pb, ci_runners r
+   where pb.build_id = b.id
+     and r.active and r.contacted_at > ${before(now, RUNNER_ONLINE_SECONDS)}
+     and pb.tag_list <@ r.tag_list
+     and (r.run_untagged or cardinality(pb.tag_list) > 0)
+     and (r.access_level <> 'ref_protected' or pb.protected)
+     and ((r.runner_type = 'instance_type' and pb.instance_runners_enabled)
+       or (r.runner_type = 'group_type' and pb.group_runners_enabled and exists (
+             select 1 from ci_runner_namespaces rn join namespaces n on n.id = pb.namespace_id
+              where rn.runner_id = r.id and rn.namespace_id = any(n.traversal_ids)))
+       or (r.runner_type = 'project_type' and exists (
+             select 1 from ci_runner_projects rp where rp.runner_id = r.id and rp.project_id = pb.project_id))))`;
+
+export interface SweepResult {
+  pending: number;
+  running: number;
+  scheduled: number;
+}
+
+/** One sweep; `now` is for tests. */
+export async function dropStuckJobs(cairn: Cairn, now = new Date()): Promise<SweepResult> {
+  const result: SweepResult = { pending: 0, running: 0, scheduled: 0 };
+  const stuckCutoff = before(now, PENDING_STUCK_SECONDS);
+  const outdatedCutoff = before(now, PENDING_OUTDATED_SECONDS);
+
+  // Pending: outdated, or stuck with no runner online for it. Each batch's jobs leave pending (or
+  // were taken meanwhile and no longer match), so the loop ends.
+  let seen = new Set<number>();
+  for (;;) {
+    const { rows } = await sql<{ id: number; updated_at: Date }>`
+      select b.id, b.updated_at from ci_builds b
+       where b.status = 'pending' and b.type = 'Ci::Build' and b.updated_at < ${stuckCutoff}
+         and (b.updated_at < ${outdatedCutoff} or not ${anyOnlineRunnerFor(now)})
+         and b.id <> all(${[...seen]}::int[])
+       order by b.id limit ${BATCH}`.execute(cairn.db);
+    if (!rows.length) break;
+    for (const row of rows) {
+      seen.add(row.id);
+      if (await finishBuild(cairn, row.id, { status: 'failed', failureReason: 'stuck_or_timeout_failure', from: ['pending'], updatedBefore: stuckCutoff })) result.pending++;
+    }
+  }
+
+  seen = new Set<number>();
+  const runningCutoff = before(now, RUNNING_OUTDATED_SECONDS);
+  for (;;) {
+    const rows = await cairn.db
+      .selectFrom('ci_builds')
+      .select('id')
+      .where('status', '=', 'running')
+      .where('type', '=', 'Ci::Build')
+      .where('updated_at', '<', runningCutoff)
+      .where('id', 'not in', seen.size ? [...seen] : [0])
+      .orderBy('id')
+      .limit(BATCH)
+      .execute();
+    if (!rows.length) break;
+    for (const row of rows) {
+      seen.add(row.id);
+      if (await finishBuild(cairn, row.id, { status: 'failed', failureReason: 'stuck_or_timeout_failure', updatedBefore: runningCutoff })) result.running++;
+    }
+  }
+
+  seen = new Set<number>();
+  const scheduledCutoff = before(now, SCHEDULED_OUTDATED_SECONDS);
+  for (;;) {
+    const rows = await cairn.db
+      .selectFrom('ci_builds')
+      .select('id')
+      .where('status', '=', 'scheduled')
+      .where('scheduled_at', '<', scheduledCutoff)
+      .where('id', 'not in', seen.size ? [...seen] : [0])
+      .orderBy('id')
+      .limit(BATCH)
+      .execute();
+    if (!rows.length) break;
+    for (const row of rows) {
+      seen.add(row.id);
+      if (await finishBuild(cairn, row.id, { status: 'failed', failureReason: 'stale_schedule', from: ['scheduled'] })) result.scheduled++;
+    }
+  }
+  return result;
+}
+
+defineRecurring(STUCK_JOBS_SWEEP, SWEEP_EVERY_SECONDS, async (cairn) => {
+  await dropStuckJobs(cairn);
+});
