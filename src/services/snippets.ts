@@ -9,7 +9,7 @@ import type { RefUpdate } from '../git/http.js';
 import { initBareRepository, removeRepository, repositoryPath } from '../git/repository.js';
 import { listTree, readBlob, readRef, resolveCommit } from '../git/refs.js';
 import { isZeroOid } from '../git/validate.js';
-import { buildCommit, compareAndSwapRef, TreeActionError, type Identity, type TreeAction } from '../git/write.js';
+import { buildCommit, checkWritablePath, compareAndSwapRef, TreeActionError, type Identity, type TreeAction } from '../git/write.js';
 import { ApiError, notFound } from '../plugins/errors.js';
 import { storageRoot } from './storages.js';
 import { scheduleRepositoryRemoval } from './repository_removal.js';
@@ -45,6 +45,17 @@ export function snippetDiskPath(id: number): string {
  */
 export function snippetRepoPath(cairn: Cairn, snippet: Pick<Snippet, 'repository_storage' | 'disk_path'>): string {
   return repositoryPath(storageRoot(cairn, snippet.repository_storage), snippet.disk_path);
+}
+
+/** May a snippet file have this path (relative, no traversal, no `.git`, nothing git reads as an option)? */
+export function validSnippetPath(p: string): boolean {
+  try {
+    checkWritablePath(p);
+    return true;
+  } catch (err) {
+    if (err instanceof TreeActionError) return false;
+    throw err;
+  }
 }
 
 /** `{message: {error}}`: how GitLab's snippet services report a failed write. */

@@ -5,7 +5,6 @@ import { contentBodyLimit } from '../../config.js';
 import type { User } from '../../db/schema/core.js';
 import type { Snippet } from '../../db/schema/snippets.js';
 import { listSnippets, snippetRelations, type SnippetFilter } from '../../finders/snippets.js';
-import { checkWritablePath, TreeActionError } from '../../git/write.js';
 import { ApiError, forbidden, invalidParam, missingParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { VISIBILITY_LEVELS } from '../../policies/access.js';
@@ -32,6 +31,7 @@ import {
   snippetFiles,
   snippetFilesOf,
   updateSnippet,
+  validSnippetPath,
   type SnippetBlob,
   type SnippetFileInput,
   type UpdateSnippetInput,
@@ -104,12 +104,7 @@ function titleParam(value: string | undefined): string | undefined {
 /** Grape's file_path validator: a relative path git may write. */
 function filePathParam(name: string, value: unknown): string {
   if (typeof value !== 'string') throw invalidParam(name);
-  try {
-    checkWritablePath(value);
-  } catch (err) {
-    if (err instanceof TreeActionError) throw new ApiError(400, { error: `${name} should be a valid file path` });
-    throw err;
-  }
+  if (!validSnippetPath(value)) throw new ApiError(400, { error: `${name} should be a valid file path` });
   return value;
 }
 
