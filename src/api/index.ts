@@ -36,6 +36,7 @@ import commitStatusRoutes from './commit_statuses/routes.js';
 import protectedEnvironmentRoutes from './protected_environments/routes.js';
 import errorTrackingRoutes from './error_tracking/routes.js';
 import notificationSettingRoutes from './notification_settings/routes.js';
+import snippetRoutes from './snippets/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -76,4 +77,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(protectedEnvironmentRoutes);
   await app.register(errorTrackingRoutes);
   await app.register(notificationSettingRoutes);
+  await app.register(snippetRoutes);
 }

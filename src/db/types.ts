@@ -12,6 +12,7 @@ import type { OAuthTables } from './schema/oauth.js';
 import type { UsersAreaTables } from './schema/users.js';
 import type { NoteTables } from './schema/notes.js';
 import type { NotificationTables } from './schema/notifications.js';
+import type { SnippetTables } from './schema/snippets.js';
 import type { WorkItemTables } from './schema/work_items.js';
 
 /** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
@@ -29,4 +30,5 @@ export interface DB
     CiEngineTables,
     EnvironmentTables,
     ErrorTrackingTables,
-    NotificationTables {}
+    NotificationTables,
+    SnippetTables {}

@@ -81,6 +81,9 @@ const buildsAvailable = (s: ProjectSubject) => {
 const readBuild: Rule<ProjectSubject> = (a, s) =>
   readProject(a, s) && buildsAvailable(s) && (s.accessLevel >= AccessLevel.REPORTER || (s.project.settings as Record<string, unknown> | null)?.public_jobs !== false);
 
+/** Snippets: their feature on (a "private" feature is for members, guests included). */
+const readSnippets: Rule<ProjectSubject> = (a, s) => readProject(a, s) && featureAvailable(s, 'snippets');
+
 const PROJECT_RULES = {
   read_project: readProject,
   read_project_member: readProject,
@@ -170,6 +173,12 @@ const PROJECT_RULES = {
   read_sentry_issue: member(AccessLevel.REPORTER),
   /** Resolve, ignore or reopen tracked errors: reporters and up. */
   update_sentry_issue: (a, s) => member(AccessLevel.REPORTER)(a, s) && !s.project.archived,
+  /** The project's snippets: its snippets feature on for the caller (each snippet's own visibility: policies/snippets.ts). */
+  read_snippet: readSnippets,
+  /** Create project snippets: reporters and up, not on archived projects. */
+  create_snippet: (a, s) => member(AccessLevel.REPORTER)(a, s) && readSnippets(a, s) && !s.project.archived,
+  /** Comment on a project snippet the caller may read (checked where it is loaded): signed in, not on archived projects. */
+  create_snippet_note: (a, s) => !!a && readSnippets(a, s) && !s.project.archived,
 } satisfies Record<string, Rule<ProjectSubject>>;
 
 const readGroup: Rule<GroupSubject> = (a, s) =>

@@ -1,7 +1,9 @@
 import type { User } from '../db/schema/core.js';
+import type { Snippet } from '../db/schema/snippets.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { GitService } from '../git/http.js';
 import { can, effectiveLevel } from './abilities.js';
+import { canReadSnippet, canUpdateSnippet, type SnippetProjectSubject } from './snippets.js';
 
 /** Who is talking git over HTTP, and what their credential lets them do. */
 export interface GitCredential {
@@ -20,6 +22,8 @@ export const GIT_MESSAGES = {
   push: 'You are not allowed to push code to this project.',
   archived: "You can't push code to an archived project.",
   readOnly: 'The repository is temporarily read-only. Please try again later.',
+  snippetNotFound: 'The snippet you were looking for could not be found.',
+  updateSnippet: 'You are not allowed to update this snippet.',
 } as const;
 
 export type GitAccessDecision =
@@ -57,5 +61,31 @@ export function checkGitAccess(
   if (!can(user, 'push_code', subject)) return deny(403, GIT_MESSAGES.push);
   if (project.archived) return deny(403, GIT_MESSAGES.archived);
   if (project.repository_read_only) return deny(403, GIT_MESSAGES.readOnly);
+  return { allowed: true, accessLevel };
+}
+
+/**
+ * The access check of a git request on a snippet's repository (GitLab's GitAccessSnippet):
+ * clone for whoever may read the snippet, push for whoever may update it (policies/snippets.ts).
+ * `project` is the project of a project snippet, with the caller's level; null for personal ones.
+ */
+export function checkSnippetGitAccess(
+  snippet: Snippet | undefined,
+  project: SnippetProjectSubject | null,
+  cred: GitCredential | null,
+  service: GitService,
+): GitAccessDecision {
+  const user = cred?.user ?? null;
+  const deny = (status: 401 | 403 | 404, message: string): GitAccessDecision => ({ allowed: false, status, message });
+  if (!snippet || !canReadSnippet(user, snippet, project)) return user ? deny(404, GIT_MESSAGES.snippetNotFound) : deny(401, GIT_MESSAGES.snippetNotFound);
+  const accessLevel = project?.accessLevel ?? 0;
+  if (service === 'git-upload-pack') {
+    if (cred && !cred.download) return deny(403, GIT_MESSAGES.authDownload);
+    return { allowed: true, accessLevel };
+  }
+  if (!cred) return deny(401, GIT_MESSAGES.updateSnippet);
+  if (!cred.push) return deny(403, GIT_MESSAGES.authUpload);
+  if (!canUpdateSnippet(user, snippet, project)) return deny(403, GIT_MESSAGES.updateSnippet);
+  if (snippet.repository_read_only) return deny(403, GIT_MESSAGES.readOnly);
   return { allowed: true, accessLevel };
 }

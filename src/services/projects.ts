@@ -9,6 +9,8 @@ import { createRootCommit, hasRefs, rootReadme } from '../git/plumbing.js';
 import { branchExists, setHead } from '../git/refs.js';
 import { isValidBranchName } from '../git/validate.js';
 import { scheduleRepositoryRemoval } from './repository_removal.js';
+import { deleteProjectsSnippets } from './snippets.js';
+import { storageRoot } from './storages.js';
 import { pathError, pathFromName } from '../lib/paths.js';
 import { AccessLevel, groupAccessLevel, VISIBILITY_LEVELS, VISIBILITY_NAMES } from '../policies/access.js';
 import { ApiError, apiError, validationFailed } from '../plugins/errors.js';
@@ -19,11 +21,7 @@ import { notify } from './notify.js';
 
 export type NewProject = Omit<Insertable<ProjectsTable>, 'disk_path'>;
 
-export function storageRoot(cairn: Cairn, storage: string): string {
-  const root = cairn.config.storages[storage];
-  if (!root) throw new Error(`unknown repository storage "${storage}"`);
-  return root;
-}
+export { storageRoot };
 
 export function projectRepoPath(cairn: Cairn, project: { repository_storage: string; disk_path: string }): string {
   return repositoryPath(storageRoot(cairn, project.repository_storage), project.disk_path);
@@ -331,6 +329,7 @@ export async function deleteProjectRows(trx: Database, projects: Pick<Project, '
     .execute();
   await trx.deleteFrom('members').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
   await trx.deleteFrom('notification_settings').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
+  await deleteProjectsSnippets(trx, ids);
   await trx.deleteFrom('projects').where('id', 'in', ids).execute();
   await scheduleRepositoryRemoval(trx, projects);
 }

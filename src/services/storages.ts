@@ -1,6 +1,13 @@
 import fs from 'node:fs/promises';
 import type { Config } from '../config.js';
 
+/** The directory of a named repository storage (projects' and snippets' repositories are located from it). */
+export function storageRoot(cairn: { config: Pick<Config, 'storages'> }, storage: string): string {
+  const root = cairn.config.storages[storage];
+  if (!root) throw new Error(`unknown repository storage "${storage}"`);
+  return root;
+}
+
 /**
  * Checks at start that every configured repository storage is a directory Cairn can write
  * (creating it when missing), so a typo in CAIRN_STORAGES fails fast instead of at first push.

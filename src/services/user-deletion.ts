@@ -4,6 +4,7 @@ import type { Database } from '../db/index.js';
 import type { DB } from '../db/types.js';
 import type { Namespace, User } from '../db/schema/core.js';
 import { scheduleRepositoryRemoval } from './repository_removal.js';
+import { deleteAuthorSnippets, deleteProjectsSnippets } from './snippets.js';
 import { conflict } from '../plugins/errors.js';
 import { insertUser } from './users.js';
 
@@ -104,6 +105,10 @@ export async function deleteUser(cairn: Cairn, user: User, opts: { hardDelete: b
       else if (c.onHardDelete === 'delete') await sql`delete from ${table} where ${column} = ${user.id}`.execute(trx);
       else await sql`update ${table} set ${column} = null where ${column} = ${user.id}`.execute(trx);
     }
+    // Their snippets go, whoever would inherit their other contributions (GitLab's Users::DestroyService),
+    // and so do those of the projects that go with them.
+    await deleteAuthorSnippets(trx, user.id);
+    await deleteProjectsSnippets(trx, doomed.map((p) => p.id));
     if (groupIds.length) await trx.deleteFrom('namespaces').where('id', 'in', groupIds).execute();
     await trx.deleteFrom('users').where('id', '=', user.id).execute();
     await scheduleRepositoryRemoval(trx, doomed);

@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 
-/** What issues, merge requests and epics are called in the polymorphic tables (label_links, notes, award_emoji...). */
-export type WorkItemType = 'Issue' | 'MergeRequest' | 'Epic';
+/** What issues, merge requests, epics (and snippets, which share the dependents) are called in the polymorphic tables (label_links, notes, award_emoji...). */
+export type WorkItemType = 'Issue' | 'MergeRequest' | 'Epic' | 'Snippet';
 
 /**
  * Deletes what hangs off a work item in the polymorphic tables, which no foreign key cascades:

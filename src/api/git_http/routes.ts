@@ -19,16 +19,20 @@ import {
   type GitService,
 } from '../../git/http.js';
 import type { GitProcess } from '../../git/command.js';
-import { checkGitAccess, type GitCredential } from '../../policies/git_access.js';
+import type { Snippet } from '../../db/schema/snippets.js';
+import { checkGitAccess, checkSnippetGitAccess, type GitCredential } from '../../policies/git_access.js';
+import { snippetAccessFor } from '../../policies/snippets.js';
 import { recordPush } from '../../services/post_receive.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { checkRefUpdates } from '../../services/push_rules.js';
+import { checkSnippetRefUpdates, recordSnippetPush, snippetRepoPath } from '../../services/snippets.js';
 import { RawBody, route, type Access } from '../route.js';
 import { authenticateGitClient, GitHttpError } from './auth.js';
 
 /**
  * Git's smart HTTP protocol (v0 and v2) at `/<full_path>[.git]/info/refs`,
- * `/<full_path>[.git]/git-upload-pack` and `/<full_path>[.git]/git-receive-pack`, with
+ * `/<full_path>[.git]/git-upload-pack` and `/<full_path>[.git]/git-receive-pack`, for projects
+ * and for snippets (`/snippets/<id>.git`, `/<project>/snippets/<id>.git`), with
  * HTTP Basic authentication (tokens or password), GitLab's access rules, Cairn's push rules
  * and the post-receive hook point. Bodies stream both ways; a pack is never held in memory.
  */
@@ -42,8 +46,11 @@ const NO_CACHE = {
   expires: 'Fri, 01 Jan 1980 00:00:00 GMT',
 };
 
+/** What a git request is about: a project's repository or a snippet's. */
+type GitTarget = { kind: 'project'; project: ProjectWithNamespace } | { kind: 'snippet'; snippet: Snippet };
+
 interface GitRequestContext {
-  project: ProjectWithNamespace;
+  target: GitTarget;
   cred: GitCredential | null;
   accessLevel: number;
   gitDir: string;
@@ -64,26 +71,61 @@ function header(request: FastifyRequest, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-/** Authenticates the client and checks its access to the project for `service`. */
+/** A snippet's repository path: `snippets/<id>` (personal) or `<project path>/snippets/<id>`. */
+const SNIPPET_PATH = /^(?:(.+)\/)?snippets\/(\d{1,10})$/;
+
+/** Authenticates the client and checks its access to the project (or snippet) for `service`. */
 async function authorizeGit(request: FastifyRequest, service: GitService): Promise<GitRequestContext> {
   const cairn = request.server.cairn;
   const cred = await authenticateGitClient(cairn, header(request, 'authorization'), request.ip);
   const fullPath = projectPathOf(request);
   const userId = cred?.user.id;
-  // The project with the caller's level in one statement, through the cache the API uses.
+  const snippetPath = SNIPPET_PATH.exec(fullPath);
+  // `snippets` is a reserved top-level path, so `snippets/<id>` is never a project; a project
+  // path ending in `/snippets/<id>` is tried as a project first, as GitLab's RepoPath does.
   const project =
-    fullPath.includes('/') && !fullPath.split('/').includes('')
+    fullPath.includes('/') && !fullPath.split('/').includes('') && !(snippetPath && snippetPath[1] === undefined)
       ? await loadProjectForUser(cairn, userId, fullPath)
       : undefined;
+  if (!project && snippetPath) return authorizeSnippetGit(request, cred, snippetPath[1] ?? null, Number(snippetPath[2]), service);
   const decision = checkGitAccess(project, cred, service, project?.callerAccessLevel ?? 0);
   if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
   return {
-    project: project!,
+    target: { kind: 'project', project: project! },
     cred,
     accessLevel: decision.accessLevel,
     gitDir: projectRepoPath(cairn, project!),
     gitProtocol: sanitizeGitProtocol(request.headers['git-protocol']),
   };
+}
+
+/** The snippet of a snippet repository path, for the caller: its project (if any) must be the one in the path. */
+async function authorizeSnippetGit(request: FastifyRequest, cred: GitCredential | null, projectPath: string | null, id: number, service: GitService): Promise<GitRequestContext> {
+  const cairn = request.server.cairn;
+  const user = cred?.user ?? null;
+  let snippet = id <= 2147483647 ? await cairn.db.selectFrom('snippets').selectAll().where('id', '=', id).executeTakeFirst() : undefined;
+  let access = snippet ? await snippetAccessFor(cairn, user, snippet) : null;
+  if (snippet && access) {
+    const inPlace = projectPath === null ? snippet.project_id === null : !!access.project && access.project.id === snippet.project_id && projectPathMatches(access.project, projectPath);
+    if (!inPlace) snippet = undefined;
+  }
+  const decision = checkSnippetGitAccess(snippet, access?.subject ?? null, cred, service);
+  if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
+  return {
+    target: { kind: 'snippet', snippet: snippet! },
+    cred,
+    accessLevel: decision.accessLevel,
+    gitDir: snippetRepoPath(cairn, snippet!),
+    gitProtocol: sanitizeGitProtocol(request.headers['git-protocol']),
+  };
+}
+
+function projectPathMatches(project: ProjectWithNamespace, path: string): boolean {
+  return `${project.namespace.full_path}/${project.path}`.toLowerCase() === path.toLowerCase();
+}
+
+function targetId(target: GitTarget): string {
+  return target.kind === 'project' ? `project ${target.project.id}` : `snippet ${target.snippet.id}`;
 }
 
 function sendGitError(reply: FastifyReply, err: GitHttpError) {
@@ -197,7 +239,7 @@ async function infoRefs(request: FastifyRequest, reply: FastifyReply) {
   const first = await firstChunk(proc);
   if (!first) {
     const { code, stderr } = await exit;
-    request.log.error({ code, stderr, project: ctx.project.id }, 'ref advertisement failed');
+    request.log.error({ code, stderr, target: targetId(ctx.target) }, 'ref advertisement failed');
     return reply.code(500).header('content-type', 'text/plain; charset=utf-8').send('The repository could not be read.\n');
   }
   // v2 advertises capabilities only; v0 starts with the service line git's HTTP transport expects.
@@ -239,7 +281,11 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
     return reply.code(200).header('content-type', 'application/x-git-receive-pack-result').headers(NO_CACHE).send(Buffer.alloc(0));
   }
   const user = ctx.cred!.user;
-  const decision = await checkRefUpdates(cairn, ctx.project, user, head.updates, ctx.accessLevel);
+  const target = ctx.target;
+  const decision =
+    target.kind === 'project'
+      ? await checkRefUpdates(cairn, target.project, user, head.updates, ctx.accessLevel)
+      : { refusals: checkSnippetRefUpdates(head.updates), noForceRefs: [] as string[] };
   reply.code(200).header('content-type', 'application/x-git-receive-pack-result').headers(NO_CACHE);
 
   if (decision.refusals.size) {
@@ -269,9 +315,10 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   // receive-pack was killed; recordPush keeps only the updates that took effect.
   const out = responseBody(proc, exit, [], async () => {
     try {
-      await recordPush(cairn, ctx.project, user.id, head.updates, request.log, head.pushOptions);
+      if (target.kind === 'project') await recordPush(cairn, target.project, user.id, head.updates, request.log, head.pushOptions);
+      else await recordSnippetPush(cairn, target.snippet, head.updates);
     } catch (err) {
-      request.log.error({ err, project: ctx.project.id }, 'recording a push failed');
+      request.log.error({ err, target: targetId(target) }, 'recording a push failed');
     }
   });
   return reply.send(out);

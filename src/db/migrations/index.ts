@@ -25,6 +25,7 @@ import * as recurringJobs from './0845_recurring_jobs.js';
 import * as protectedEnvironments from './0910_protected_environments.js';
 import * as errorTracking from './0930_error_tracking.js';
 import * as notificationSettings from './0920_notification_settings.js';
+import * as snippets from './0900_snippets.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -55,4 +56,5 @@ export const migrations: Record<string, Migration> = {
   '0930_error_tracking': errorTracking,
   '0920_notification_settings': notificationSettings,
   '0850_runner_management': runnerManagement,
+  '0900_snippets': snippets,
 };

@@ -1,0 +1,49 @@
+import type { User } from '../db/schema/core.js';
+import type { Snippet } from '../db/schema/snippets.js';
+import { VISIBILITY_NAMES } from '../policies/access.js';
+import { iso, presentUserBasic, type PresentContext } from './users.js';
+
+/** What a snippet's form needs besides its row, preloaded by the caller. */
+export interface SnippetExtras {
+  author: User;
+  /** The project's full path for project snippets, null for personal ones. */
+  projectPath: string | null;
+  /** Its files' paths at the default branch (services/snippets.ts snippetFiles). */
+  files: string[];
+  /** The branch the files' raw URLs name. */
+  defaultBranch: string;
+}
+
+const encodePath = (p: string) => p.split('/').map(encodeURIComponent).join('/');
+
+/** GitLab's Snippet entity (PersonalSnippet and ProjectSnippet have the same fields). */
+export function presentSnippet(ctx: PresentContext, s: Snippet, x: SnippetExtras) {
+  const owner = x.projectPath ? `${ctx.baseUrl}/${x.projectPath}` : ctx.baseUrl;
+  const webUrl = `${owner}/-/snippets/${s.id}`;
+  const repoPath = x.projectPath ? `${x.projectPath}/snippets/${s.id}` : `snippets/${s.id}`;
+  const host = new URL(ctx.baseUrl).hostname;
+  return {
+    id: s.id,
+    title: s.title,
+    file_name: x.files[0] ?? null,
+    description: s.description,
+    visibility: VISIBILITY_NAMES[s.visibility_level] ?? 'private',
+    author: presentUserBasic(ctx, x.author),
+    expires_at: iso(s.expires_at),
+    created_at: iso(s.created_at)!,
+    updated_at: iso(s.updated_at)!,
+    project_id: s.project_id,
+    web_url: webUrl,
+    raw_url: `${webUrl}/raw`,
+    ssh_url_to_repo: `git@${host}:${repoPath}.git`,
+    http_url_to_repo: `${ctx.baseUrl}/${repoPath}.git`,
+    files: x.files.map((path) => ({ path, raw_url: `${webUrl}/raw/${x.defaultBranch}/${encodePath(path)}` })),
+    imported: false,
+    imported_from: 'none',
+  };
+}
+
+/** GitLab's UserAgentDetail. */
+export function presentUserAgentDetail(s: Pick<Snippet, 'user_agent' | 'ip_address'>) {
+  return { user_agent: s.user_agent ?? '', ip_address: s.ip_address ?? '', akismet_submitted: false, spamcheck_submitted: false };
+}
