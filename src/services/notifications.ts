@@ -1,3 +1,4 @@
+import { canReadSnippet, type SnippetProjectSubject } from '../policies/snippets.js';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
@@ -426,6 +427,27 @@ export const NOTEABLE_LOADERS: Record<string, NoteableLoader> = {
       context: project.name,
       subjectLine: `${title} (${note.commit_id.slice(0, 8)})`,
       webUrl: `${projectUrl(cairn, project)}/-/commit/${note.commit_id}`,
+    };
+  },
+  // Project snippets (personal snippets have no notes API): the author, commenters and mentioned
+  // users take part; readers are those the snippet policy lets read it.
+  Snippet: async (cairn, note) => {
+    if (!note.noteable_id || note.project_id === null) return null;
+    const snippet = await cairn.db.selectFrom('snippets').selectAll().where('id', '=', note.noteable_id).executeTakeFirst();
+    const project = snippet ? await findProjectRow(cairn.db, note.project_id) : null;
+    if (!snippet || !project) return null;
+    const notes = await notesOf(cairn.db, 'Snippet', { column: 'noteable_id', value: snippet.id }, project.id);
+    const mentioned = await usersMentionedIn(cairn.db, [snippet.description ?? '', ...notes.map((n) => n.body)]);
+    return {
+      project,
+      group: null,
+      participants: [snippet.author_id, ...notes.map((n) => n.author_id), ...mentioned].filter((x): x is number => typeof x === 'number'),
+      subscribable: null,
+      readers: projectReaders(cairn.db, project, (u, s) => canReadSnippet(u, snippet, s as SnippetProjectSubject)),
+      thread: { kind: 'snippet', id: snippet.id },
+      context: project.name,
+      subjectLine: `${snippet.title} ($${snippet.id})`,
+      webUrl: `${projectUrl(cairn, project)}/-/snippets/${snippet.id}`,
     };
   },
 };

@@ -356,6 +356,22 @@ describe('notification e-mail', () => {
     assert.equal(mails[0].inReplyTo, `<commit_${sha}@${new URL(t.config.externalUrl).host}>`);
   });
 
+  it('notes on a project snippet: its author and watchers, never who may not read it', async () => {
+    const snippet = await t.post(api('/snippets'), { title: 'Launch script', visibility: 'private', files: [{ file_path: 'go.sh', content: 'echo go\n' }] }, { token: author.token });
+    assert.equal(snippet.status, 201, snippet.text);
+    await delivered();
+    const note = await t.post(api(`/snippets/${snippet.body.id}/notes`), { body: `Looks right, @${outsider.user.username}` }, { token: assignee.token });
+    assert.equal(note.status, 201, note.text);
+    const mails = await delivered();
+    const to = recipientsOf(mails);
+    assert.ok(to.includes(emailOf(author)), 'the snippet author takes part');
+    assert.ok(to.includes(emailOf(watcher)), 'a project watcher hears');
+    assert.ok(!to.includes(emailOf(assignee)), 'not the commenter');
+    assert.ok(!to.includes(emailOf(outsider)), 'a mentioned non-member cannot read the private project snippet');
+    assert.equal(mails[0].subject, `Re: Rocket | Launch script ($${snippet.body.id})`);
+    assert.equal(mails[0].inReplyTo, `<snippet_${snippet.body.id}@${new URL(t.config.externalUrl).host}>`);
+  });
+
   it('moved project: its maintainers and owners', async () => {
     const from = await t.createGroup({ visibility: 0 });
     const to = await t.createGroup({ visibility: 0 });
