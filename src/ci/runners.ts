@@ -100,6 +100,19 @@ export async function registrationToken(cairn: Secrets, owner: RegistrationOwner
   return (await registrationTokens(cairn, owner.type, [id])).get(id)!;
 }
 
+/**
+ * Gives a new project or group its registration token inside the transaction that creates it,
+ * so that reading runners_token later is a read, never a write (a write on a read would clear
+ * the shared cache and keep pages from being cached).
+ */
+export async function createRegistrationToken(trx: Cairn['db'], config: Secrets['config'], owner: RegistrationOwner): Promise<void> {
+  const { namespaceId, projectId } = ownerIds(owner);
+  const token = newRegistrationToken();
+  await sql`insert into ci_registration_tokens (runner_type, namespace_id, project_id, token_digest, token_encrypted)
+            values (${owner.type}, ${namespaceId}, ${projectId}, ${tokenDigest(token)}, ${encryptSecret(config, token)})
+            on conflict do nothing`.execute(trx);
+}
+
 /** Replaces the owner's registration token (runners already registered keep working). */
 export async function resetRegistrationToken(cairn: Secrets, owner: RegistrationOwner): Promise<string> {
   const { namespaceId, projectId } = ownerIds(owner);

@@ -10,6 +10,7 @@ import { toBoolean } from '../plugins/params.js';
 import { GROUP_SETTING_DEFAULTS, PROJECT_CREATION_LEVELS, SUBGROUP_CREATION_LEVELS } from '../presenters/groups.js';
 import { deleteProjectRows, rubyErrors } from './projects.js';
 import { groupTreeIds } from '../finders/groups.js';
+import { createRegistrationToken } from '../ci/runners.js';
 
 export interface NewGroup {
   name: string;
@@ -27,9 +28,9 @@ export interface NewGroup {
 }
 
 /** Inserts a group namespace with its full path and traversal ids (and the creator's Owner membership). */
-export async function insertGroup(db: Database, attrs: NewGroup): Promise<Namespace> {
+export async function insertGroup(cairn: Pick<Cairn, 'db' | 'config'>, attrs: NewGroup): Promise<Namespace> {
   const parent = attrs.parent ?? null;
-  return db.transaction().execute(async (trx) => {
+  return cairn.db.transaction().execute(async (trx) => {
     const row = await trx
       .insertInto('namespaces')
       .values({
@@ -49,6 +50,7 @@ export async function insertGroup(db: Database, attrs: NewGroup): Promise<Namesp
       })
       .returning('id')
       .executeTakeFirstOrThrow();
+    await createRegistrationToken(trx, cairn.config, { type: 'group_type', namespaceId: row.id });
     if (attrs.creator) {
       await trx
         .insertInto('members')
@@ -222,7 +224,7 @@ export async function createGroup(cairn: Cairn, user: User, parent: Namespace | 
   }
   if (Object.keys(problems).length) throw apiError(400, `Failed to save group ${rubyErrors(problems)}`);
 
-  return insertGroup(db, {
+  return insertGroup(cairn, {
     name,
     path,
     parent,

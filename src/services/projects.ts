@@ -17,6 +17,7 @@ import { ApiError, apiError, validationFailed } from '../plugins/errors.js';
 import type { ProjectRow } from '../presenters/projects.js';
 import { can, effectiveLevel, featureAvailable } from '../policies/abilities.js';
 import { parseProjectSettings } from './project-settings.js';
+import { createRegistrationToken } from '../ci/runners.js';
 import { notify } from './notify.js';
 
 export type NewProject = Omit<Insertable<ProjectsTable>, 'disk_path'>;
@@ -48,6 +49,7 @@ export async function insertProject(
       .executeTakeFirstOrThrow();
     const diskPath = hashedDiskPath('project', inserted.id);
     const project = await trx.updateTable('projects').set({ disk_path: diskPath }).where('id', '=', inserted.id).returningAll().executeTakeFirstOrThrow();
+    await createRegistrationToken(trx, cairn.config, { type: 'project_type', projectId: project.id });
     if (opts.repository) await opts.repository(trx, project, projectRepoPath(cairn, project));
     else await initBareRepository(projectRepoPath(cairn, project), project.default_branch ?? 'main');
     return project;

@@ -437,7 +437,8 @@ describe('Runners API', () => {
     const legacy = 'GR1348941legacylegacylegacy1';
     const p = await t.createProject({ visibility: 0 });
     await t.addMember(p, maintainer.user, 40);
-    await t.db.insertInto('ci_registration_tokens').values({ runner_type: 'project_type', project_id: p.id, token_digest: tokenDigest(legacy), token_encrypted: '' } as any).execute();
+    // (A new project gets its token when it is created; replace it with the migrated form.)
+    await t.db.updateTable('ci_registration_tokens').set({ token_digest: tokenDigest(legacy), token_encrypted: '' }).where('project_id', '=', p.id).execute();
     assert.equal((await t.post('/api/v4/runners', { token: legacy }, { token: null })).status, 201);
     const replaced = (await t.get(`/api/v4/projects/${p.id}`, { token: maintainer.token })).body.runners_token;
     assert.match(replaced, /^GR1348941/);

@@ -107,7 +107,7 @@ export class TestContext {
   /** A group; `owner` (if given) becomes an Owner member. */
   async createGroup(attrs: { path?: string; name?: string; parent?: Namespace; visibility?: number; owner?: User } = {}): Promise<Namespace> {
     const path = attrs.path ?? this.unique('group');
-    const group = await insertGroup(this.db, { name: attrs.name ?? path, path, parent: attrs.parent, visibility_level: attrs.visibility ?? 0 });
+    const group = await insertGroup(this.app.cairn, { name: attrs.name ?? path, path, parent: attrs.parent, visibility_level: attrs.visibility ?? 0 });
     if (attrs.owner) await this.addMember(group, attrs.owner, 50);
     return group;
   }
