@@ -21,6 +21,7 @@ import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
 import { responseSerializer, type RouteRecord } from './plugins/responses.js';
 import { startJobWakeup } from './ci/queue.js';
+import { registerOpenApi } from './api/openapi/document.js';
 
 export interface BuildOptions {
   config: Config;
@@ -105,7 +106,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   app.decorate('routeTable', routeTable);
   app.addHook('onRoute', (options) => {
     for (const method of [options.method].flat()) {
-      routeTable.push({ method, url: options.url, access: options.config?.access, response: (options.schema as any)?.response });
+      const schema = options.schema as any;
+      routeTable.push({ method, url: options.url, access: options.config?.access, response: schema?.response, params: schema?.params, querystring: schema?.querystring, body: schema?.body });
     }
   });
   app.setSerializerCompiler(responseSerializer(config.validateResponses));
@@ -113,6 +115,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   registerErrorHandling(app);
   registerParams(app);
   registerAuth(app);
+  // Before the routes: it records each as it is registered.
+  await registerOpenApi(app);
   await registerRoutes(app);
 
   app.addHook('onClose', async () => {

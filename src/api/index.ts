@@ -33,6 +33,7 @@ import ciLintRoutes from './ci_lint/routes.js';
 import runnerProtocolRoutes from './runners_protocol/routes.js';
 import runnerRoutes from './runners/routes.js';
 import commitStatusRoutes from './commit_statuses/routes.js';
+import openApiRoutes from './openapi/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -70,4 +71,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(runnerProtocolRoutes);
   await app.register(runnerRoutes);
   await app.register(commitStatusRoutes);
+  await app.register(openApiRoutes);
 }
