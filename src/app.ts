@@ -22,6 +22,7 @@ import { SharedCache, startCache } from './cache/index.js';
 import { responseSerializer, type RouteRecord } from './plugins/responses.js';
 import { startJobWakeup } from './ci/queue.js';
 import { registerOpenApi } from './api/openapi/document.js';
+import { registerMetrics } from './metrics/routes.js';
 
 export interface BuildOptions {
   config: Config;
@@ -117,6 +118,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   registerAuth(app);
   // Before the routes: it records each as it is registered.
   await registerOpenApi(app);
+  registerMetrics(app, database);
   await registerRoutes(app);
 
   app.addHook('onClose', async () => {

@@ -50,6 +50,8 @@ export interface Config {
   maxArtifactsSize: number;
   /** Artifacts without expire_in expire after this many seconds (0 = never). */
   defaultArtifactsExpireIn: number;
+  /** Client addresses and CIDR ranges that may read /-/metrics (GitLab's monitoring whitelist); others get 404. */
+  monitoringAllowlist: string[];
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -119,6 +121,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxTraceSize: positive(int(env.CAIRN_MAX_TRACE_SIZE, 100 * 1024 * 1024, 'CAIRN_MAX_TRACE_SIZE'), 'CAIRN_MAX_TRACE_SIZE'),
     maxArtifactsSize: positive(int(env.CAIRN_MAX_ARTIFACTS_SIZE, 100 * 1024 * 1024, 'CAIRN_MAX_ARTIFACTS_SIZE'), 'CAIRN_MAX_ARTIFACTS_SIZE'),
     defaultArtifactsExpireIn: int(env.CAIRN_ARTIFACTS_EXPIRE_IN, 30 * 24 * 3600, 'CAIRN_ARTIFACTS_EXPIRE_IN'),
+    monitoringAllowlist: (env.CAIRN_MONITORING_ALLOWLIST ?? '127.0.0.0/8,::1/128').split(',').map((s) => s.trim()).filter(Boolean),
   };
   return { ...cfg, ...overrides };
 }
