@@ -23,6 +23,8 @@ import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
 import { responseSerializer, type RouteRecord } from './plugins/responses.js';
 import { startJobWakeup } from './ci/queue.js';
+import { registerOpenApi } from './api/openapi/document.js';
+import { registerMetrics } from './metrics/routes.js';
 
 export interface BuildOptions {
   config: Config;
@@ -107,7 +109,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   app.decorate('routeTable', routeTable);
   app.addHook('onRoute', (options) => {
     for (const method of [options.method].flat()) {
-      routeTable.push({ method, url: options.url, access: options.config?.access, response: (options.schema as any)?.response });
+      const schema = options.schema as any;
+      routeTable.push({ method, url: options.url, access: options.config?.access, response: schema?.response, params: schema?.params, querystring: schema?.querystring, body: schema?.body });
     }
   });
   app.setSerializerCompiler(responseSerializer(config.validateResponses));
@@ -115,6 +118,9 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   registerErrorHandling(app);
   registerParams(app);
   registerAuth(app);
+  // Before the routes: it records each as it is registered.
+  await registerOpenApi(app);
+  registerMetrics(app, database);
   await registerRoutes(app);
 
   app.addHook('onClose', async () => {

@@ -1,6 +1,7 @@
 import { loadConfig } from './config.js';
 import { openDatabase } from './db/index.js';
 import { migrateToLatest } from './db/migrate.js';
+import { CAIRN_VERSION } from './version.js';
 
 const USAGE = `usage: cairn <command>
 
@@ -11,10 +12,49 @@ commands:
   registration-token [--group PATH | --project PATH] [--reset]
             print the runner registration token of the instance (or of a group or project),
             creating it at first need; --reset replaces it
-  help      show this text`;
+  token create --user USERNAME --scopes SCOPES [--name NAME] [--expires-at YYYY-MM-DD]
+            create a personal access token for a user and print it once (cairn token --help)
+  help      show this text (cairn help COMMAND, or cairn COMMAND --help, describes one)
+
+options:
+  -h, --help     show this text
+  -v, --version  print Cairn's version
+
+Settings are environment variables (CAIRN_*, DATABASE_URL): see the README.`;
+
+/**
+ * `cairn <command> --help` of the commands that have no option parsing of their own (runner and
+ * token answer --help themselves): usage, then exit 0 without starting or opening anything.
+ */
+const COMMAND_HELP: Record<string, string> = {
+  serve: `usage: cairn serve
+
+Runs the HTTP server on CAIRN_HOST:CAIRN_PORT: applies pending migrations, creates the
+administrator root on first start (printing its generated password once), runs the background
+worker (CAIRN_WORKERS=0 turns it off) and the built-in CI runner (CAIRN_BUILTIN_RUNNER=0).
+Stops cleanly on SIGINT or SIGTERM. Settings are environment variables: see the README.`,
+  migrate: `usage: cairn migrate
+
+Applies pending database migrations (DATABASE_URL, or the embedded database in CAIRN_DATA_DIR)
+and exits. \`cairn serve\` does this too, on start.`,
+  'registration-token': `usage: cairn registration-token [--group PATH | --project PATH] [--reset]
+
+Prints the runner registration token of the instance, or of a group or project, creating it at
+first need.
+
+options:
+  --group PATH     the token of this group (its full path)
+  --project PATH   the token of this project (its full path)
+  --reset          replace the token with a new one (the old one stops working)
+  -h, --help       show this text`,
+};
 
 async function main(argv: string[]) {
   const [command = 'help'] = argv;
+  if (COMMAND_HELP[command] && argv.slice(1).some((a) => a === '--help' || a === '-h')) {
+    console.log(COMMAND_HELP[command]);
+    return;
+  }
   switch (command) {
     case 'serve': {
       const { serve } = await import('./server.js');
@@ -39,11 +79,26 @@ async function main(argv: string[]) {
       await registrationTokenCommand(argv.slice(1));
       return;
     }
+    case 'token': {
+      const { tokenCommand } = await import('./services/token_cli.js');
+      process.exitCode = await tokenCommand(argv.slice(1));
+      return;
+    }
+    case '--version':
+    case '-v':
+    case 'version':
+      console.log(`cairn ${CAIRN_VERSION}`);
+      return;
     case 'help':
     case '--help':
-    case '-h':
-      console.log(USAGE);
+    case '-h': {
+      // `cairn help serve` is `cairn serve --help`.
+      const topic = command === 'help' ? argv[1] : undefined;
+      if (topic && topic in COMMAND_HELP) console.log(COMMAND_HELP[topic]);
+      else if (topic === 'runner' || topic === 'token') await main([topic, '--help']);
+      else console.log(USAGE);
       return;
+    }
     default:
       console.error(`unknown command "${command}"\n\n${USAGE}`);
       process.exit(2);

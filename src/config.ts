@@ -54,6 +54,8 @@ export interface Config {
   smtpUrl: string | null;
   /** The From of notification e-mail. */
   mailFrom: string;
+  /** Client addresses and CIDR ranges that may read /-/metrics (GitLab's monitoring whitelist); others get 404. */
+  monitoringAllowlist: string[];
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -146,6 +148,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     defaultArtifactsExpireIn: int(env.CAIRN_ARTIFACTS_EXPIRE_IN, 30 * 24 * 3600, 'CAIRN_ARTIFACTS_EXPIRE_IN'),
     smtpUrl: smtpUrl(env.CAIRN_SMTP_URL),
     mailFrom: env.CAIRN_MAIL_FROM || `Cairn <cairn@${mailHost(externalUrl)}>`,
+    monitoringAllowlist: (env.CAIRN_MONITORING_ALLOWLIST ?? '127.0.0.0/8,::1/128').split(',').map((s) => s.trim()).filter(Boolean),
   };
   return { ...cfg, ...overrides };
 }

@@ -37,6 +37,7 @@ import protectedEnvironmentRoutes from './protected_environments/routes.js';
 import errorTrackingRoutes from './error_tracking/routes.js';
 import notificationSettingRoutes from './notification_settings/routes.js';
 import snippetRoutes from './snippets/routes.js';
+import openApiRoutes from './openapi/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -78,4 +79,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(errorTrackingRoutes);
   await app.register(notificationSettingRoutes);
   await app.register(snippetRoutes);
+  await app.register(openApiRoutes);
 }

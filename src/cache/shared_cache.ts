@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { cacheClears, cacheRequests } from '../metrics/index.js';
 
 /**
  * A process-local cache of database reads that every Cairn process keeps true to PostgreSQL:
@@ -89,16 +90,27 @@ export class SharedCache {
    * finished first); after a clear, callers start a new load.
    */
   async load<T>(key: string, load: () => Promise<T>, opts: LoadOptions<T> = {}): Promise<T> {
-    if (!this.serving) return load();
+    if (!this.serving) {
+      cacheRequests.inc({ result: 'bypass' });
+      return load();
+    }
     const now = Date.now();
     const hit = this.entries.get(key);
     if (hit) {
-      if (hit.expiresAt > now) return hit.value as T;
+      if (hit.expiresAt > now) {
+        cacheRequests.inc({ result: 'hit' });
+        return hit.value as T;
+      }
       this.delete(key);
     }
     const since = opts.since ?? this.currentGeneration;
     const running = this.loading.get(key);
-    if (running && running.generation === this.currentGeneration) return running.value as Promise<T>;
+    // Joining a load under way is a hit: the value is read once.
+    if (running && running.generation === this.currentGeneration) {
+      cacheRequests.inc({ result: 'hit' });
+      return running.value as Promise<T>;
+    }
+    cacheRequests.inc({ result: 'miss' });
     if (since !== this.currentGeneration) return load();
     const value = this.loadAndKeep(key, load, since, now, opts);
     const flight = { generation: since, value };
@@ -132,6 +144,7 @@ export class SharedCache {
 
   /** Drops every entry; loads in flight will not be kept. */
   clear() {
+    cacheClears.inc();
     this.currentGeneration++;
     this.entries.clear();
     this.loading.clear();

@@ -1,12 +1,13 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql, type LogEvent } from 'kysely';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { PGliteDialect } from './pglite-dialect.js';
 import type { DB } from './types.js';
 import { observeWrites, type WriteObserver } from './write_observer.js';
+import { dbQueryDuration, dbQueryErrors, sqlOperationOf } from '../metrics/index.js';
 
 export type Database = Kysely<DB>;
 export { sql };
@@ -52,7 +53,25 @@ export interface OpenedDatabase {
   pglite?: PGlite;
   /** Called after each committed write to a watched table (src/db/write_observer.ts). */
   writeObservers: Set<WriteObserver>;
+  /** Connections of this process's pool right now (PGlite has one), for the metrics. */
+  poolStats?(): PoolStats;
   close(): Promise<void>;
+}
+
+export interface PoolStats {
+  total: number;
+  idle: number;
+  /** Callers waiting for a connection. */
+  waiting: number;
+}
+
+const OPERATIONS: Record<string, string> = { SelectQueryNode: 'select', InsertQueryNode: 'insert', UpdateQueryNode: 'update', DeleteQueryNode: 'delete' };
+
+/** Kysely's log hook: every statement's run time (and failures) into the metrics. */
+function observeQuery(event: LogEvent) {
+  const operation = OPERATIONS[event.query.query.kind] ?? sqlOperationOf(event.query.sql);
+  dbQueryDuration.observe({ operation }, event.queryDurationMillis / 1000);
+  if (event.level === 'error') dbQueryErrors.inc({ operation });
 }
 
 /** pg lets a URL's `options` replace the pool's: keep both, the URL's last (it may override ours). */
@@ -85,8 +104,9 @@ export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
     // pool and replaced on the next query; unhandled, pg's 'error' event would end the process.
     pool.on('error', () => {});
     const writeObservers = new Set<WriteObserver>();
-    const db = new Kysely<DB>({ dialect: observeWrites(new PostgresDialect({ pool }), writeObservers) });
-    return { db, kind: 'postgres', url: opts.databaseUrl, writeObservers, close: () => db.destroy() };
+    const db = new Kysely<DB>({ dialect: observeWrites(new PostgresDialect({ pool }), writeObservers), log: observeQuery });
+    const poolStats = () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount });
+    return { db, kind: 'postgres', url: opts.databaseUrl, writeObservers, poolStats, close: () => db.destroy() };
   }
   let pglite: PGlite;
   if (opts.pgliteTemplate) {
@@ -97,6 +117,7 @@ export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
     pglite = await PGlite.create(dir, { parsers: pgliteParsers });
   }
   const writeObservers = new Set<WriteObserver>();
-  const db = new Kysely<DB>({ dialect: observeWrites(new PGliteDialect(pglite), writeObservers) });
-  return { db, kind: 'pglite', pglite, writeObservers, close: () => db.destroy() };
+  const dialect = new PGliteDialect(pglite);
+  const db = new Kysely<DB>({ dialect: observeWrites(dialect, writeObservers), log: observeQuery });
+  return { db, kind: 'pglite', pglite, writeObservers, poolStats: () => dialect.stats(), close: () => db.destroy() };
 }

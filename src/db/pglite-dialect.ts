@@ -17,9 +17,15 @@ import {
  * and statements of concurrent requests can never interleave inside it.
  */
 export class PGliteDialect implements Dialect {
+  private driver: PGliteDriver | null = null;
   constructor(private readonly pg: PGlite) {}
   createAdapter() { return new PostgresAdapter(); }
-  createDriver(): Driver { return new PGliteDriver(this.pg); }
+  createDriver(): Driver { return (this.driver = new PGliteDriver(this.pg)); }
+  /** The one connection: in use or idle, and how many callers wait for it (metrics). */
+  stats() {
+    const d = this.driver;
+    return { total: 1, idle: d && (d.holders > 0) ? 0 : 1, waiting: d ? Math.max(0, d.holders - 1) : 0 };
+  }
   createIntrospector(db: Kysely<any>) { return new PostgresIntrospector(db); }
   createQueryCompiler() { return new PostgresQueryCompiler(); }
 }
@@ -43,9 +49,12 @@ class PGliteDriver implements Driver {
   private queue: Promise<void> = Promise.resolve();
   private readonly connection: PGliteConnection;
   private release: (() => void) | null = null;
+  /** Callers holding or waiting for the connection. */
+  holders = 0;
   constructor(private readonly pg: PGlite) { this.connection = new PGliteConnection(pg); }
   async init() {}
   async acquireConnection(): Promise<DatabaseConnection> {
+    this.holders++;
     const previous = this.queue;
     let release!: () => void;
     this.queue = new Promise<void>((resolve) => { release = resolve; });
@@ -59,6 +68,6 @@ class PGliteDriver implements Driver {
   async savepoint(conn: DatabaseConnection, name: string) { await conn.executeQuery(CompiledQuery.raw(`savepoint "${name}"`)); }
   async rollbackToSavepoint(conn: DatabaseConnection, name: string) { await conn.executeQuery(CompiledQuery.raw(`rollback to savepoint "${name}"`)); }
   async releaseSavepoint(conn: DatabaseConnection, name: string) { await conn.executeQuery(CompiledQuery.raw(`release savepoint "${name}"`)); }
-  async releaseConnection() { const r = this.release; this.release = null; r?.(); }
+  async releaseConnection() { this.holders--; const r = this.release; this.release = null; r?.(); }
   async destroy() { await this.pg.close(); }
 }

@@ -216,6 +216,11 @@ export class CatFilePool {
     return list.reduce((a, b) => (a.busy <= b.busy ? a : b));
   }
 
+  /** Processes in the pool (metrics). */
+  get size(): number {
+    return this.count;
+  }
+
   private forget(p: CatFileProcess) {
     const list = this.byRepo.get(p.gitDir);
     if (!list) return;

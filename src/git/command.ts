@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { spawnViaHelper, wrapChildProcess, type GitProcess } from './spawner.js';
+import { gitCommandOf, gitProcessesSpawned } from '../metrics/index.js';
 
 export type { GitProcess } from './spawner.js';
 
@@ -81,6 +82,7 @@ function fullArgs(args: string[], opts: GitOptions): string[] {
 }
 
 export function spawnGit(args: string[], opts: GitOptions = {}): ChildProcess {
+  gitProcessesSpawned.inc({ command: gitCommandOf(args) });
   return spawn('git', fullArgs(args, opts), {
     cwd: opts.cwd ?? opts.gitDir,
     env: gitEnv(opts.env),
@@ -137,7 +139,9 @@ export async function gitText(args: string[], opts: GitOptions = {}): Promise<st
  */
 export async function startGit(args: string[], opts: GitOptions = {}): Promise<GitProcess> {
   try {
-    return await spawnViaHelper(fullArgs(args, opts), opts.cwd ?? opts.gitDir, gitEnv(opts.env));
+    const proc = await spawnViaHelper(fullArgs(args, opts), opts.cwd ?? opts.gitDir, gitEnv(opts.env));
+    gitProcessesSpawned.inc({ command: gitCommandOf(args) });
+    return proc;
   } catch {
     return wrapChildProcess(spawnGit(args, opts));
   }

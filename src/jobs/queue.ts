@@ -2,6 +2,7 @@ import os from 'node:os';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
+import { backgroundJobDuration, backgroundJobRuns } from '../metrics/index.js';
 
 /**
  * The durable background queue: rows in background_jobs, claimed with FOR UPDATE SKIP LOCKED so
@@ -66,13 +67,18 @@ export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolea
   const job = claimed.rows[0];
   if (!job) return false;
   const handler = handlers.get(job.kind);
+  // Kinds without a handler are not a label of their own (a bounded set of kinds).
+  const kind = handler ? job.kind : 'unknown';
+  const started = performance.now();
   try {
     if (!handler) throw new Error(`no handler for job kind "${job.kind}"`);
     await handler(cairn, job.payload);
     await cairn.db.updateTable('background_jobs').set({ state: 'done', finished_at: new Date(), locked_at: null, last_error: null }).where('id', '=', job.id).execute();
+    backgroundJobRuns.inc({ kind, outcome: 'done' });
   } catch (err) {
     // A recurring run is not retried: the next scheduled run does the work again.
     const failed = job.recurring || job.attempts >= job.max_attempts;
+    backgroundJobRuns.inc({ kind, outcome: failed ? 'failed' : 'retried' });
     const backoffSeconds = Math.min(3600, 2 ** job.attempts * 5);
     await cairn.db
       .updateTable('background_jobs')
@@ -86,6 +92,7 @@ export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolea
       .where('id', '=', job.id)
       .execute();
   }
+  backgroundJobDuration.observe({ kind }, (performance.now() - started) / 1000);
   const every = job.recurring ? recurring.get(job.kind) : undefined;
   if (every !== undefined) await scheduleNext(cairn.db, job.kind, every);
   return true;

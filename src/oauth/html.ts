@@ -29,7 +29,7 @@ h2 { font-size: 1.2rem; margin: 2rem 0 .75rem; }
 p { margin: .5rem 0 1rem; }
 .muted { color: var(--muted); font-size: .9rem; }
 label { display: block; font-weight: 600; margin: 1rem 0 .3rem; }
-input[type=text], input[type=password], input[type=email], textarea { width: 100%; padding: .55rem .7rem; font: inherit; border: 1px solid #89888d; border-radius: .25rem; background: #fff; }
+input[type=text], input[type=password], input[type=email], input[type=date], textarea { width: 100%; padding: .55rem .7rem; font: inherit; border: 1px solid #89888d; border-radius: .25rem; background: #fff; }
 textarea { min-height: 5rem; font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: .9rem; }
 input:focus, textarea:focus, button:focus { outline: 2px solid var(--brand); outline-offset: 2px; }
 fieldset { border: 1px solid var(--line); border-radius: .25rem; margin: 1rem 0; padding: .5rem 1rem; }

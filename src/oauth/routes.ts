@@ -34,6 +34,7 @@ import {
 import { OAUTH_SCOPES, parseScopes } from './scopes.js';
 import { createSession, csrfValid, destroySession, ensureSession, loadSession, safeReturnPath, type LoadedSession } from './sessions.js';
 import { epochSeconds, findAccessToken, oauthAccessTokenResolver, secondsLeft, tokenState } from './tokens.js';
+import { personalAccessTokenPages } from './personal_access_tokens_page.js';
 
 const HOME = '/-/user_settings/applications';
 const APPLICATION_PATHS = ['/-/user_settings/applications', '/oauth/applications'];
@@ -69,7 +70,7 @@ const ApplicationBody = Type.Object({
 /** `:id` stays a string: anything but an id of one's own application is the page's 404. */
 const ApplicationParams = Type.Object({ id: Type.String() });
 
-function sendPage(reply: FastifyReply, status: number, html: string) {
+export function sendPage(reply: FastifyReply, status: number, html: string) {
   return reply
     .code(status)
     .headers({
@@ -83,7 +84,7 @@ function sendPage(reply: FastifyReply, status: number, html: string) {
     .send(html);
 }
 
-function signInRedirect(reply: FastifyReply, returnTo: string) {
+export function signInRedirect(reply: FastifyReply, returnTo: string) {
   return reply.redirect(`/users/sign_in?redirect_to=${encodeURIComponent(returnTo)}`, 302);
 }
 
@@ -481,4 +482,8 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
       schema: { params: ApplicationParams, querystring: Type.Object({ authenticity_token: CSRF }), response: { 302: NoContent } },
     }), async (request, reply) => remove(request, reply, request.params.id, request.query.authenticity_token));
   }
+
+  // ------------------------------------------------------------ the user's personal access tokens
+
+  await personalAccessTokenPages(app);
 }

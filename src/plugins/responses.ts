@@ -8,6 +8,10 @@ export interface RouteRecord {
   url: string;
   access: Access | undefined;
   response: Record<number, TSchema> | undefined;
+  /** The input schemas, as declared (the OpenAPI test checks they are all documented). */
+  params?: TSchema;
+  querystring?: TSchema;
+  body?: TSchema;
 }
 
 declare module 'fastify' {

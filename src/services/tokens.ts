@@ -131,3 +131,18 @@ export async function revokeTokenFamily(db: Database, tokenId: number): Promise<
      where id in (select id from family) and revoked = false`.execute(db);
   return Number(result.numAffectedRows ?? 0);
 }
+
+/**
+ * An expiry date a person typed (the `cairn token create` flag, the settings page's field):
+ * YYYY-MM-DD, a real calendar day, after today and within the longest lifetime. The error is a
+ * sentence; null when the date is good.
+ */
+export function expiryDateError(value: string, today = dateAfterDays(0)): string | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
+  const d = m ? new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))) : null;
+  if (!d || d.toISOString().slice(0, 10) !== value) return `expiry date "${value}" is not a date (YYYY-MM-DD)`;
+  if (value <= today) return 'expiry date must be in the future';
+  const max = dateAfterDays(MAX_TOKEN_LIFETIME_DAYS, new Date(`${today}T00:00:00Z`));
+  if (value > max) return `expiry date must be before ${max}`;
+  return null;
+}

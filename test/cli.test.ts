@@ -1,0 +1,216 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { buildApp, type App } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { dateAfterDays } from '../src/services/tokens.js';
+import { insertUser } from '../src/services/users.js';
+import { CAIRN_VERSION } from '../src/version.js';
+import { createTestContext, type TestContext } from './helpers/app.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `cairn ...` (bin/cairn.mjs) as a user would, with `env` on top of a clean environment. */
+function cairn(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
+  const base = { ...process.env };
+  delete base.DATABASE_URL;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), ...args], {
+      cwd: ROOT,
+      env: { ...base, CAIRN_LOG_LEVEL: 'error', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b) => (stdout += b));
+    child.stderr.on('data', (b) => (stderr += b));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** The command names `cairn --help` lists. */
+function listedCommands(usage: string): string[] {
+  const section = usage.split(/\n\s*\n/).find((p) => p.startsWith('commands:'))!;
+  return [...section.matchAll(/^  ([a-z][a-z-]*)/gm)].map((m) => m[1]);
+}
+
+describe('cairn command line: help and version', () => {
+  let tmp: string;
+  before(() => { tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-cli-')); });
+  after(() => { fs.rmSync(tmp, { recursive: true, force: true }); });
+
+  it('cairn --help, -h, help and no command print the usage; an unknown command fails', async () => {
+    for (const args of [['--help'], ['-h'], ['help'], []]) {
+      const r = await cairn(args);
+      assert.equal(r.code, 0, args.join(' '));
+      assert.match(r.stdout, /^usage: cairn <command>/);
+      assert.match(r.stdout, /--version/);
+      assert.equal(r.stderr, '');
+    }
+    const bad = await cairn(['frobnicate']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /unknown command "frobnicate"/);
+  });
+
+  it('cairn --version and -v print the version of the package', async () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+    assert.equal(CAIRN_VERSION, pkg.version);
+    for (const flag of ['--version', '-v']) {
+      const r = await cairn([flag]);
+      assert.equal(r.code, 0);
+      assert.equal(r.stdout, `cairn ${pkg.version}\n`);
+    }
+  });
+
+  it('every listed command answers --help with its usage and exit 0, touching nothing', async () => {
+    const commands = listedCommands((await cairn(['--help'])).stdout);
+    for (const c of ['serve', 'migrate', 'runner', 'registration-token', 'token', 'help']) assert.ok(commands.includes(c), `${c} listed in ${commands}`);
+    for (const command of commands) {
+      const dataDir = path.join(tmp, `data-${command}`);
+      for (const flag of command === 'serve' ? ['--help', '-h'] : ['--help']) {
+        const started = Date.now();
+        const r = await cairn([command, flag], { CAIRN_DATA_DIR: dataDir, CAIRN_PORT: '1', CAIRN_RUNNER_CONFIG: path.join(dataDir, 'runner.json') });
+        assert.equal(r.code, 0, `${command} ${flag}: ${r.stderr}`);
+        assert.match(r.stdout, command === 'help' ? /^usage: cairn <command>/ : new RegExp(`^usage: cairn ${command}\\b`), `${command} ${flag}`);
+        assert.equal(r.stderr, '', `${command} ${flag}`);
+        assert.ok(!fs.existsSync(dataDir), `${command} ${flag} created its data directory`);
+        assert.ok(Date.now() - started < 30_000);
+      }
+    }
+    // `cairn help COMMAND` is the same text.
+    assert.equal((await cairn(['help', 'serve'])).stdout, (await cairn(['serve', '--help'])).stdout);
+    assert.equal((await cairn(['help', 'token'])).stdout, (await cairn(['token', '--help'])).stdout);
+  });
+});
+
+describe('cairn token create', () => {
+  // On PostgreSQL the test database is shared with the CLI; on the embedded database the CLI
+  // opens the data directory of an app that is closed meanwhile (PGlite is one process's).
+  let t: TestContext | null = null;
+  let dataDir: string;
+  let env: NodeJS.ProcessEnv;
+  let app: App | null = null;
+  const onPostgres = !!process.env.DATABASE_URL;
+
+  async function openApp(): Promise<App> {
+    if (t) return t.app;
+    app = await buildApp({ config: loadConfig({ CAIRN_DATA_DIR: dataDir, CAIRN_ROOT_PASSWORD: 'root-password-123' }, { logLevel: 'silent', validateResponses: true }), logger: false });
+    await app.ready();
+    return app;
+  }
+  async function closeApp() {
+    if (!t && app) await app.close();
+    app = null;
+  }
+  /** Runs `fn` with the app open (and closes it after on the embedded database). */
+  async function withApp<T>(fn: (a: App) => Promise<T>): Promise<T> {
+    const a = await openApp();
+    try {
+      return await fn(a);
+    } finally {
+      await closeApp();
+    }
+  }
+  const call = (a: App, token: string, url: string) => a.inject({ method: 'GET', url, headers: { 'private-token': token } });
+
+  before(async () => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-cli-db-'));
+    if (onPostgres) {
+      t = await createTestContext();
+      env = { DATABASE_URL: t.databaseUrl!, CAIRN_DATA_DIR: t.tmpDir };
+    } else {
+      env = { CAIRN_DATA_DIR: dataDir };
+    }
+    await withApp(async (a) => {
+      await insertUser(a.cairn.db, { username: 'Alice-CLI', name: 'Alice', email: 'alice-cli@example.com', password: 'Pa55w0rd-alice', confirmed_at: new Date() });
+      await insertUser(a.cairn.db, { username: 'blocked-cli', name: 'Blocked', email: 'blocked-cli@example.com', password: 'Pa55w0rd-blocked', state: 'blocked' });
+    });
+  });
+  after(async () => {
+    await t?.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("creates root's first token: printed once on stdout, and it works", async () => {
+    const r = await cairn(['token', 'create', '--user', 'root', '--scopes', 'api'], env);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^glpat-[A-Za-z0-9_-]{20,}\n$/);
+    const token = r.stdout.trim();
+    assert.match(r.stderr, /@root/);
+    assert.ok(!r.stderr.includes(token), 'the token is printed once');
+    await withApp(async (a) => {
+      const me = await call(a, token, '/api/v4/user');
+      assert.equal(me.statusCode, 200);
+      assert.equal(me.json().username, 'root');
+      const self = (await call(a, token, '/api/v4/personal_access_tokens/self')).json();
+      assert.equal(self.name, 'cairn token create');
+      assert.deepEqual(self.scopes, ['api']);
+      assert.equal(self.expires_at, dateAfterDays(365));
+      // Only the digest is stored.
+      const rows = await a.cairn.db.selectFrom('personal_access_tokens').select('token_digest').execute();
+      assert.ok(rows.every((row) => row.token_digest !== token));
+    });
+  });
+
+  it('name, scopes, expiry and description as given; the username in any case', async () => {
+    const expires = dateAfterDays(30);
+    const r = await cairn(['token', 'create', '--user', 'alice-cli', '--scopes', 'read_api,read_repository', '--name', 'backup job', '--expires-at', expires, '--description', 'nightly'], env);
+    assert.equal(r.code, 0, r.stderr);
+    const token = r.stdout.trim();
+    await withApp(async (a) => {
+      const self = (await call(a, token, '/api/v4/personal_access_tokens/self')).json();
+      assert.equal(self.name, 'backup job');
+      assert.deepEqual(self.scopes, ['read_api', 'read_repository']);
+      assert.equal(self.expires_at, expires);
+      assert.equal(self.description, 'nightly');
+      assert.equal((await call(a, token, '/api/v4/user')).json().username, 'Alice-CLI');
+      // read_api does not write.
+      const write = await a.inject({ method: 'POST', url: '/api/v4/projects', headers: { 'private-token': token }, payload: { name: 'x' } });
+      assert.equal(write.statusCode, 403);
+    });
+  });
+
+  it('errors are one line on stderr with exit code 1, and nothing is created', async () => {
+    const count = () => withApp(async (a) => (await a.cairn.db.selectFrom('personal_access_tokens').select('id').execute()).length);
+    const before = await count();
+    const cases: [string[], RegExp][] = [
+      [['--user', 'nobody-here', '--scopes', 'api'], /no user "nobody-here"/],
+      [['--user', 'root', '--scopes', 'api,superpowers'], /unknown scope "superpowers"/],
+      [['--user', 'root', '--scopes', 'api', '--expires-at', '2025-02-30'], /not a date/],
+      [['--user', 'root', '--scopes', 'api', '--expires-at', 'tomorrow'], /not a date/],
+      [['--user', 'root', '--scopes', 'api', '--expires-at', '2001-01-01'], /must be in the future/],
+      [['--user', 'root', '--scopes', 'api', '--expires-at', dateAfterDays(400)], /must be before/],
+      [['--user', 'root', '--scopes', 'api', '--name', '   '], /Name can't be blank/],
+      [['--scopes', 'api'], /--user is required/],
+      [['--user', 'root'], /--scopes is required/],
+      [['--user', 'root', '--scopes', 'api', '--admin'], /Unknown option '--admin'/],
+      [['--user', 'blocked-cli', '--scopes', 'api'], /"blocked-cli" is blocked/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await cairn(['token', 'create', ...args], env);
+      assert.equal(r.code, 1, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+      assert.equal(r.stdout, '', args.join(' '));
+      assert.equal(r.stderr.trimEnd().split('\n').length, 1, `one line: ${r.stderr}`);
+      assert.match(r.stderr, message, args.join(' '));
+      assert.match(r.stderr, /^cairn token: /);
+    }
+    const unknownSub = await cairn(['token', 'mint', '--user', 'root'], env);
+    assert.equal(unknownSub.code, 1);
+    assert.match(unknownSub.stderr, /unknown command "token mint"/);
+    assert.equal(await count(), before);
+  });
+});
