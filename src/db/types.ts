@@ -9,6 +9,7 @@ import type { KeysTables } from './schema/keys.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { UsersAreaTables } from './schema/users.js';
 import type { NoteTables } from './schema/notes.js';
+import type { StorageMoveTables } from './schema/storage_moves.js';
 import type { WorkItemTables } from './schema/work_items.js';
 
 /** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
@@ -23,4 +24,5 @@ export interface DB
     WorkItemTables,
     ForkTables,
     CiTables,
-    CiEngineTables {}
+    CiEngineTables,
+    StorageMoveTables {}

@@ -21,6 +21,7 @@ import * as ciProtocol from './0820_ci_protocol.js';
 import * as runnersTokenLookup from './0830_runners_token_lookup.js';
 import * as commitStatuses from './0840_commit_statuses.js';
 import * as recurringJobs from './0845_recurring_jobs.js';
+import * as repositoryStorageMoves from './0940_repository_storage_moves.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -47,4 +48,5 @@ export const migrations: Record<string, Migration> = {
   '0830_runners_token_lookup': runnersTokenLookup,
   '0840_commit_statuses': commitStatuses,
   '0845_recurring_jobs': recurringJobs,
+  '0940_repository_storage_moves': repositoryStorageMoves,
 };
