@@ -32,6 +32,7 @@ import ciLintRoutes from './ci_lint/routes.js';
 import runnerProtocolRoutes from './runners_protocol/routes.js';
 import runnerRoutes from './runners/routes.js';
 import commitStatusRoutes from './commit_statuses/routes.js';
+import storageMoveRoutes from './storage_moves/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -68,4 +69,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(runnerProtocolRoutes);
   await app.register(runnerRoutes);
   await app.register(commitStatusRoutes);
+  await app.register(storageMoveRoutes);
 }

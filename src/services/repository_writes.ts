@@ -26,16 +26,29 @@ export const READ_ONLY_MESSAGE = 'The repository is temporarily read-only. Pleas
 
 const TABLES: Record<LeaseContainer['type'], string> = { Project: 'projects', Group: 'namespaces', Snippet: 'snippets' };
 
+export interface WriteLease {
+  id: number;
+  /**
+   * The container's storage when the lease was granted: where the write must go. A row read
+   * before (from the cache, at authorization) may predate a move that has just finished.
+   */
+  storage: string;
+}
+
 /** Takes a lease; null when the container is read-only (or gone). */
-export async function acquireWriteLease(db: Database, c: LeaseContainer): Promise<number | null> {
+export async function acquireWriteLease(db: Database, c: LeaseContainer): Promise<WriteLease | null> {
   const table = sql.table(TABLES[c.type]);
-  const row = await sql<{ id: number }>`
-    insert into repository_write_leases (container_type, container_id, holder, expires_at)
-    select ${c.type}, c.id, ${LEASE_HOLDER}, now() + ${LEASE_TTL}::interval
-      from ${table} c where c.id = ${c.id} and not c.repository_read_only
-       for share of c
-    returning id`.execute(db);
-  return row.rows[0] ? Number(row.rows[0].id) : null;
+  const row = await sql<{ id: number; storage: string }>`
+    with granted as (
+      select c.id, c.repository_storage from ${table} c where c.id = ${c.id} and not c.repository_read_only for share of c
+    ), lease as (
+      insert into repository_write_leases (container_type, container_id, holder, expires_at)
+      select ${c.type}, g.id, ${LEASE_HOLDER}, now() + ${LEASE_TTL}::interval from granted g
+      returning id
+    )
+    select lease.id, granted.repository_storage as storage from lease, granted`.execute(db);
+  const r = row.rows[0];
+  return r ? { id: Number(r.id), storage: r.storage } : null;
 }
 
 export async function releaseWriteLease(db: Database, leaseId: number): Promise<void> {
@@ -48,13 +61,13 @@ export function readOnlyError(): ApiError {
 }
 
 /** Runs `work` holding a lease on the container; 403 read-only when none is granted. */
-export async function withWriteLease<T>(db: Database, c: LeaseContainer, work: () => Promise<T>): Promise<T> {
+export async function withWriteLease<T>(db: Database, c: LeaseContainer, work: (lease: WriteLease) => Promise<T>): Promise<T> {
   const lease = await acquireWriteLease(db, c);
   if (lease === null) throw readOnlyError();
   try {
-    return await work();
+    return await work(lease);
   } finally {
-    await releaseWriteLease(db, lease).catch(() => {});
+    await releaseWriteLease(db, lease.id).catch(() => {});
   }
 }
 

@@ -19,7 +19,8 @@ import {
   type GitService,
 } from '../../git/http.js';
 import type { GitProcess } from '../../git/command.js';
-import { checkGitAccess, type GitCredential } from '../../policies/git_access.js';
+import { checkGitAccess, GIT_MESSAGES, type GitCredential } from '../../policies/git_access.js';
+import { acquireWriteLease, releaseWriteLease } from '../../services/repository_writes.js';
 import { recordPush } from '../../services/post_receive.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { checkRefUpdates } from '../../services/push_rules.js';
@@ -240,6 +241,17 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   }
   const user = ctx.cred!.user;
   const decision = await checkRefUpdates(cairn, ctx.project, user, head.updates, ctx.accessLevel);
+  // Held until the push is recorded: a storage move waits for it before copying the repository,
+  // and none is granted once a move has made the repository read-only (services/repository_writes.ts).
+  const lease = decision.refusals.size ? null : await acquireWriteLease(cairn.db, { type: 'Project', id: ctx.project.id });
+  if (!decision.refusals.size && lease === null) {
+    input.resume();
+    throw new GitHttpError(403, GIT_MESSAGES.readOnly);
+  }
+  const release = () => (lease === null ? Promise.resolve() : releaseWriteLease(cairn.db, lease.id).catch(() => {}));
+  // The repository is where the row says now (a move may have finished since the row was read).
+  const gitDir = lease ? projectRepoPath(cairn, { ...ctx.project, repository_storage: lease.storage }) : ctx.gitDir;
+  const project = lease ? { ...ctx.project, repository_storage: lease.storage } : ctx.project;
   reply.code(200).header('content-type', 'application/x-git-receive-pack-result').headers(NO_CACHE);
 
   if (decision.refusals.size) {
@@ -252,13 +264,19 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   }
 
   const noForce = decision.noForceRefs;
-  const proc = await startService({
-    gitDir: ctx.gitDir,
+  let proc: Awaited<ReturnType<typeof startService>>;
+  try {
+    proc = await startService({
+    gitDir,
     service: 'git-receive-pack',
     gitProtocol: ctx.gitProtocol,
     hooksPath: noForce.length ? await ensureHooksDir(cairn.config.dataDir) : undefined,
     hookEnv: noForce.length ? { CAIRN_NO_FORCE_REFS: noForce.join('\n') } : undefined,
-  });
+    });
+  } catch (err) {
+    await release();
+    throw err;
+  }
   const exit = superviseService(request, reply, proc, 'git-receive-pack');
   proc.stdin.write(head.consumed);
   if (head.ended) proc.stdin.end();
@@ -269,9 +287,11 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   // receive-pack was killed; recordPush keeps only the updates that took effect.
   const out = responseBody(proc, exit, [], async () => {
     try {
-      await recordPush(cairn, ctx.project, user.id, head.updates, request.log, head.pushOptions);
+      await recordPush(cairn, project, user.id, head.updates, request.log, head.pushOptions);
     } catch (err) {
       request.log.error({ err, project: ctx.project.id }, 'recording a push failed');
+    } finally {
+      await release();
     }
   });
   return reply.send(out);

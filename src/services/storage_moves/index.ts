@@ -4,7 +4,7 @@ import type { Database } from '../../db/index.js';
 import type { StorageMoveState } from '../../db/schema/storage_moves.js';
 import { checkRepository, copyRepository, moveRepository, refsFingerprint, removeRepository, repositoryExists, repositoryPath } from '../../git/repository.js';
 import { defineJob, enqueue } from '../../jobs/queue.js';
-import { validationFailed } from '../../plugins/errors.js';
+import { invalidParam, validationFailed } from '../../plugins/errors.js';
 import { waitForWrites } from '../repository_writes.js';
 import { containerCountOnStorage, containerIdsOnStorage, containerKind, containerKindOfType, type ContainerKind, type ContainerKindName } from './kinds.js';
 
@@ -102,8 +102,11 @@ export async function scheduleMove(cairn: Cairn, kind: ContainerKind, containerI
  * schedules a move for every container of the kind on the source storage (202).
  */
 export async function enqueueBulkMove(cairn: Cairn, kind: ContainerKind, source: string, destination?: string | null): Promise<void> {
-  assertStorage(cairn, 'source_storage_name', source);
-  if (destination) assertStorage(cairn, 'destination_storage_name', destination);
+  // Grape's `values:` check of the bulk API's parameters.
+  for (const [field, value] of [['source_storage_name', source], ['destination_storage_name', destination]] as const) {
+    if (value !== undefined && value !== null && !Object.hasOwn(cairn.config.storages, value)) throw invalidParam(field, 'does not have a valid value');
+  }
+  if (destination === source) throw validationFailed({ destination_storage_name: ['must be different from the source storage'] });
   await enqueue(cairn.db, BULK_JOB, { kind: kind.name, source, destination: destination ?? null });
 }
 

@@ -1,4 +1,9 @@
 import { sql, type RawBuilder } from 'kysely';
+import type { TSchema } from 'typebox';
+import { findGroup } from '../../finders/groups.js';
+import { findProjectRow } from '../../finders/projects.js';
+import { ProjectIdentitySchema } from '../../presenters/schemas/projects.js';
+import { BasicGroupSchema } from '../../presenters/schemas/storage_moves.js';
 import type { Database } from '../../db/index.js';
 import type { StorageMoveContainerType } from '../../db/schema/storage_moves.js';
 import { hashedDiskPath } from '../../git/repository.js';
@@ -30,6 +35,10 @@ export interface ContainerKind {
   /** Table holding repository_storage and repository_read_only, and what limits it to this kind. */
   table: string;
   scope: RawBuilder<boolean>;
+  /** The container's id from the `:id` of a route (an id or a URL-encoded full path), null when none. */
+  find(db: Database, idOrPath: string): Promise<number | null>;
+  /** Schema of the container as a move shows it. */
+  schema: TSchema;
   /** The container's row, locked FOR UPDATE when `lock` (inside a transaction). */
   locate(db: Database, id: number, lock?: boolean): Promise<LocatedContainer | null>;
   /** How each container is shown inside a move (the `project` / `snippet` / `group` field). */
@@ -68,6 +77,10 @@ registerContainerKind({
   label: 'Project',
   table: 'projects',
   scope: sql<boolean>`true`,
+  schema: ProjectIdentitySchema,
+  async find(db, idOrPath) {
+    return (await findProjectRow(db, idOrPath))?.id ?? null;
+  },
   async locate(db, id, lock) {
     let q = db.selectFrom('projects').select(['id', 'repository_storage', 'repository_read_only', 'disk_path']).where('id', '=', id);
     if (lock) q = q.forUpdate();
@@ -104,6 +117,11 @@ registerContainerKind({
   label: 'Group',
   table: 'namespaces',
   scope: sql<boolean>`c.type = 'Group'`,
+  schema: BasicGroupSchema,
+  async find(db, idOrPath) {
+    const g = await findGroup(db, idOrPath);
+    return g && g.type === 'Group' ? g.id : null;
+  },
   async locate(db, id, lock) {
     let q = db.selectFrom('namespaces').select(['id', 'repository_storage', 'repository_read_only']).where('id', '=', id).where('type', '=', 'Group');
     if (lock) q = q.forUpdate();
