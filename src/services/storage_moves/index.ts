@@ -58,11 +58,11 @@ async function setReadOnly(db: Database, kind: ContainerKind, id: number, readOn
  * GitLab picks a destination by storage weight when none is given; Cairn's storages have no
  * weights, so it picks the other storage holding the fewest containers of the kind.
  */
-async function pickDestination(cairn: Cairn, kind: ContainerKind, source: string): Promise<string> {
+async function pickDestination(cairn: Cairn, db: Database, kind: ContainerKind, source: string): Promise<string> {
   let best: { name: string; n: number } | null = null;
   for (const name of Object.keys(cairn.config.storages).sort()) {
     if (name === source) continue;
-    const n = await containerCountOnStorage(cairn.db, kind, name);
+    const n = await containerCountOnStorage(db, kind, name);
     if (!best || n < best.n) best = { name, n };
   }
   return best?.name ?? source;
@@ -84,7 +84,7 @@ export async function scheduleMove(cairn: Cairn, kind: ContainerKind, containerI
     if (!c) throw validationFailed({ [kind.name]: ["can't be blank"] });
     // A container moving already is read-only: GitLab's "is read-only" refusal of a second move.
     if (c.readOnly) throw validationFailed({ [kind.name]: ['is read-only'] });
-    const dest = destination || (await pickDestination(cairn, kind, c.storage));
+    const dest = destination || (await pickDestination(cairn, trx, kind, c.storage));
     if (dest === c.storage) throw validationFailed({ destination_storage_name: ['must be different from the source storage'] });
     const move = await trx
       .insertInto('repository_storage_moves')
