@@ -245,8 +245,9 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   // and none is granted once a move has made the repository read-only (services/repository_writes.ts).
   const lease = decision.refusals.size ? null : await acquireWriteLease(cairn.db, { type: 'Project', id: ctx.project.id });
   if (!decision.refusals.size && lease === null) {
-    input.resume();
-    throw new GitHttpError(403, GIT_MESSAGES.readOnly);
+    // A move began after the ref advertisement: every update is refused in the push report, so
+    // git prints GitLab's read-only message instead of a bare HTTP error.
+    for (const u of head.updates) decision.refusals.set(u.ref, GIT_MESSAGES.readOnly);
   }
   const release = () => (lease === null ? Promise.resolve() : releaseWriteLease(cairn.db, lease.id).catch(() => {}));
   // The repository is where the row says now (a move may have finished since the row was read).
