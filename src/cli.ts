@@ -11,6 +11,8 @@ commands:
   registration-token [--group PATH | --project PATH] [--reset]
             print the runner registration token of the instance (or of a group or project),
             creating it at first need; --reset replaces it
+  storage move --from STORAGE --to STORAGE [--kind project|group] [--no-work]
+            move every repository on one storage to another, with a progress bar
   help      show this text`;
 
 async function main(argv: string[]) {
@@ -37,6 +39,11 @@ async function main(argv: string[]) {
     case 'registration-token': {
       const { registrationTokenCommand } = await import('./ci/registration_cli.js');
       await registrationTokenCommand(argv.slice(1));
+      return;
+    }
+    case 'storage': {
+      const { storageCommand } = await import('./storage_cli.js');
+      process.exitCode = await storageCommand(argv.slice(1));
       return;
     }
     case 'help':
