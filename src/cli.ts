@@ -12,6 +12,8 @@ commands:
   registration-token [--group PATH | --project PATH] [--reset]
             print the runner registration token of the instance (or of a group or project),
             creating it at first need; --reset replaces it
+  storage move --from STORAGE --to STORAGE [--kind project|group|snippet] [--no-work]
+            move every repository on one storage to another, with a progress bar
   token create --user USERNAME --scopes SCOPES [--name NAME] [--expires-at YYYY-MM-DD]
             create a personal access token for a user and print it once (cairn token --help)
   help      show this text (cairn help COMMAND, or cairn COMMAND --help, describes one)
@@ -79,6 +81,11 @@ async function main(argv: string[]) {
       await registrationTokenCommand(argv.slice(1));
       return;
     }
+    case 'storage': {
+      const { storageCommand } = await import('./storage_cli.js');
+      process.exitCode = await storageCommand(argv.slice(1));
+      return;
+    }
     case 'token': {
       const { tokenCommand } = await import('./services/token_cli.js');
       process.exitCode = await tokenCommand(argv.slice(1));
@@ -95,7 +102,7 @@ async function main(argv: string[]) {
       // `cairn help serve` is `cairn serve --help`.
       const topic = command === 'help' ? argv[1] : undefined;
       if (topic && topic in COMMAND_HELP) console.log(COMMAND_HELP[topic]);
-      else if (topic === 'runner' || topic === 'token') await main([topic, '--help']);
+      else if (topic === 'runner' || topic === 'token' || topic === 'storage') await main([topic, '--help']);
       else console.log(USAGE);
       return;
     }

@@ -38,6 +38,7 @@ import errorTrackingRoutes from './error_tracking/routes.js';
 import notificationSettingRoutes from './notification_settings/routes.js';
 import snippetRoutes from './snippets/routes.js';
 import openApiRoutes from './openapi/routes.js';
+import storageMoveRoutes from './storage_moves/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -80,4 +81,5 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(notificationSettingRoutes);
   await app.register(snippetRoutes);
   await app.register(openApiRoutes);
+  await app.register(storageMoveRoutes);
 }

@@ -5,6 +5,7 @@ import { assertRepositoryWritable } from '../policies/code.js';
 import { authorizeGroup, type GroupAccess } from '../policies/groups.js';
 import { authorizeProject, type ProjectAccess } from '../policies/projects.js';
 import { PaginationQuery } from '../plugins/pagination.js';
+import { acquireWriteLease, readOnlyError, releaseWriteLease } from '../services/repository_writes.js';
 
 /**
  * The one way a route is declared. Every route says who may call it (`access`) and what it
@@ -32,8 +33,11 @@ export type Access =
    * The project in `:id` (or `param`), loaded for the caller: 404 when they may not see it, 403
    * without the ability. `writable` also refuses archived and read-only (moving) repositories.
    * `signedIn` answers 401 to anonymous callers before the project is looked at.
+   * `writable` and `writesRepository` hold a write lease while the handler runs (a storage move
+   * waits for it; none is granted while the repository moves: 403 read-only); `writesRepository`
+   * leaves every other refusal to the handler and takes no lease for anonymous callers.
    */
-  | { project: ProjectAbility; param?: string; writable?: boolean; signedIn?: boolean }
+  | { project: ProjectAbility; param?: string; writable?: boolean; signedIn?: boolean; writesRepository?: boolean }
   /** The group in `:id` (or `param`), likewise. */
   | { group: GroupAbility; param?: string; signedIn?: boolean }
   /**
@@ -69,6 +73,8 @@ declare module 'fastify' {
     projectAccess?: ProjectAccess;
     /** The group a `{ group }` route loaded for the caller. */
     groupAccess?: GroupAccess;
+    /** The write lease a `writable` route holds until its answer is sent (services/repository_writes.ts). */
+    writeLease?: number | null;
   }
 }
 
@@ -97,7 +103,16 @@ export function route<S extends FastifySchema>(spec: RouteSpec<S>) {
   if ('project' in access) {
     preHandler = async (request) => {
       const loaded = await authorizeProject(request, pathParam(request, access.param ?? 'id'), access.project);
-      if (access.writable) assertRepositoryWritable(loaded.project);
+      if (access.writable || (access.writesRepository && request.actor)) {
+        if (access.writable) assertRepositoryWritable(loaded.project);
+        // Held until the answer is sent, so a storage move waits for this write; the storage it
+        // reports is where the repository is now, whatever the (cached) row said.
+        const lease = await acquireWriteLease(request.server.cairn.db, { type: 'Project', id: loaded.project.id });
+        if (!lease) throw readOnlyError();
+        request.writeLease = lease.id;
+        request.projectAccess = { ...loaded, project: { ...loaded.project, repository_storage: lease.storage } };
+        return;
+      }
       request.projectAccess = loaded;
     };
   } else if ('group' in access) {
@@ -105,7 +120,25 @@ export function route<S extends FastifySchema>(spec: RouteSpec<S>) {
       request.groupAccess = await authorizeGroup(request, pathParam(request, access.param ?? 'id'), access.group);
     };
   }
+  const releaseLease = async (request: FastifyRequest) => {
+    const lease = request.writeLease;
+    if (lease === undefined || lease === null) return;
+    request.writeLease = null;
+    await releaseWriteLease(request.server.cairn.db, lease).catch(() => {});
+  };
+  const leaseHooks =
+    'project' in access && (access.writable || access.writesRepository)
+      ? {
+          // onSend runs once the handler has answered (also with an error); onResponse is the fallback.
+          onSend: async (request: FastifyRequest, _reply: unknown, payload: unknown) => {
+            await releaseLease(request);
+            return payload;
+          },
+          onResponse: async (request: FastifyRequest) => releaseLease(request),
+        }
+      : {};
   return {
+    ...leaseHooks,
     schema: schema as Omit<S, 'response'>,
     config,
     ...(spec.bodyLimit !== undefined ? { bodyLimit: spec.bodyLimit } : {}),

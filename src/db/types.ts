@@ -13,6 +13,7 @@ import type { UsersAreaTables } from './schema/users.js';
 import type { NoteTables } from './schema/notes.js';
 import type { NotificationTables } from './schema/notifications.js';
 import type { SnippetTables } from './schema/snippets.js';
+import type { StorageMoveTables } from './schema/storage_moves.js';
 import type { WorkItemTables } from './schema/work_items.js';
 
 /** The whole database as Kysely sees it: each area's tables, from src/db/schema/. */
@@ -31,4 +32,5 @@ export interface DB
     EnvironmentTables,
     ErrorTrackingTables,
     NotificationTables,
-    SnippetTables {}
+    SnippetTables,
+    StorageMoveTables {}

@@ -7,7 +7,9 @@ import type { CompiledQuery, DatabaseConnection, Dialect, Driver, QueryResult, T
  */
 export const UNWATCHED_TABLES = new Set(['background_jobs', 'rate_limit_counters', 'sessions', 'cache_listeners', 'kysely_migration', 'kysely_migration_lock',
   // The runner protocol's hot tables (migration 0820).
-  'ci_builds', 'ci_pending_builds', 'ci_build_trace_chunks', 'ci_job_artifacts']);
+  'ci_builds', 'ci_pending_builds', 'ci_build_trace_chunks', 'ci_job_artifacts',
+  // Git write leases (migration 0940): taken and dropped around every push; no cached read uses them.
+  'repository_write_leases']);
 
 /** Called once a write to a watched table is committed; resolves when every cache has let go of stale entries. */
 export type WriteObserver = () => Promise<void>;

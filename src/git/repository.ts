@@ -119,3 +119,40 @@ export async function runHousekeeping(dir: string, task: HousekeepingTask = 'inc
   const split = (await commitGraphHasBloomFilters(dir)) === false ? '--split=replace' : '--split';
   await git(['commit-graph', 'write', '--reachable', '--changed-paths', split, '--size-multiple=4'], opts);
 }
+
+/** Does `dir` hold a git repository (a bare one's HEAD and objects)? */
+export async function repositoryExists(dir: string): Promise<boolean> {
+  try {
+    await fs.access(path.join(dir, 'HEAD'));
+    return (await fs.stat(path.join(dir, 'objects'))).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Every ref with the object it points to, and where HEAD points: what two copies of a repository must agree on. */
+export async function refsFingerprint(dir: string): Promise<{ refs: string; head: string }> {
+  const refs = (await git(['for-each-ref', '--format=%(objectname) %(refname)'], { gitDir: dir, timeoutMs: 10 * 60_000 })).stdout.toString('utf8');
+  const head = (await git(['symbolic-ref', '-q', 'HEAD'], { gitDir: dir, okCodes: [1] })).stdout.toString('utf8').trim();
+  return { refs, head };
+}
+
+/**
+ * A copy of the repository at `sourceDir` in `dir` (which must not exist): every ref (a mirror,
+ * so merge request, pipeline and keep-around refs come along), HEAD, and Cairn's configuration.
+ * A local clone hardlinks or copies the object files; git never changes one in place, so the
+ * copy shares nothing the source could later alter (see cloneRepositoryForFork).
+ */
+export async function copyRepository(sourceDir: string, dir: string): Promise<void> {
+  await fs.mkdir(path.dirname(dir), { recursive: true });
+  await git(['clone', '--mirror', '--quiet', '--', sourceDir, dir], { cwd: path.dirname(dir), timeoutMs: 60 * 60_000 });
+  await git(['config', '--remove-section', 'remote.origin'], { gitDir: dir, okCodes: [1, 3, 5, 128] });
+  await configureRepository(dir);
+  const { head } = await refsFingerprint(sourceDir);
+  if (head) await git(['symbolic-ref', 'HEAD', assertSafeArg(head, 'HEAD')], { gitDir: dir });
+}
+
+/** `git fsck` of the whole repository; throws with git's complaints when it is not clean. */
+export async function checkRepository(dir: string): Promise<void> {
+  await git(['fsck', '--no-progress', '--no-dangling', '--full'], { gitDir: dir, timeoutMs: 60 * 60_000 });
+}

@@ -9,7 +9,7 @@ import { backgroundJobDuration, backgroundJobRuns } from '../metrics/index.js';
  * any number of Cairn processes can work it. A job that throws is retried with backoff until
  * max_attempts; a job whose worker died is reclaimed after the lock timeout.
  */
-export type JobHandler = (cairn: Cairn, payload: Record<string, any>) => Promise<void>;
+export type JobHandler = (cairn: Cairn, payload: Record<string, any>, job: { id: number; attempts: number; maxAttempts: number }) => Promise<void>;
 
 const handlers = new Map<string, JobHandler>();
 /** Recurring kinds and their period in seconds. */
@@ -52,6 +52,43 @@ export async function enqueue(db: Database, kind: string, payload: Record<string
 
 const workerId = `${os.hostname()}:${process.pid}`;
 
+function deadOnThisHost(lockedBy: string | null): boolean {
+  if (!lockedBy) return false;
+  const i = lockedBy.lastIndexOf(':');
+  if (lockedBy.slice(0, i) !== os.hostname()) return false;
+  const pid = Number(lockedBy.slice(i + 1));
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return false;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+/**
+ * Running jobs whose worker was a process on this host that no longer exists (killed, crashed)
+ * go back to pending at once instead of after the lock timeout: a restarted server resumes what
+ * it was doing (a storage move, say) within a second. Workers on other hosts are left to the
+ * lock timeout. Returns how many were reclaimed.
+ */
+export async function reclaimDeadLocalJobs(db: Database): Promise<number> {
+  const running = await db.selectFrom('background_jobs').select(['id', 'locked_by']).where('state', '=', 'running').where('locked_by', 'like', `${os.hostname()}:%`).execute();
+  let n = 0;
+  for (const job of running) {
+    if (!deadOnThisHost(job.locked_by)) continue;
+    const res = await db
+      .updateTable('background_jobs')
+      .set({ state: 'pending', locked_at: null, run_at: new Date() })
+      .where('id', '=', job.id)
+      .where('state', '=', 'running')
+      .where('locked_by', '=', job.locked_by)
+      .executeTakeFirst();
+    n += Number(res.numUpdatedRows);
+  }
+  return n;
+}
+
 /** Claims and runs one due job; false when none was due. */
 export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolean> {
   const claimed = await sql<{ id: number; kind: string; payload: Record<string, any>; attempts: number; max_attempts: number; recurring: boolean }>`
@@ -72,7 +109,7 @@ export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolea
   const started = performance.now();
   try {
     if (!handler) throw new Error(`no handler for job kind "${job.kind}"`);
-    await handler(cairn, job.payload);
+    await handler(cairn, job.payload, { id: Number(job.id), attempts: job.attempts, maxAttempts: job.max_attempts });
     await cairn.db.updateTable('background_jobs').set({ state: 'done', finished_at: new Date(), locked_at: null, last_error: null }).where('id', '=', job.id).execute();
     backgroundJobRuns.inc({ kind, outcome: 'done' });
   } catch (err) {
@@ -110,10 +147,15 @@ export function startWorker(cairn: Cairn, opts: { queue?: string; idleMs?: numbe
   let stopped = false;
   if ((opts.queue ?? 'default') === 'default') void scheduleRecurring(cairn.db).catch(() => {});
   let wake: (() => void) | null = null;
+  let reclaimedAt = 0;
   const loop = (async () => {
     while (!stopped) {
       let worked = false;
       try {
+        if (Date.now() - reclaimedAt > 10_000) {
+          reclaimedAt = Date.now();
+          await reclaimDeadLocalJobs(cairn.db);
+        }
         worked = await runOneJob(cairn, opts.queue);
       } catch {
         // The database may be briefly unreachable; keep polling.

@@ -1,3 +1,5 @@
+import { assertRepositoryWritable } from '../policies/code.js';
+import { withWriteLease } from './repository_writes.js';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
@@ -106,7 +108,11 @@ export async function acceptMergeRequest(
     if (!flagged) throw apiError(405, '405 Method Not Allowed');
     return flagged;
   }
-  return performMerge(cairn, project, user, mr, { ...opts, squash });
+  // A merge writes the target repository: refused while it moves, and held against a move starting.
+  assertRepositoryWritable(project);
+  return withWriteLease(cairn.db, { type: 'Project', id: project.id }, (lease) =>
+    performMerge(cairn, { ...project, repository_storage: lease.storage }, user, mr, { ...opts, squash }),
+  );
 }
 
 /** Is the head pipeline (at the head commit) still to finish? Then merge-when-pipeline-succeeds waits for it; otherwise the merge happens now. */
@@ -331,6 +337,7 @@ export async function requestRebase(cairn: Cairn, user: User, mr: MergeRequest, 
   const decision = await canPushToBranch(cairn.db, source, user, level, mr.source_branch);
   if (!decision.allowed) throw forbidden('Cannot push to source branch');
   if (mr.state_id !== MR_STATE.opened) throw apiError(405, '405 Method Not Allowed');
+  assertRepositoryWritable(source);
   await cairn.db.transaction().execute(async (trx) => {
     const started = await trx.updateTable('merge_requests').set({ rebase_in_progress: true, merge_error: null })
       .where('id', '=', mr.id).where('rebase_in_progress', '=', false).returning('id').executeTakeFirst();

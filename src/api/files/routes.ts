@@ -62,7 +62,7 @@ export default async function fileRoutes(fastify: FastifyInstance) {
    * archived projects) is the commit service's decision, in GitLab's words. Anonymous callers
    * get 401 once the project is known to be readable (the handler's requireUser).
    */
-  const write = { project: 'download_code' } as const;
+  const write = { project: 'download_code', writesRepository: true } as const;
 
   app.get(base, route({
     access: read,

@@ -20,8 +20,9 @@ import {
 } from '../../git/http.js';
 import type { GitProcess } from '../../git/command.js';
 import type { Snippet } from '../../db/schema/snippets.js';
-import { checkGitAccess, checkSnippetGitAccess, type GitCredential } from '../../policies/git_access.js';
+import { checkGitAccess, checkSnippetGitAccess, GIT_MESSAGES, type GitCredential } from '../../policies/git_access.js';
 import { snippetAccessFor } from '../../policies/snippets.js';
+import { acquireWriteLease, releaseWriteLease } from '../../services/repository_writes.js';
 import { recordPush } from '../../services/post_receive.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { checkRefUpdates } from '../../services/push_rules.js';
@@ -286,6 +287,23 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
     target.kind === 'project'
       ? await checkRefUpdates(cairn, target.project, user, head.updates, ctx.accessLevel)
       : { refusals: checkSnippetRefUpdates(head.updates), noForceRefs: [] as string[] };
+  // Held until the push is recorded: a storage move waits for it before copying the repository,
+  // and none is granted once a move has made the repository read-only (services/repository_writes.ts).
+  const container = target.kind === 'project' ? { type: 'Project' as const, id: target.project.id } : { type: 'Snippet' as const, id: target.snippet.id };
+  const lease = decision.refusals.size ? null : await acquireWriteLease(cairn.db, container);
+  if (!decision.refusals.size && lease === null) {
+    // A move began after the ref advertisement: every update is refused in the push report, so
+    // git prints GitLab's read-only message instead of a bare HTTP error.
+    for (const u of head.updates) decision.refusals.set(u.ref, GIT_MESSAGES.readOnly);
+  }
+  const release = () => (lease === null ? Promise.resolve() : releaseWriteLease(cairn.db, lease.id).catch(() => {}));
+  // The repository is where the row says now (a move may have finished since the row was read).
+  const moved = lease
+    ? target.kind === 'project'
+      ? { kind: 'project' as const, project: { ...target.project, repository_storage: lease.storage } }
+      : { kind: 'snippet' as const, snippet: { ...target.snippet, repository_storage: lease.storage } }
+    : target;
+  const gitDir = lease ? (moved.kind === 'project' ? projectRepoPath(cairn, moved.project) : snippetRepoPath(cairn, moved.snippet)) : ctx.gitDir;
   reply.code(200).header('content-type', 'application/x-git-receive-pack-result').headers(NO_CACHE);
 
   if (decision.refusals.size) {
@@ -298,13 +316,19 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   }
 
   const noForce = decision.noForceRefs;
-  const proc = await startService({
-    gitDir: ctx.gitDir,
+  let proc: Awaited<ReturnType<typeof startService>>;
+  try {
+    proc = await startService({
+    gitDir,
     service: 'git-receive-pack',
     gitProtocol: ctx.gitProtocol,
     hooksPath: noForce.length ? await ensureHooksDir(cairn.config.dataDir) : undefined,
     hookEnv: noForce.length ? { CAIRN_NO_FORCE_REFS: noForce.join('\n') } : undefined,
-  });
+    });
+  } catch (err) {
+    await release();
+    throw err;
+  }
   const exit = superviseService(request, reply, proc, 'git-receive-pack');
   proc.stdin.write(head.consumed);
   if (head.ended) proc.stdin.end();
@@ -315,10 +339,12 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   // receive-pack was killed; recordPush keeps only the updates that took effect.
   const out = responseBody(proc, exit, [], async () => {
     try {
-      if (target.kind === 'project') await recordPush(cairn, target.project, user.id, head.updates, request.log, head.pushOptions);
-      else await recordSnippetPush(cairn, target.snippet, head.updates);
+      if (moved.kind === 'project') await recordPush(cairn, moved.project, user.id, head.updates, request.log, head.pushOptions);
+      else await recordSnippetPush(cairn, moved.snippet, head.updates);
     } catch (err) {
       request.log.error({ err, target: targetId(target) }, 'recording a push failed');
+    } finally {
+      await release();
     }
   });
   return reply.send(out);
