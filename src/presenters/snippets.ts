@@ -16,12 +16,37 @@ export interface SnippetExtras {
 
 const encodePath = (p: string) => p.split('/').map(encodeURIComponent).join('/');
 
+/** A snippet's addresses: its page, raw file, and repository (ssh and http). */
+function snippetUrls(ctx: PresentContext, s: Pick<Snippet, 'id'>, projectPath: string | null) {
+  const owner = projectPath ? `${ctx.baseUrl}/${projectPath}` : ctx.baseUrl;
+  const webUrl = `${owner}/-/snippets/${s.id}`;
+  const repoPath = projectPath ? `${projectPath}/snippets/${s.id}` : `snippets/${s.id}`;
+  const host = new URL(ctx.baseUrl).hostname;
+  return {
+    web_url: webUrl,
+    raw_url: `${webUrl}/raw`,
+    ssh_url_to_repo: `git@${host}:${repoPath}.git`,
+    http_url_to_repo: `${ctx.baseUrl}/${repoPath}.git`,
+  };
+}
+
+/** GitLab's BasicSnippet: a snippet inside another record (a repository storage move). */
+export function presentBasicSnippet(ctx: PresentContext, s: Snippet, projectPath: string | null) {
+  return {
+    id: s.id,
+    title: s.title,
+    description: s.description,
+    visibility: VISIBILITY_NAMES[s.visibility_level] ?? 'private',
+    created_at: iso(s.created_at)!,
+    updated_at: iso(s.updated_at)!,
+    project_id: s.project_id,
+    ...snippetUrls(ctx, s, projectPath),
+  };
+}
+
 /** GitLab's Snippet entity (PersonalSnippet and ProjectSnippet have the same fields). */
 export function presentSnippet(ctx: PresentContext, s: Snippet, x: SnippetExtras) {
-  const owner = x.projectPath ? `${ctx.baseUrl}/${x.projectPath}` : ctx.baseUrl;
-  const webUrl = `${owner}/-/snippets/${s.id}`;
-  const repoPath = x.projectPath ? `${x.projectPath}/snippets/${s.id}` : `snippets/${s.id}`;
-  const host = new URL(ctx.baseUrl).hostname;
+  const urls = snippetUrls(ctx, s, x.projectPath);
   return {
     id: s.id,
     title: s.title,
@@ -33,11 +58,8 @@ export function presentSnippet(ctx: PresentContext, s: Snippet, x: SnippetExtras
     created_at: iso(s.created_at)!,
     updated_at: iso(s.updated_at)!,
     project_id: s.project_id,
-    web_url: webUrl,
-    raw_url: `${webUrl}/raw`,
-    ssh_url_to_repo: `git@${host}:${repoPath}.git`,
-    http_url_to_repo: `${ctx.baseUrl}/${repoPath}.git`,
-    files: x.files.map((path) => ({ path, raw_url: `${webUrl}/raw/${x.defaultBranch}/${encodePath(path)}` })),
+    ...urls,
+    files: x.files.map((path) => ({ path, raw_url: `${urls.web_url}/raw/${x.defaultBranch}/${encodePath(path)}` })),
     imported: false,
     imported_from: 'none',
   };

@@ -234,10 +234,48 @@ describe('repository storage moves', () => {
     assert.equal((await t.call('GET', `/api/v4/groups/${group.id}/repository_storage_moves/999999`)).status, 404);
   });
 
-  it('snippet moves answer 404 until snippets register their kind', async () => {
-    assert.equal((await t.call('GET', '/api/v4/snippet_repository_storage_moves')).status, 404);
-    assert.equal((await t.call('POST', '/api/v4/snippet_repository_storage_moves', { body: { source_storage_name: 'default' } })).status, 404);
-    assert.equal((await t.call('GET', '/api/v4/snippets/1/repository_storage_moves')).status, 404);
-  });
+  it('moves snippets: one by id (read-only meanwhile), then in bulk back; files and history intact', async () => {
+    const created = await t.post('/api/v4/snippets', { title: 'Moving', visibility: 'private', files: [{ file_path: 'a.txt', content: 'one\n' }, { file_path: 'dir/b.txt', content: 'two\n' }] }, { token: member.token });
+    assert.equal(created.status, 201, created.text);
+    const id = created.body.id;
+    const snippet = await t.db.selectFrom('snippets').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+    const repo = (storage: string) => path.join(storages()[storage], snippet.disk_path);
+    const refsBefore = git(repo('default'), 'for-each-ref');
 
+    // Administrators only.
+    assert.equal((await t.call('POST', `/api/v4/snippets/${id}/repository_storage_moves`, { token: member.token, body: { destination_storage_name: 'other' } })).status, 403);
+    const move = await t.call('POST', `/api/v4/snippets/${id}/repository_storage_moves`, { body: { destination_storage_name: 'other' } });
+    assert.equal(move.status, 201, JSON.stringify(move.body));
+    assert.equal(move.body.state, 'scheduled');
+    assert.equal(move.body.snippet.id, id);
+    assert.equal(move.body.snippet.title, 'Moving');
+    assert.equal(move.body.snippet.project_id, null);
+    assert.match(move.body.snippet.http_url_to_repo, new RegExp(`/snippets/${id}\\.git$`));
+
+    // Read-only while it moves: an update is refused, reads work.
+    const update = await t.call('PUT', `/api/v4/snippets/${id}`, { token: member.token, body: { files: [{ action: 'update', file_path: 'a.txt', content: 'changed\n' }] } });
+    assert.ok(update.status >= 400 && update.status < 500, `update during the move: ${update.status}`);
+    assert.equal((await t.call('GET', `/api/v4/snippets/${id}/files/main/a.txt/raw`, { token: member.token })).text, 'one\n');
+
+    await drainJobs(t.app.cairn);
+    assert.equal((await t.call('GET', `/api/v4/snippet_repository_storage_moves/${move.body.id}`)).body.state, 'finished');
+    assert.deepEqual(await t.db.selectFrom('snippets').select(['repository_storage', 'repository_read_only']).where('id', '=', id).executeTakeFirstOrThrow(), { repository_storage: 'other', repository_read_only: false });
+    assert.equal(git(repo('other'), 'for-each-ref'), refsBefore);
+    git(repo('other'), 'fsck', '--no-dangling');
+    assert.equal(fs.existsSync(repo('default')), false, 'the source copy is removed');
+    assert.equal((await t.call('GET', `/api/v4/snippets/${id}/files/main/dir%2Fb.txt/raw`, { token: member.token })).text, 'two\n');
+    const edited = await t.call('PUT', `/api/v4/snippets/${id}`, { token: member.token, body: { files: [{ action: 'update', file_path: 'a.txt', content: 'changed\n' }] } });
+    assert.equal(edited.status, 200, edited.text);
+    assert.equal((await t.call('GET', `/api/v4/snippets/${id}/raw`, { token: member.token })).text, 'changed\n');
+
+    // Bulk: every snippet on `other` back to `default`.
+    const bulk = await t.call('POST', '/api/v4/snippet_repository_storage_moves', { body: { source_storage_name: 'other', destination_storage_name: 'default' } });
+    assert.equal(bulk.status, 202);
+    await drainJobs(t.app.cairn);
+    assert.equal((await t.db.selectFrom('snippets').select('repository_storage').where('id', '=', id).executeTakeFirstOrThrow()).repository_storage, 'default');
+    assert.equal((await t.call('GET', `/api/v4/snippets/${id}/raw`, { token: member.token })).text, 'changed\n');
+    const moves = await t.call('GET', `/api/v4/snippets/${id}/repository_storage_moves`);
+    assert.deepEqual(moves.body.map((m: { state: string; destination_storage_name: string }) => [m.state, m.destination_storage_name]), [['finished', 'default'], ['finished', 'other']]);
+    assert.equal((await t.call('GET', '/api/v4/snippets/999999/repository_storage_moves')).status, 404);
+  });
 });

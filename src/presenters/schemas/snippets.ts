@@ -31,6 +31,24 @@ export const SnippetSchema = Type.Object(
   strict,
 );
 
+/** GitLab's BasicSnippet: a snippet inside another record (a repository storage move). */
+export const BasicSnippetSchema = Type.Object(
+  {
+    id: Type.Integer(),
+    title: Type.String(),
+    description: Nullable(Type.String()),
+    visibility: Type.Union([Type.Literal('private'), Type.Literal('internal'), Type.Literal('public')]),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    project_id: Nullable(Type.Integer()),
+    web_url: Type.String(),
+    raw_url: Type.String(),
+    ssh_url_to_repo: Type.String(),
+    http_url_to_repo: Type.String(),
+  },
+  strict,
+);
+
 /** GitLab's UserAgentDetail (administrators). */
 export const UserAgentDetailSchema = Type.Object(
   {

@@ -4,6 +4,8 @@ import { findGroup } from '../../finders/groups.js';
 import { findProjectRow } from '../../finders/projects.js';
 import { ProjectIdentitySchema } from '../../presenters/schemas/projects.js';
 import { BasicGroupSchema } from '../../presenters/schemas/storage_moves.js';
+import { BasicSnippetSchema } from '../../presenters/schemas/snippets.js';
+import { presentBasicSnippet } from '../../presenters/snippets.js';
 import type { Database } from '../../db/index.js';
 import type { StorageMoveContainerType } from '../../db/schema/storage_moves.js';
 import { hashedDiskPath } from '../../git/repository.js';
@@ -138,7 +140,40 @@ registerContainerKind({
   },
 });
 
-// Snippets plug in here once their table exists (a `snippets` row with repository_storage,
-// repository_read_only and the snippet's disk path): registerContainerKind({ name: 'snippet',
-// type: 'Snippet', label: 'Snippet', table: 'snippets', ... }) from the snippets module, with
-// `present` giving GitLab's BasicSnippet. Until then every snippet move route answers 404.
+/** Snippets: each has one repository at its hashed disk path (services/snippets.ts snippetRepoPath). */
+registerContainerKind({
+  name: 'snippet',
+  type: 'Snippet',
+  label: 'Snippet',
+  table: 'snippets',
+  scope: sql<boolean>`true`,
+  schema: BasicSnippetSchema,
+  async find(db, idOrPath) {
+    if (!/^\d{1,9}$/.test(idOrPath)) return null;
+    return (await db.selectFrom('snippets').select('id').where('id', '=', Number(idOrPath)).executeTakeFirst())?.id ?? null;
+  },
+  async locate(db, id, lock) {
+    let q = db.selectFrom('snippets').select(['id', 'repository_storage', 'repository_read_only', 'disk_path']).where('id', '=', id);
+    if (lock) q = q.forUpdate();
+    const s = await q.executeTakeFirst();
+    if (!s) return null;
+    return { id: s.id, storage: s.repository_storage, readOnly: s.repository_read_only, diskPaths: [s.disk_path] };
+  },
+  async present(db, ctx, ids) {
+    const out = new Map<number, Record<string, unknown>>();
+    if (!ids.length) return out;
+    const rows = await db
+      .selectFrom('snippets as s')
+      .leftJoin('projects as p', 'p.id', 's.project_id')
+      .leftJoin('namespaces as n', 'n.id', 'p.namespace_id')
+      .selectAll('s')
+      .select(['p.path as project_path', 'n.full_path as namespace_path'])
+      .where('s.id', 'in', ids)
+      .execute();
+    for (const r of rows) {
+      const projectPath = r.project_id !== null && r.namespace_path && r.project_path ? `${r.namespace_path}/${r.project_path}` : null;
+      out.set(r.id, presentBasicSnippet(ctx, r, projectPath));
+    }
+    return out;
+  },
+});
