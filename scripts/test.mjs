@@ -1,4 +1,6 @@
 // `npm test`: builds the template database once, then runs every test file with node's test runner.
+// `npm run test:soak` runs test/reliability with CAIRN_SOAK=1: the long forms of the permission
+// matrix, fuzzing and crash tests (their short forms run in `npm test`).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,7 +16,9 @@ function findTests(dir) {
   });
 }
 
-const files = args.length ? args : findTests(path.join(root, 'test')).sort();
+// Arguments are test files or folders of them; none means every test under test/.
+const files = (args.length ? args : [path.join(root, 'test')])
+  .flatMap((a) => (fs.statSync(a).isDirectory() ? findTests(path.resolve(a)).sort() : [a]));
 const prep = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'test/helpers/prepare.ts')], { stdio: 'inherit', cwd: root });
 if (prep.status !== 0) process.exit(prep.status ?? 1);
 
