@@ -49,6 +49,12 @@ export interface Config {
   maxArtifactsSize: number;
   /** Artifacts without expire_in expire after this many seconds (0 = never). */
   defaultArtifactsExpireIn: number;
+  /**
+   * S3-compatible object storage for artifacts, as a URL
+   * `s3://ACCESS_KEY:SECRET@host:port/bucket?region=us-east-1&path_style=true&tls=false`
+   * (src/storage/s3.ts parses it); null = local disk under dataDir/artifacts.
+   */
+  objectStoreUrl: string | null;
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -117,6 +123,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxTraceSize: positive(int(env.CAIRN_MAX_TRACE_SIZE, 100 * 1024 * 1024, 'CAIRN_MAX_TRACE_SIZE'), 'CAIRN_MAX_TRACE_SIZE'),
     maxArtifactsSize: positive(int(env.CAIRN_MAX_ARTIFACTS_SIZE, 100 * 1024 * 1024, 'CAIRN_MAX_ARTIFACTS_SIZE'), 'CAIRN_MAX_ARTIFACTS_SIZE'),
     defaultArtifactsExpireIn: int(env.CAIRN_ARTIFACTS_EXPIRE_IN, 30 * 24 * 3600, 'CAIRN_ARTIFACTS_EXPIRE_IN'),
+    objectStoreUrl: env.CAIRN_OBJECT_STORE_URL || null,
   };
   return { ...cfg, ...overrides };
 }

@@ -160,6 +160,8 @@ const PROJECT_RULES = {
   update_build: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
   /** Erase any job (its log and artifacts): maintainers; a developer may erase the jobs they started (checked where the job is loaded). */
   erase_build: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
+  /** Delete a job's artifacts, expire a project's artifacts in bulk: maintainers. */
+  destroy_artifacts: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
   /** Project CI/CD variables: maintainers. */
   admin_cicd_variables: member(AccessLevel.MAINTAINER),
 } satisfies Record<string, Rule<ProjectSubject>>;
