@@ -13,6 +13,7 @@ import { startServeBuiltinRunner } from '../../src/runner/serve.js';
 import type { BuiltinRunner } from '../../src/runner/runner.js';
 import { destroyExpiredArtifacts, DESTROY_EXPIRED_ARTIFACTS_JOB } from '../../src/services/artifacts.js';
 import { artifactStore } from '../../src/storage/index.js';
+import type { S3ObjectStore } from '../../src/storage/s3.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 import { commitFiles, jobsByName, testRunner } from '../helpers/ci.js';
 import { startS3 } from '../helpers/s3.js';
@@ -90,7 +91,7 @@ function zipNames(body: string | Buffer): Promise<string[]> {
 async function startInstance(overrides: Record<string, unknown> = {}) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const t = await createTestContext({ host: '127.0.0.1', port, externalUrl: url, ...overrides });
+  const t = await createTestContext({ host: '127.0.0.1', port, externalUrl: url, runnerPollTimeout: 1, ...overrides });
   await t.app.listen({ host: '127.0.0.1', port });
   const messages: string[] = [];
   const runner = await startServeBuiltinRunner(t.app.cairn, { port, env: { CAIRN_RUNNER_ALLOW_UNISOLATED: sandbox.available ? '' : '1' }, log: (m) => messages.push(m) });
@@ -372,6 +373,8 @@ describe('job artifacts on S3 (s3rver)', () => {
   });
   after(async () => {
     await runner?.stop().catch(() => {});
+    // The client's keep-alive sockets would hold the S3 server's close until they time out.
+    if (t) (artifactStore(t.config) as S3ObjectStore).client.destroy();
     await t?.close();
     await s3?.close();
   });
