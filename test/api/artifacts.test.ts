@@ -147,6 +147,8 @@ describe('job artifacts on local disk', () => {
   });
   after(async () => {
     await runner?.stop().catch(() => {});
+    // The runner's idle keep-alive connections would hold the close for the keep-alive timeout.
+    t?.app.server.closeAllConnections();
     await t?.close();
   });
 
@@ -375,6 +377,7 @@ describe('job artifacts on S3 (s3rver)', () => {
     await runner?.stop().catch(() => {});
     // The client's keep-alive sockets would hold the S3 server's close until they time out.
     if (t) (artifactStore(t.config) as S3ObjectStore).client.destroy();
+    t?.app.server.closeAllConnections();
     await t?.close();
     await s3?.close();
   });
