@@ -18,7 +18,7 @@ export async function serve() {
   process.once('SIGINT', () => void shutdown('SIGINT'));
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   // Background jobs run in-process by default; every process works the same queue.
-  if (process.env.CAIRN_WORKERS !== '0') {
+  if (config.workers) {
     const stop = startWorker(app.cairn);
     // Closers run last-registered first: the worker stops before the cache and the database.
     app.cairn.closers.push(stop);
