@@ -230,7 +230,9 @@ function listenHost(): SettingType<string> {
     accepts: 'an IP address or a host name such as 0.0.0.0, ::, localhost',
     parse(raw) {
       const s = raw.trim().replace(/^\[(.*)\]$/, '$1');
-      if (net.isIP(s) || /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?$/.test(s)) return s;
+      if (net.isIP(s)) return s;
+      // A host name's last label is never all digits (999.1.1.1 is a bad address, not a name).
+      if (/^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?$/.test(s) && !/(^|\.)\d+\.?$/.test(s)) return s;
       throw new Invalid();
     },
   };
@@ -477,7 +479,7 @@ export const SETTINGS: Setting[] = [
   }),
   extra({
     env: 'CAIRN_SECRET_KEY_BASE',
-    type: text({ noun: 'a valid key', minLength: 32, accepts: 'at least 32 characters (openssl rand -hex 32)' }),
+    type: text({ noun: 'a valid key', minLength: 32, accepts: 'at least 32 characters, such as the output of openssl rand -hex 32' }),
     default: null as unknown as string,
     defaultText: '`$CAIRN_DATA_DIR/secret_key_base` (made once)',
     help: 'the key CI variables and registration tokens are encrypted with; processes that do not share a data directory must set the same value',
@@ -670,8 +672,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
 
 /** The README's configuration table (between its config-table markers), from SETTINGS. */
 export function configTableMarkdown(): string {
-  const rows = SETTINGS.filter((s) => !s.hidden).map((s) => `| \`${s.env}\` | ${s.defaultText} | ${s.help}; ${s.type.accepts.replace(/\|/g, '\\|')} |`);
-  return ['| variable | default | meaning; accepted values |', '|---|---|---|', ...rows].join('\n');
+  const cell = (s: string) => s.replace(/\|/g, '\\|');
+  const rows = SETTINGS.filter((s) => !s.hidden).map((s) => `| \`${s.env}\` | ${cell(s.defaultText)} | ${cell(s.type.accepts)} | ${cell(s.help)} |`);
+  return ['| variable | default | accepted | meaning |', '|---|---|---|---|', ...rows].join('\n');
 }
 
 /** The settings part of `cairn serve --help`, from SETTINGS. */
