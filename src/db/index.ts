@@ -113,6 +113,14 @@ async function checkConnection(pool: pg.Pool, databaseUrl: string) {
   }
 }
 
+/**
+ * PGlite's PostgreSQL runs inside the process's WebAssembly memory, which never shrinks: its
+ * default shared_buffers (128 MB, and the WAL buffers sized from it) alone took about 100 MB of
+ * the process's memory once touched. Its pages come from files the operating system caches
+ * anyway, so a small buffer pool costs reads little (see the README's memory benchmark).
+ */
+const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers=16MB'];
+
 export interface OpenOptions {
   databaseUrl: string | null;
   dataDir: string;
@@ -136,12 +144,13 @@ export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
     return { db, kind: 'postgres', url: opts.databaseUrl, writeObservers, poolStats, close: () => db.destroy() };
   }
   let pglite: PGlite;
+  const options = { parsers: pgliteParsers, startParams: PGLITE_START_PARAMS };
   if (opts.pgliteTemplate) {
-    pglite = await PGlite.create({ loadDataDir: opts.pgliteTemplate, parsers: pgliteParsers });
+    pglite = await PGlite.create({ loadDataDir: opts.pgliteTemplate, ...options });
   } else {
     const dir = path.join(opts.dataDir, 'pglite');
     fs.mkdirSync(dir, { recursive: true });
-    pglite = await PGlite.create(dir, { parsers: pgliteParsers });
+    pglite = await PGlite.create(dir, options);
   }
   const writeObservers = new Set<WriteObserver>();
   const dialect = new PGliteDialect(pglite);
