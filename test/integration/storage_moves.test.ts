@@ -179,7 +179,7 @@ describe('bulk repository storage moves under load', { skip: process.env.DATABAS
     const bulk = await api('POST', '/project_repository_storage_moves', { source_storage_name: 'other', destination_storage_name: 'default' });
     assert.equal(bulk.status, 202);
     let started = false;
-    for (let i = 0; i < 400 && !started; i++) {
+    for (let i = 0; i < 3000 && !started; i++) {
       const all = (await moves()).slice(already);
       started = all.some((m) => m.state === 'started') && all.some((m) => m.state === 'finished');
       if (!started) await sleep(10);

@@ -76,7 +76,13 @@ function header(request: FastifyRequest, name: string): string | undefined {
 const SNIPPET_PATH = /^(?:(.+)\/)?snippets\/(\d{1,10})$/;
 
 /** Authenticates the client and checks its access to the project (or snippet) for `service`. */
-async function authorizeGit(request: FastifyRequest, service: GitService): Promise<GitRequestContext> {
+/**
+ * `pushRpc`: the receive-pack POST itself. A repository that turned read-only since the ref
+ * advertisement (a storage move began) is not refused here with a bare HTTP 403 (git would only
+ * print "RPC failed"): receivePack refuses every update in the push report instead, with the
+ * read-only message, when it cannot take a write lease.
+ */
+async function authorizeGit(request: FastifyRequest, service: GitService, pushRpc = false): Promise<GitRequestContext> {
   const cairn = request.server.cairn;
   const cred = await authenticateGitClient(cairn, header(request, 'authorization'), request.ip);
   const fullPath = projectPathOf(request);
@@ -88,8 +94,8 @@ async function authorizeGit(request: FastifyRequest, service: GitService): Promi
     fullPath.includes('/') && !fullPath.split('/').includes('') && !(snippetPath && snippetPath[1] === undefined)
       ? await loadProjectForUser(cairn, userId, fullPath)
       : undefined;
-  if (!project && snippetPath) return authorizeSnippetGit(request, cred, snippetPath[1] ?? null, Number(snippetPath[2]), service);
-  const decision = checkGitAccess(project, cred, service, project?.callerAccessLevel ?? 0);
+  if (!project && snippetPath) return authorizeSnippetGit(request, cred, snippetPath[1] ?? null, Number(snippetPath[2]), service, pushRpc);
+  const decision = checkGitAccess(project && pushRpc ? { ...project, repository_read_only: false } : project, cred, service, project?.callerAccessLevel ?? 0);
   if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
   return {
     target: { kind: 'project', project: project! },
@@ -101,7 +107,7 @@ async function authorizeGit(request: FastifyRequest, service: GitService): Promi
 }
 
 /** The snippet of a snippet repository path, for the caller: its project (if any) must be the one in the path. */
-async function authorizeSnippetGit(request: FastifyRequest, cred: GitCredential | null, projectPath: string | null, id: number, service: GitService): Promise<GitRequestContext> {
+async function authorizeSnippetGit(request: FastifyRequest, cred: GitCredential | null, projectPath: string | null, id: number, service: GitService, pushRpc: boolean): Promise<GitRequestContext> {
   const cairn = request.server.cairn;
   const user = cred?.user ?? null;
   let snippet = id <= 2147483647 ? await cairn.db.selectFrom('snippets').selectAll().where('id', '=', id).executeTakeFirst() : undefined;
@@ -110,7 +116,7 @@ async function authorizeSnippetGit(request: FastifyRequest, cred: GitCredential 
     const inPlace = projectPath === null ? snippet.project_id === null : !!access.project && access.project.id === snippet.project_id && projectPathMatches(access.project, projectPath);
     if (!inPlace) snippet = undefined;
   }
-  const decision = checkSnippetGitAccess(snippet, access?.subject ?? null, cred, service);
+  const decision = checkSnippetGitAccess(snippet && pushRpc ? { ...snippet, repository_read_only: false } : snippet, access?.subject ?? null, cred, service);
   if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
   return {
     target: { kind: 'snippet', snippet: snippet! },
@@ -264,7 +270,7 @@ async function uploadPack(request: FastifyRequest, reply: FastifyReply) {
 
 async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   const cairn = request.server.cairn;
-  const ctx = await authorizeGit(request, 'git-receive-pack');
+  const ctx = await authorizeGit(request, 'git-receive-pack', true);
   const input = requestBody(request, 'git-receive-pack');
   let head: Awaited<ReturnType<typeof readReceivePackHead>>;
   try {
