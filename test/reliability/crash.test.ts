@@ -221,7 +221,7 @@ describe('kill -9 of the server during writes', { skip: process.env.DATABASE_URL
     const project = await newProject(`pushed-${n}`);
     const work = path.join(dataDir, `push-${n}`);
     git(['init', '-q', '--bare', work]);
-    const commits = SOAK ? 20_000 : 10_000;
+    const commits = SOAK ? 20_000 : 5_000;
     let stream = '';
     for (let i = 1; i <= commits; i++) {
       const data = `file ${i} ${'x'.repeat(200)}\n`;
