@@ -16,12 +16,12 @@ import { startServe } from '../helpers/serve.js';
 // work (post-receive, merges) and the queue finish, nothing acknowledged is lost, and the
 // leftovers of the kill are removed by the leftover sweep. Storage moves killed mid-way are
 // test/integration/storage_moves.test.ts. The short form kills once per scenario; the long form
-// (CAIRN_SOAK=1, `npm run test:soak`) kills CAIRN_SOAK_KILLS times (default 40) at seeded random
+// (CAIRN_SOAK=1, `npm run test:soak`) kills CAIRN_SOAK_KILLS times (default 20) at seeded random
 // points (CAIRN_SOAK_SEED) and prints the figures.
 
 const execFile = promisify(execFileCb);
 const SOAK = process.env.CAIRN_SOAK === '1';
-const KILLS = SOAK ? Number(process.env.CAIRN_SOAK_KILLS ?? 40) : 5;
+const KILLS = SOAK ? Number(process.env.CAIRN_SOAK_KILLS ?? 20) : 5;
 const SEED = Number(process.env.CAIRN_SOAK_SEED ?? 15);
 const TOKEN = 'crash-root-token-1234567';
 const GIT_ENV = { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 'A', GIT_AUTHOR_EMAIL: 'a@example.com', GIT_COMMITTER_NAME: 'A', GIT_COMMITTER_EMAIL: 'a@example.com' };
