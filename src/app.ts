@@ -18,6 +18,7 @@ import { registerPipelineHooks } from './ci/pipelines/create.js';
 import './ci/pipelines/downstream.js';
 import './services/notifications.js';
 import './ci/jobs/stuck.js';
+import './services/leftovers.js';
 import { redactUrl } from './lib/redact.js';
 import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';

@@ -23,7 +23,7 @@ import type { Snippet } from '../../db/schema/snippets.js';
 import { checkGitAccess, checkSnippetGitAccess, GIT_MESSAGES, type GitCredential } from '../../policies/git_access.js';
 import { snippetAccessFor } from '../../policies/snippets.js';
 import { acquireWriteLease, releaseWriteLease } from '../../services/repository_writes.js';
-import { recordPush } from '../../services/post_receive.js';
+import { endRefJournal, journalRefUpdates, recordPush } from '../../services/post_receive.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { checkRefUpdates } from '../../services/push_rules.js';
 import { checkSnippetRefUpdates, recordSnippetPush, snippetRepoPath } from '../../services/snippets.js';
@@ -322,8 +322,11 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   }
 
   const noForce = decision.noForceRefs;
+  // Journalled before receive-pack may move a ref: a crash before the push is recorded replays it.
+  let journal: number | null = null;
   let proc: Awaited<ReturnType<typeof startService>>;
   try {
+    if (moved.kind === 'project') journal = await journalRefUpdates(cairn, moved.project.id, user.id, head.updates, head.pushOptions);
     proc = await startService({
     gitDir,
     service: 'git-receive-pack',
@@ -332,6 +335,7 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
     hookEnv: noForce.length ? { CAIRN_NO_FORCE_REFS: noForce.join('\n') } : undefined,
     });
   } catch (err) {
+    if (journal !== null) await endRefJournal(cairn, journal).catch(() => {});
     await release();
     throw err;
   }
@@ -350,6 +354,7 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
     } catch (err) {
       request.log.error({ err, target: targetId(target) }, 'recording a push failed');
     } finally {
+      if (journal !== null) await endRefJournal(cairn, journal).catch(() => {});
       await release();
     }
   });
