@@ -22,7 +22,7 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
     const base = `/api/v4/${kind}/:id/access_requests`;
     const manage = sourceAccess(kind, 'admin_project_member', 'admin_group_member');
 
-    app.get(base, route({
+    app.get(base, route({ matrix: kind === 'projects' ? 'maintainer' : 'owner',
       access: manage,
       paginated: true,
       schema: { params: IdParams, response: { 200: Type.Array(AccessRequesterSchema) } },
@@ -34,7 +34,7 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
       return requests.map((r) => presentAccessRequester(presentContext(request), r));
     });
 
-    app.post(base, route({
+    app.post(base, route({ matrix: { is: 'signedIn' },
       access: sourceAccess(kind, 'request_access', 'request_access'),
       schema: { params: IdParams, response: { 201: AccessRequesterSchema } },
     }), async (request, reply) => {
@@ -49,7 +49,7 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
       return presentAccessRequester(presentContext(request), await memberViewOf(db(), row));
     });
 
-    app.put(`${base}/:user_id/approve`, route({
+    app.put(`${base}/:user_id/approve`, route({ matrix: kind === 'projects' ? 'maintainer' : 'owner',
       access: manage,
       schema: { params: MemberParams, body: AccessRequestApproveBody, response: { 201: MemberSchema } },
     }), async (request, reply) => {
@@ -66,7 +66,7 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
     });
 
     // The requester may withdraw their own request; the request is looked up first (404 before 403).
-    app.delete(`${base}/:user_id`, route({
+    app.delete(`${base}/:user_id`, route({ matrix: kind === 'projects' ? 'maintainer' : 'owner',
       access: { custom: `${kind === 'projects' ? 'admin_project_member' : 'admin_group_member'}, or the requester themselves`, signedIn: true },
       schema: { params: MemberParams, response: { 204: NoContent } },
     }), async (request, reply) => {
