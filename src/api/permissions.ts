@@ -33,20 +33,20 @@ export interface TokenColumn {
   scopes: string[];
 }
 
-/** The token columns of every run (the short form). */
+/** The token columns of every run (the short form: the credentials refused on most routes). */
 export const TOKEN_COLUMNS: TokenColumn[] = [
-  { name: 'pat:read_api', user: 'maintainer', kind: 'pat', scopes: ['read_api'] },
   { name: 'pat:read_user', user: 'maintainer', kind: 'pat', scopes: ['read_user'] },
   { name: 'pat:read_repository', user: 'maintainer', kind: 'pat', scopes: ['read_repository'] },
   { name: 'pat:write_repository', user: 'maintainer', kind: 'pat', scopes: ['write_repository'] },
   { name: 'pat:sudo', user: 'maintainer', kind: 'pat', scopes: ['sudo'] },
   { name: 'pat:admin_mode', user: 'maintainer', kind: 'pat', scopes: ['admin_mode'] },
-  { name: 'oauth:api', user: 'maintainer', kind: 'oauth', scopes: ['api'] },
   { name: 'job', user: 'developer', kind: 'job', scopes: ['api'] },
 ];
 
-/** More token columns for the long form. */
+/** More token columns for the long form (credentials that act as their user on many routes). */
 export const MORE_TOKEN_COLUMNS: TokenColumn[] = [
+  { name: 'pat:read_api', user: 'maintainer', kind: 'pat', scopes: ['read_api'] },
+  { name: 'oauth:api', user: 'maintainer', kind: 'oauth', scopes: ['api'] },
   { name: 'oauth:read_api', user: 'maintainer', kind: 'oauth', scopes: ['read_api'] },
   { name: 'oauth:read_user', user: 'maintainer', kind: 'oauth', scopes: ['read_user'] },
   { name: 'oauth:openid', user: 'maintainer', kind: 'oauth', scopes: ['openid', 'profile', 'email'] },
@@ -143,14 +143,17 @@ export function expectedCell(route: RouteFacts, column: string, world: WorldName
   const spec = specOf(route.matrix);
   const override = spec.worlds?.[world]?.[column] ?? spec.cells?.[column];
   if (override !== undefined) return override;
+  const token = tokenColumn(column);
+  if (token?.kind === 'job' && route.config?.jobToken) return spec.job ?? 'ok';
+  // The scope check comes first wherever the API reads the credential.
+  if (token && token.kind !== 'job' && !route.config?.skipApiAuth && !scopeAllows(route, token.scopes)) return 403;
   if (spec.own !== undefined) return spec.own;
 
-  const token = tokenColumn(column);
   if (token) {
     const preset = spec.is!;
     if (preset === 'git:read' || preset === 'git:write') return gitCell(preset, token.user, world, token);
-    if (token.kind === 'job') return route.config?.jobToken ? (spec.job ?? 'ok') : 401;
     if (route.config?.skipApiAuth) return expectedCell(route, 'anonymous', world);
+    if (token.kind === 'job') return 401;
     if (!scopeAllows(route, token.scopes)) return 403;
     return expectedCell(route, token.user, world);
   }

@@ -329,7 +329,9 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     return row;
   }
 
-  app.get('/oauth/token/info', api({ matrix: { own: 'ok' },
+  app.get('/oauth/token/info', api({
+    // Describes the bearer OAuth access token: 401 to every other credential.
+    matrix: { own: 401, cells: { 'oauth:api': 'ok', 'oauth:read_api': 'ok', 'oauth:read_user': 'ok', 'oauth:openid': 'ok' } },
     access: { custom: 'the bearer OAuth access token being described' },
     schema: { response: { 200: OAuthTokenInfoSchema } },
   }), async (request) => {
@@ -376,7 +378,9 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
       groups: [...new Set(groups.map((g) => g.full_path))],
     };
   }
-  const userinfoRoute = api({ matrix: { own: 'ok' },
+  const userinfoRoute = api({
+    // An OAuth access token with the openid scope; others 401, OAuth tokens without it 403.
+    matrix: { own: 401, cells: { 'oauth:api': 403, 'oauth:read_api': 403, 'oauth:read_user': 403, 'oauth:openid': 'ok' } },
     access: { custom: 'a bearer OAuth access token with the openid scope, of a user who may sign in' },
     schema: { response: { 200: OAuthUserinfoSchema } },
   });

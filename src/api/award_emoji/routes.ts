@@ -87,7 +87,9 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
         return reply.code(201).send(presentAwardEmoji(ctxOf(request), award));
       });
 
-      app.delete(`${base}/:award_id`, route({ matrix: contributePreset(kind.read),
+      app.delete(`${base}/:award_id`, route({
+        // Only whoever awarded it (the fixture's are root's) and administrators remove an award: 403 to others.
+        matrix: { is: contributePreset(kind.read), cells: { guest: 403, reporter: 403, developer: 403, maintainer: 403, owner: 403 } },
         access: { project: kind.read, signedIn: true },
         schema: { params: AwardParams, response: { 204: NoContent } },
       }), async (request, reply) => {

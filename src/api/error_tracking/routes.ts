@@ -80,7 +80,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
 
   // ---- settings ---------------------------------------------------------------------------------
 
-  app.get('/api/v4/projects/:id/error_tracking/settings', route({ matrix: 'maintainer',
+  app.get('/api/v4/projects/:id/error_tracking/settings', route({ matrix: { is: 'maintainer', cells: { maintainer: 404, owner: 404, admin: 404 } },
     access: manage,
     schema: { params: IdParams, response: { 200: ErrorTrackingSettingSchema } },
   }), async (request) => {
@@ -180,7 +180,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
     return items.map((e) => presentTrackedError(web, e));
   });
 
-  app.get('/api/v4/projects/:id/error_tracking/errors/:error_id', route({ matrix: 'reporter',
+  app.get('/api/v4/projects/:id/error_tracking/errors/:error_id', route({ matrix: { is: 'reporter', cells: { reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
     access: { project: 'read_sentry_issue', signedIn: true },
     schema: { params: ErrorParams, response: { 200: TrackedErrorDetailSchema } },
   }), async (request) => {
@@ -215,7 +215,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
       if (!gate.ok) throw gate.status === 401 ? unauthorized() : notFound(gate.what);
     }
 
-    const envelope = route({ matrix: { own: 'ok' },
+    const envelope = route({ matrix: { own: 404 },
       access,
       config,
       schema: { params: CollectorParams, response: { 204: NoContent } },
@@ -239,7 +239,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
     collector.post('/api/v4/error_tracking/collector/api/:id/envelope', envelope, envelopeHandler);
     collector.post('/api/v4/error_tracking/collector/api/:id/envelope/', envelope, envelopeHandler);
 
-    const store = route({ matrix: { own: 'ok' },
+    const store = route({ matrix: { own: 404 },
       access,
       config,
       schema: { params: CollectorParams, response: { 200: Type.Object({ id: Type.Union([Type.String(), Type.Null()]) }) } },

@@ -241,7 +241,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return renderSingle(request, { issue: updated, assigneeIds: await issueAssigneeIds(db(), updated.id) });
   });
 
-  app.delete(`${base}/:issue_iid`, route({ matrix: 'read',
+  app.delete(`${base}/:issue_iid`, route({ matrix: 'owner',
     access: { project: 'read_issue', signedIn: true },
     schema: { params: IidParams, response: { 204: NoContent } },
   }), async (request, reply) => {

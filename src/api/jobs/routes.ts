@@ -152,7 +152,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return reply.code(201).send((await render(request, project, [after]))[0]);
   });
 
-  app.post('/api/v4/projects/:id/jobs/:job_id/retry', route({ matrix: 'developer',
+  app.post('/api/v4/projects/:id/jobs/:job_id/retry', route({ matrix: { is: 'developer', fresh: ['job_id'] },
     access: { project: 'update_build', signedIn: true },
     schema: { params: JobParams, response: { 201: JobSchema } },
   }), async (request, reply) => {
@@ -190,7 +190,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return (await render(request, project, [played]))[0];
   });
 
-  app.post('/api/v4/projects/:id/jobs/:job_id/erase', route({ matrix: 'developer',
+  app.post('/api/v4/projects/:id/jobs/:job_id/erase', route({ matrix: { is: 'maintainer', fresh: ['job_id'] },
     access: { project: 'update_build', signedIn: true },
     schema: { params: JobParams, response: { 201: JobSchema } },
   }), async (request, reply) => {

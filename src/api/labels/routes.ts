@@ -241,7 +241,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     schema: { params: IdParams, querystring: Type.Object(LegacyTarget), response: { 204: NoContent } },
   }), async (request, reply) => deleteProjectLabel(request, reply, legacyLabelKey(request.query)));
 
-  app.put('/api/v4/projects/:id/labels/:label_id/promote', route({ matrix: 'read',
+  app.put('/api/v4/projects/:id/labels/:label_id/promote', route({ matrix: 'reporter',
     // The project is read here; the group's label managers promote (checked below, as GitLab does).
     access: readProject,
     schema: { params: LabelParams, response: { 200: GroupLabelSchema } },

@@ -34,7 +34,9 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
       return requests.map((r) => presentAccessRequester(presentContext(request), r));
     });
 
-    app.post(base, route({ matrix: { is: 'signedIn' },
+    app.post(base, route({
+      // Who is not a member yet asks (a private source is 404 to them); members 403.
+      matrix: { is: 'signedIn', cells: { external: 404, nonmember: 404, guest: 403, reporter: 403, developer: 403, maintainer: 403, owner: 403, admin: 403 } },
       access: sourceAccess(kind, 'request_access', 'request_access'),
       schema: { params: IdParams, response: { 201: AccessRequesterSchema } },
     }), async (request, reply) => {
@@ -49,7 +51,7 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
       return presentAccessRequester(presentContext(request), await memberViewOf(db(), row));
     });
 
-    app.put(`${base}/:user_id/approve`, route({ matrix: kind === 'projects' ? 'maintainer' : 'owner',
+    app.put(`${base}/:user_id/approve`, route({ matrix: { is: kind === 'projects' ? 'maintainer' : 'owner', fresh: ['user_id'] },
       access: manage,
       schema: { params: MemberParams, body: AccessRequestApproveBody, response: { 201: MemberSchema } },
     }), async (request, reply) => {
@@ -66,7 +68,7 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
     });
 
     // The requester may withdraw their own request; the request is looked up first (404 before 403).
-    app.delete(`${base}/:user_id`, route({ matrix: kind === 'projects' ? 'maintainer' : 'owner',
+    app.delete(`${base}/:user_id`, route({ matrix: kind === 'projects' ? { is: 'maintainer', cells: { guest: 404, reporter: 404, developer: 404 } } : { is: 'owner', cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404 } },
       access: { custom: `${kind === 'projects' ? 'admin_project_member' : 'admin_group_member'}, or the requester themselves`, signedIn: true },
       schema: { params: MemberParams, response: { 204: NoContent } },
     }), async (request, reply) => {

@@ -40,7 +40,9 @@ export default async function sharingRoutes(fastify: FastifyInstance) {
   });
 
   // Both groups are looked up before the ability is checked (404 before 403, as GitLab does).
-  app.post('/api/v4/groups/:id/share', route({ matrix: 'owner',
+  app.post('/api/v4/groups/:id/share', route({
+    // The group shared with is looked up first: a private one the caller cannot see is 404 (GitLab's find_group!).
+    matrix: { is: 'owner', cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404 } },
     access: { custom: 'admin_group_member on :id, once both groups are found', signedIn: true },
     schema: { params: IdParams, body: GroupShareBody, response: { 201: GroupSharesSchema } },
   }), async (request, reply) => {

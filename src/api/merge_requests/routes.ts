@@ -291,7 +291,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderSingle(request, target, mr));
   });
 
-  app.put(`${base}/:merge_request_iid`, route({ matrix: 'readCode',
+  app.put(`${base}/:merge_request_iid`, route({ matrix: 'developer',
     access: read,
     schema: { params: IidParams, body: UpdateBody, response: { 200: MergeRequestSingleSchema } },
   }), async (request) => {
@@ -365,7 +365,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     });
   }
 
-  app.put(`${base}/:merge_request_iid/merge`, route({ matrix: 'readCode',
+  app.put(`${base}/:merge_request_iid/merge`, route({ matrix: { is: 'developer', fresh: ['merge_request_iid'], cells: { reporter: 401 } },
     access: read,
     schema: {
       params: IidParams,
@@ -399,7 +399,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   });
 
   for (const path of ['cancel_merge_when_pipeline_succeeds', 'cancel_auto_merge']) {
-    app.post(`${base}/:merge_request_iid/${path}`, route({ matrix: 'readCode',
+    app.post(`${base}/:merge_request_iid/${path}`, route({ matrix: { is: 'developer', cells: { reporter: 401 } },
       access: read,
       schema: { params: IidParams, response: { 201: MergeRequestSingleSchema } },
     }), async (request, reply) => {
@@ -433,7 +433,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return presentResourceLabelEvent(ctxOf(request), event);
   });
 
-  app.put(`${base}/:merge_request_iid/rebase`, route({ matrix: 'readCode',
+  app.put(`${base}/:merge_request_iid/rebase`, route({ matrix: 'developer',
     access: read,
     schema: { params: IidParams, body: Type.Object({ skip_ci: Type.Optional(Type.Boolean()) }), response: { 202: Type.Object({ rebase_in_progress: Type.Boolean() }, { additionalProperties: false }) } },
   }), async (request, reply) => {
@@ -456,7 +456,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return approvalsResponse(request, access, mr);
   });
 
-  app.post(`${base}/:merge_request_iid/approve`, route({ matrix: 'readCode',
+  app.post(`${base}/:merge_request_iid/approve`, route({ matrix: { is: 'developer', fresh: ['merge_request_iid'], cells: { reporter: 401 } },
     access: read,
     schema: { params: IidParams, body: Type.Object({ sha: Type.Optional(Type.String()), approval_password: Type.Optional(Type.String()) }), response: { 201: ApprovalStateSchema } },
   }), async (request, reply) => {
@@ -465,7 +465,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await approvalsResponse(request, access, mr));
   });
 
-  app.post(`${base}/:merge_request_iid/unapprove`, route({ matrix: 'readCode',
+  app.post(`${base}/:merge_request_iid/unapprove`, route({ matrix: { is: 'readCode', cells: { reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
     access: read,
     schema: { params: IidParams, response: { 201: ApprovalStateSchema } },
   }), async (request, reply) => {
@@ -511,7 +511,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   });
 
   // POST: a merge request pipeline (source merge_request_event) at the merge request's head, which becomes its head pipeline.
-  app.post(`${base}/:merge_request_iid/pipelines`, route({ matrix: 'readCode',
+  app.post(`${base}/:merge_request_iid/pipelines`, route({ matrix: 'developer',
     access: read,
     schema: { params: IidParams, response: { 201: PipelineSchema } },
   }), async (request, reply) => {

@@ -131,7 +131,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     return presentPersonalAccessToken(token);
   });
 
-  app.delete('/api/v4/personal_access_tokens/self', route({ matrix: 'signedIn',
+  app.delete('/api/v4/personal_access_tokens/self', route({ matrix: { is: 'signedIn', fresh: ['token'] },
     access: signedIn,
     config: { allowScopes: 'any' },
     schema: { response: { 204: NoContent } },
@@ -144,7 +144,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/personal_access_tokens/self/rotate',
-    route({ matrix: 'signedIn',
+    route({ matrix: { is: 'signedIn', fresh: ['token'] },
       access: signedIn,
       config: { allowScopes: ['self_rotate'] },
       schema: { body: RotateBody, response: { 200: PersonalAccessTokenWithTokenSchema } },
@@ -170,7 +170,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/personal_access_tokens/:id/rotate',
-    route({ matrix: 'signedIn',
+    route({ matrix: { is: 'signedIn', fresh: ['id'] },
       access: signedIn,
       schema: { params: RowIdParams, body: RotateBody, response: { 200: PersonalAccessTokenWithTokenSchema } },
     }),

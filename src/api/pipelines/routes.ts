@@ -184,7 +184,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await render(request, project, await findPipeline(project.id, p.id)));
   });
 
-  app.post('/api/v4/projects/:id/pipelines/:pipeline_id/cancel', route({ matrix: 'developer',
+  app.post('/api/v4/projects/:id/pipelines/:pipeline_id/cancel', route({ matrix: { is: 'developer', fresh: ['pipeline_id'] },
     access: { project: 'update_pipeline', signedIn: true },
     schema: { params: PipelineParams, response: { 200: PipelineSchema } },
   }), async (request) => {

@@ -157,7 +157,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
 
   // ---- one runner -----------------------------------------------------------------------------
 
-  app.get('/api/v4/runners/:id', route({ matrix: 'signedIn',
+  app.get('/api/v4/runners/:id', route({ matrix: { is: 'signedIn', cells: { external: 403, nonmember: 403, guest: 403, reporter: 403, developer: 403 } },
     access: { custom: 'administrators; instance runners any signed-in user; others who manage the runner', signedIn: true },
     schema: { params: RunnerParams, response: { 200: RunnerDetailSchema } },
   }), async (request) => {
@@ -168,7 +168,9 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
     return renderDetail(request, runner);
   });
 
-  app.put('/api/v4/runners/:id', route({ matrix: 'signedIn',
+  app.put('/api/v4/runners/:id', route({
+    // Validated first (at least one attribute), as GitLab: an empty body is 400 to every signed-in caller.
+    matrix: { is: 'signedIn' },
     access: { custom: 'administrators; others who manage the runner (not instance runners)', signedIn: true },
     schema: { params: RunnerParams, body: UpdateBody, response: { 200: RunnerDetailSchema } },
   }), async (request) => {
@@ -184,7 +186,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
     return renderDetail(request, updated);
   });
 
-  app.delete('/api/v4/runners/:id', route({ matrix: 'signedIn',
+  app.delete('/api/v4/runners/:id', route({ matrix: { is: 'signedIn', cells: { external: 403, nonmember: 403, guest: 403, reporter: 403, developer: 403 } },
     access: { custom: 'administrators; others who manage the runner, when it has at most one project', signedIn: true },
     schema: { params: RunnerParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -200,7 +202,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  app.get('/api/v4/runners/:id/jobs', route({ matrix: 'signedIn',
+  app.get('/api/v4/runners/:id/jobs', route({ matrix: { is: 'signedIn', cells: { external: 403, nonmember: 403, guest: 403, reporter: 403, developer: 403 } },
     access: { custom: 'administrators; others who manage the runner see the jobs of projects they are a reporter of', signedIn: true },
     paginated: true,
     schema: { params: RunnerParams, querystring: JobsQuery, response: { 200: Type.Array(RunnerJobSchema) } },

@@ -175,7 +175,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   // ---- the job of a job token ---------------------------------------------------------------
 
-  app.get('/api/v4/job', route({ matrix: { is: 'signedIn', fresh: [] },
+  app.get('/api/v4/job', route({ matrix: { own: 401, job: 'ok' },
     access: { custom: 'a CI job token (JOB-TOKEN, job_token or Bearer): the job it belongs to', signedIn: true },
     config: { jobToken: true },
     schema: { response: { 200: JobSchema } },
@@ -191,7 +191,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   // GitLab's Kubernetes agents a job may use (premium). Cairn has no agents, so the list is
   // empty; the job, its pipeline, project and user are as GitLab shows them.
-  app.get('/api/v4/job/allowed_agents', route({ matrix: { is: 'signedIn' },
+  app.get('/api/v4/job/allowed_agents', route({ matrix: { own: 401, job: 'ok' },
     access: { custom: 'a CI job token (JOB-TOKEN or job_token): the job it belongs to', signedIn: true },
     config: { jobToken: true },
     schema: { response: { 200: AllowedAgentsSchema } },
@@ -328,7 +328,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   // ---- job updates and trace ----------------------------------------------------------------
 
-  app.put('/api/v4/jobs/:id', route({ matrix: { own: 'ok' },
+  app.put('/api/v4/jobs/:id', route({ matrix: { own: 403, cells: { job: 'ok' } },
     access: JOB,
     config,
     schema: {
@@ -372,7 +372,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     return reply.code(200).header('Job-Status', status).header('X-GitLab-Trace-Update-Interval', TRACE_UPDATE_INTERVAL).type('text/plain').send('200');
   });
 
-  app.patch('/api/v4/jobs/:id/trace', route({ matrix: { own: 'ok' },
+  app.patch('/api/v4/jobs/:id/trace', route({ matrix: { own: 403, cells: { job: 'ok' } },
     access: JOB,
     config,
     schema: { params: JobParams, response: { 202: RawBody('text/plain') } },
@@ -407,7 +407,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   const tooLarge = () => new ApiError(413, { message: 'file size has reached maximum size limit' });
 
-  app.post('/api/v4/jobs/:id/artifacts/authorize', route({ matrix: { own: 'ok' },
+  app.post('/api/v4/jobs/:id/artifacts/authorize', route({ matrix: { own: 403, cells: { job: 'ok' } },
     access: JOB,
     config,
     schema: {
@@ -425,7 +425,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     return reply.send({ TempPath: '', MaximumSize: cairn.config.maxArtifactsSize, UploadHashFunctions: ['sha256'] });
   });
 
-  app.post('/api/v4/jobs/:id/artifacts', route({ matrix: { own: 'ok' },
+  app.post('/api/v4/jobs/:id/artifacts', route({ matrix: { own: 403, cells: { job: 'ok' } },
     access: JOB,
     config,
     schema: {
@@ -551,7 +551,9 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
   });
 
   // A dependency's archive, for a running job (its token) of the same project or depending on it.
-  app.get('/api/v4/jobs/:id/artifacts', route({ matrix: { own: 'ok' },
+  app.get('/api/v4/jobs/:id/artifacts', route({
+    // The job column's token is the credential here; the running job has no artifacts yet (404).
+    matrix: { own: 401, cells: { job: 404 } },
     access: { custom: "job token (JOB-TOKEN, `token` or `job_token`) of a running job of the same project, or one that depends on job :id" },
     config,
     schema: {

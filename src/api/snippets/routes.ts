@@ -282,12 +282,12 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     schema: { querystring: ListQuery, response: { 200: Type.Array(SnippetSchema) } },
   }), async (request, reply) => page(request, reply, signedIn(request), {}, request.query));
 
-  app.get(`${base}/:id`, route({ matrix: 'public',
+  app.get(`${base}/:id`, route({ matrix: { is: 'public', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, anonymous: 404 } },
     access: { custom: 'whoever may read the snippet (policies/snippets.ts canReadSnippet); 404 otherwise' },
     schema: { params: SnippetIdParams, response: { 200: SnippetSchema } },
   }), async (request) => presentOne(request, await findReadableSnippet(cairn, request.actor?.user ?? null, request.params.id)));
 
-  app.get(`${base}/:id/raw`, route({ matrix: 'public',
+  app.get(`${base}/:id/raw`, route({ matrix: { is: 'public', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, anonymous: 404 } },
     access: { custom: 'whoever may read the snippet (policies/snippets.ts canReadSnippet); 404 otherwise' },
     schema: { params: SnippetIdParams, response: { 200: RawBody('text/plain') } },
   }), async (request, reply) => {
@@ -297,7 +297,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return sendRaw(reply, file);
   });
 
-  app.get(`${base}/:id/files/:ref/:file_path/raw`, route({ matrix: 'public',
+  app.get(`${base}/:id/files/:ref/:file_path/raw`, route({ matrix: { is: 'public', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, anonymous: 404 } },
     access: { custom: 'whoever may read the snippet (policies/snippets.ts canReadSnippet); 404 otherwise' },
     schema: { params: Type.Object({ id: RowId, ...FileParams }), response: { 200: RawBody('text/plain') } },
   }), async (request, reply) => {
@@ -348,7 +348,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return access;
   }
 
-  app.put(`${base}/:id`, route({ matrix: 'signedIn',
+  app.put(`${base}/:id`, route({ matrix: { is: 'signedIn', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, admin: 404 } },
     access: { custom: "the snippet's author (policies/snippets.ts canUpdateSnippet); 404 for anyone else's", signedIn: true },
     bodyLimit,
     schema: { params: SnippetIdParams, body: UpdateBody, response: { 200: SnippetSchema } },
@@ -361,7 +361,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return presentOne(request, { snippet, project: access.project });
   });
 
-  app.delete(`${base}/:id`, route({ matrix: 'signedIn',
+  app.delete(`${base}/:id`, route({ matrix: { is: 'signedIn', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, admin: 404 } },
     access: { custom: "the snippet's author (policies/snippets.ts canDeleteSnippet); 404 for anyone else's", signedIn: true },
     schema: { params: SnippetIdParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -455,7 +455,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return presentOne(request, { snippet, project: access.project });
   });
 
-  app.put(`${pbase}/:snippet_id`, route({ matrix: 'read',
+  app.put(`${pbase}/:snippet_id`, route({ matrix: 'maintainer',
     access: { project: 'read_snippet', signedIn: true },
     bodyLimit,
     schema: { params: ProjectSnippetParams, body: UpdateBody, response: { 200: SnippetSchema } },
@@ -468,7 +468,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return presentOne(request, { snippet, project: access.project });
   });
 
-  app.delete(`${pbase}/:snippet_id`, route({ matrix: 'read',
+  app.delete(`${pbase}/:snippet_id`, route({ matrix: 'maintainer',
     access: { project: 'read_snippet', signedIn: true },
     schema: { params: ProjectSnippetParams, response: { 204: NoContent } },
   }), async (request, reply) => {

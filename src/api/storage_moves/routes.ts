@@ -69,7 +69,7 @@ export default async function storageMoveRoutes(fastify: FastifyInstance) {
       return present(request, rows);
     });
 
-    app.get(`${base}/:repository_storage_move_id`, route({ matrix: 'admin',  access: admin, schema: { params: MoveIdParams, response: { 200: Move } } }), async (request) => {
+    app.get(`${base}/:repository_storage_move_id`, route({ matrix: { is: 'admin', cells: { admin: 404 } },  access: admin, schema: { params: MoveIdParams, response: { 200: Move } } }), async (request) => {
       const move = await moveOf(request, request.params.repository_storage_move_id, null);
       return (await present(request, [move]))[0];
     });
@@ -89,7 +89,7 @@ export default async function storageMoveRoutes(fastify: FastifyInstance) {
       return present(request, rows);
     });
 
-    app.get(`${containerBase}/:repository_storage_move_id`, route({ matrix: 'admin',  access: admin, schema: { params: ContainerMoveParams, response: { 200: Move } } }), async (request) => {
+    app.get(`${containerBase}/:repository_storage_move_id`, route({ matrix: { is: 'admin', cells: { admin: 404 } },  access: admin, schema: { params: ContainerMoveParams, response: { 200: Move } } }), async (request) => {
       const { id } = await containerOf(request, request.params.id);
       const move = await moveOf(request, request.params.repository_storage_move_id, id);
       return (await present(request, [move]))[0];

@@ -90,7 +90,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
   /** The form of one user depends on who asks: administrators see the admin form. */
   const OneUser = Type.Union([UserSingleSchema, UserAdminSchema, UserAdminWithCustomAttributesSchema]);
 
-  app.get('/api/v4/users', route({ matrix: 'public',
+  app.get('/api/v4/users', route({ matrix: { is: 'public', cells: { anonymous: 403 } },
     // Anonymous callers may only look a user up by username (the handler answers 403 otherwise);
     // extern_uid/provider lookups are for administrators.
     access: { public: true },
@@ -132,7 +132,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     });
   });
 
-  app.get('/api/v4/users/:id', route({ matrix: 'signedIn',
+  app.get('/api/v4/users/:id', route({ matrix: { is: 'signedIn', cells: { anonymous: 403 } },
     access: signedInOr403,
     config: readUser,
     schema: { params: IdParams, querystring: WithCustomAttributesQuery, response: { 200: OneUser } },
@@ -158,7 +158,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
   });
 
   for (const direction of ['followers', 'following'] as const) {
-    app.get(`/api/v4/users/:id/${direction}`, route({ matrix: 'signedIn',
+    app.get(`/api/v4/users/:id/${direction}`, route({ matrix: { is: 'signedIn', cells: { anonymous: 403 } },
       // A private profile's lists are for the user and administrators (404 for others).
       access: signedInOr403,
       paginated: true,
@@ -287,7 +287,8 @@ export default async function userRoutes(fastify: FastifyInstance) {
     unban: { run: (req, user) => unbanUser(req.server.cairn.db, user), answer: UserStateChangedSchema },
   };
   for (const [action, { run, answer }] of Object.entries(moderation)) {
-    app.post(`/api/v4/users/:id/${action}`, route({ matrix: 'admin',
+    // A fresh (active) user each time: unbanning one is refused (403), as GitLab.
+    app.post(`/api/v4/users/:id/${action}`, route({ matrix: { is: 'admin', fresh: ['id'], cells: action === 'unban' ? { admin: 403 } : {} },
       access: admin,
       schema: { params: IdParams, response: { 201: answer } },
     }), async (req, reply) => {
@@ -297,14 +298,14 @@ export default async function userRoutes(fastify: FastifyInstance) {
   }
   // Signed-in callers; the service refuses non-administrators with GitLab's own 403 message.
   const approvers = { custom: 'administrators (the service answers others 403 with GitLab\'s message)', signedIn: true } as const;
-  app.post('/api/v4/users/:id/approve', route({ matrix: 'admin',
+  app.post('/api/v4/users/:id/approve', route({ matrix: { is: 'admin', fresh: ['id'] },
     access: approvers,
     schema: { params: IdParams, response: { 201: UserActionMessageSchema } },
   }), async (req, reply) => {
     const user = await userOr404(req, req.params.id);
     return reply.code(201).send(await approveUser(req.server.cairn.db, requireUser(req), user));
   });
-  app.post('/api/v4/users/:id/reject', route({ matrix: 'admin',
+  app.post('/api/v4/users/:id/reject', route({ matrix: { is: 'admin', fresh: ['id'] },
     access: approvers,
     schema: { params: IdParams, response: { 200: UserActionMessageSchema } },
   }), async (req, reply) => {
