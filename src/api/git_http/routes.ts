@@ -374,7 +374,7 @@ export default async function gitHttpRoutes(app: FastifyInstance) {
   const credential = 'git credential (HTTP Basic: token or password) with';
   const download: Access = { custom: `${credential} download rights on the project of the path (policies/git_access.ts)` };
   const push: Access = { custom: `${credential} push rights on the project of the path (policies/git_access.ts); each ref update by the push rules (services/push_rules.ts)` };
-  const advertisement = route({
+  const advertisement = route({ matrix: 'git:read',
     access: { custom: `${credential} the rights of ?service: download for git-upload-pack, push for git-receive-pack (policies/git_access.ts)` },
     config,
     schema: {
@@ -383,8 +383,8 @@ export default async function gitHttpRoutes(app: FastifyInstance) {
       },
     },
   });
-  const fetchPack = route({ access: download, config, schema: { response: { 200: RawBody('application/x-git-upload-pack-result') } } });
-  const receive = route({ access: push, config, schema: { response: { 200: RawBody('application/x-git-receive-pack-result') } } });
+  const fetchPack = route({ matrix: 'git:read',  access: download, config, schema: { response: { 200: RawBody('application/x-git-upload-pack-result') } } });
+  const receive = route({ matrix: 'git:write',  access: push, config, schema: { response: { 200: RawBody('application/x-git-receive-pack-result') } } });
   for (let n = 2; n <= MAX_PATH_SEGMENTS; n++) {
     const prefix = '/' + Array.from({ length: n }, (_, i) => `:p${i}`).join('/');
     app.get(`${prefix}/info/refs`, advertisement, gitRoute(infoRefs));
