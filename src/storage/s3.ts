@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { PassThrough, Readable, Transform } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { AbortMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { checkKey } from './keys.js';
 import type { ByteRange, ObjectStore } from './index.js';
@@ -142,6 +142,28 @@ export class S3ObjectStore implements ObjectStore {
     } catch (err) {
       if (missing(err)) return null;
       throw err;
+    }
+  }
+
+  /**
+   * Aborts multipart uploads under this store's prefix begun before `before`: a put cut off by a
+   * crash leaves its parts stored (and billed) until aborted. Called by the leftover sweep
+   * (services/leftovers.ts); returns how many were aborted.
+   */
+  async abandonUploads(before: Date): Promise<number> {
+    let n = 0;
+    let keyMarker: string | undefined;
+    let uploadIdMarker: string | undefined;
+    for (;;) {
+      const page = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.settings.bucket, Prefix: this.settings.prefix || undefined, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }));
+      for (const u of page.Uploads ?? []) {
+        if (!u.Key || !u.UploadId || !u.Initiated || u.Initiated >= before) continue;
+        await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.settings.bucket, Key: u.Key, UploadId: u.UploadId })).catch(() => {});
+        n++;
+      }
+      if (!page.IsTruncated) return n;
+      keyMarker = page.NextKeyMarker;
+      uploadIdMarker = page.NextUploadIdMarker;
     }
   }
 }

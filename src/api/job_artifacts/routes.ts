@@ -114,6 +114,8 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
   }
 
   app.get('/api/v4/projects/:id/jobs/:job_id/artifacts', route({
+    // The matrix's job has no artifacts: whoever may read them gets 404 there.
+    matrix: { is: 'read', job: 404, cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
     access: { project: 'read_build' },
     config: { jobToken: true },
     schema: { params: JobParams, querystring: JobTokenQuery, response: { 200: RawBody('application/zip') } },
@@ -125,6 +127,8 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
   });
 
   app.get('/api/v4/projects/:id/jobs/:job_id/artifacts/*', route({
+    // The matrix's job has no artifacts: whoever may read them gets 404 there.
+    matrix: { is: 'read', job: 404, cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
     access: { project: 'read_build' },
     config: { jobToken: true },
     schema: { params: JobFileParams, querystring: JobTokenQuery, response: { 200: RawBody('application/octet-stream') } },
@@ -137,6 +141,7 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
 
   // GET .../jobs/artifacts/:ref_name/download?job= and .../jobs/artifacts/:ref_name/raw/*artifact_path?job=
   app.get('/api/v4/projects/:id/jobs/artifacts/*', route({
+    matrix: 'read',
     access: { project: 'read_build' },
     config: { jobToken: true },
     schema: { params: RefParams, querystring: RefQuery, response: { 200: RawBody('application/octet-stream') } },
@@ -154,6 +159,8 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
   });
 
   app.post('/api/v4/projects/:id/jobs/:job_id/artifacts/keep', route({
+    // The matrix's job has no artifacts to keep: 404 to whoever may keep them.
+    matrix: { is: 'developer', cells: { developer: 404, maintainer: 404, owner: 404, admin: 404 } },
     access: { project: 'update_build', signedIn: true },
     schema: { params: JobParams, response: { 200: JobSchema } },
   }), async (request, reply) => {
@@ -167,6 +174,7 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
   });
 
   app.delete('/api/v4/projects/:id/jobs/:job_id/artifacts', route({
+    matrix: 'maintainer',
     access: { project: 'destroy_artifacts', signedIn: true },
     schema: { params: JobParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -177,6 +185,7 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
   });
 
   app.delete('/api/v4/projects/:id/artifacts', route({
+    matrix: 'maintainer',
     access: { project: 'destroy_artifacts', signedIn: true },
     schema: { params: IdParams, response: { 202: ACCEPTED } },
   }), async (request, reply) => {
