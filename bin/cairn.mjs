@@ -60,7 +60,8 @@ async function build() {
   await esbuild.stop?.();
 }
 
-if (process.env.CAIRN_TSX === '1') {
+// CAIRN_TSX is declared with the other settings in src/config.ts (checked there once running).
+if (/^(1|true|yes|on)$/i.test(process.env.CAIRN_TSX ?? '')) {
   const { register } = await import('tsx/esm/api');
   register();
   await import('../src/cli.ts');

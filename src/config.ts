@@ -585,6 +585,14 @@ export const SETTINGS: Setting[] = [
     help: 'when a runner runs as root, the group id its jobs run as',
     scope: 'runner',
   }),
+  extra({
+    env: 'CAIRN_TSX',
+    type: bool(),
+    default: false,
+    defaultText: '`false`',
+    help: '`true`: `bin/cairn.mjs` runs the TypeScript sources through tsx instead of the esbuild bundle it builds in `.cache/dist/` (development; uses ~100 MB more memory)',
+    scope: 'server',
+  }),
   extra({ env: 'CAIRN_SOAK', type: bool(), default: false, defaultText: '`false`', help: 'tests: the long forms of the permission matrix, fuzzing and crash tests (`npm run test:soak`)', scope: 'test', hidden: true }),
 ];
 

@@ -57,6 +57,7 @@ const BAD: Record<string, string[]> = {
   CAIRN_RUNNER_BWRAP: ['bad\0path'],
   CAIRN_RUNNER_JOB_UID: ['nobody', '-1'],
   CAIRN_RUNNER_JOB_GID: ['staff', '-1'],
+  CAIRN_TSX: ['sometimes'],
   CAIRN_SOAK: ['long'],
 };
 
