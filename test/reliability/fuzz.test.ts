@@ -71,14 +71,16 @@ describe(`fuzzing every route from the OpenAPI document (seed ${SEED})`, { timeo
       seed: SEED,
       requests: REQUESTS,
       logLines,
+      refreshEvery: 1000,
       progress: SOAK ? (n, s) => console.log(`fuzz: ${n} requests, ${s.failures.length} failures, ${s.rebuilds} rebuilds`) : undefined,
     });
     const live = await t.get('/-/liveness', { token: null });
     console.log(
       `fuzz: ${stats.requests} requests over ${stats.covered}/${stats.operations} routes (${stats.reachedSuccess} answered < 400 at least once) ` +
-        `in ${stats.seconds.toFixed(1)} s, seed ${stats.seed}; statuses ${JSON.stringify(stats.statuses)}; fixture rebuilt ${stats.rebuilds} times; ` +
+        `in ${stats.seconds.toFixed(1)} s, seed ${stats.seed}; statuses ${JSON.stringify(stats.statuses)}; fixture rebuilt ${stats.rebuilds} times, repaired ${stats.repairs} times; ` +
         `${stats.failures.length} failures`,
     );
+    if (process.env.CAIRN_FUZZ_VERBOSE) console.log(JSON.stringify({ codes: stats.codes, slowest: stats.slowest }));
     for (const f of stats.failures.slice(0, 30)) console.log(JSON.stringify(f));
     assert.equal(stats.requests, REQUESTS);
     assert.equal(stats.covered, Math.min(stats.operations, REQUESTS), 'every route was tried');

@@ -117,8 +117,11 @@ function nest(depth: number): unknown {
   return v;
 }
 
+let hostile: fc.Arbitrary<unknown> | null = null;
+
+/** One shared arbitrary (building fast-check's JSON arbitraries is costly; sampling is not). */
 export function hostileValue(): fc.Arbitrary<unknown> {
-  return fc.oneof(
+  return (hostile ??= fc.oneof(
     { weight: 6, arbitrary: fc.constantFrom<unknown>(...HOSTILE_STRINGS) },
     { weight: 2, arbitrary: fc.constantFrom<unknown>(...HOSTILE_NUMBERS) },
     { weight: 1, arbitrary: fc.boolean() },
@@ -126,17 +129,19 @@ export function hostileValue(): fc.Arbitrary<unknown> {
     { weight: 1, arbitrary: fc.string({ unit: 'grapheme', maxLength: 40 }) },
     { weight: 2, arbitrary: structures() },
     { weight: 1, arbitrary: fc.constantFrom(50_000, 300_000).map((n) => 'z'.repeat(n)) },
-  );
+  ));
 }
 
 /** A path or query string: hostile ones never longer than a URL may sensibly be. */
+let hostileTexts: fc.Arbitrary<string> | null = null;
+
 function hostileText(): fc.Arbitrary<string> {
-  return fc.oneof(
+  return (hostileTexts ??= fc.oneof(
     { weight: 6, arbitrary: fc.constantFrom(...HOSTILE_STRINGS) },
     { weight: 2, arbitrary: fc.string({ unit: 'binary', maxLength: 30 }) },
     { weight: 1, arbitrary: fc.string({ unit: 'grapheme', maxLength: 30 }) },
     { weight: 1, arbitrary: fc.constantFrom(...HOSTILE_NUMBERS).map(String) },
-  );
+  ));
 }
 
 /** Values that name the fixture's things, by the field's name. */
@@ -153,34 +158,43 @@ function namedValues(w: World, name: string): (string | number)[] {
   return w.strings;
 }
 
+/** Arbitraries shared by every field (building some, such as stringMatching, costs milliseconds). */
+const shared = new Map<string, fc.Arbitrary<any>>();
+function once<T>(key: string, make: () => fc.Arbitrary<T>): fc.Arbitrary<T> {
+  let a = shared.get(key);
+  if (!a) shared.set(key, (a = make()));
+  return a;
+}
+
 /** A value for `schema` (valid-looking most of the time, hostile some of the time). */
-export function valueOf(schema: any, name: string, w: World, depth = 0): fc.Arbitrary<unknown> {
-  const valid = validValueOf(schema ?? {}, name, w, depth);
+export function valueOf(schema: any, name: string, w: World, depth = 0, clean = false): fc.Arbitrary<unknown> {
+  const valid = validValueOf(schema ?? {}, name, w, depth, clean);
+  if (clean) return valid;
   return fc.oneof({ weight: 7, arbitrary: valid }, { weight: 1, arbitrary: hostileValue() });
 }
 
-function validValueOf(schema: any, name: string, w: World, depth: number): fc.Arbitrary<unknown> {
+function validValueOf(schema: any, name: string, w: World, depth: number, clean = false): fc.Arbitrary<unknown> {
   if (depth > 4) return fc.constant(null);
   const alts = schema.anyOf ?? schema.oneOf;
-  if (Array.isArray(alts) && alts.length) return fc.oneof(...alts.map((s: any) => validValueOf(s, name, w, depth)));
+  if (Array.isArray(alts) && alts.length) return fc.oneof(...alts.map((s: any) => validValueOf(s, name, w, depth, clean)));
   if ('const' in schema) return fc.constant(schema.const);
   if (Array.isArray(schema.enum) && schema.enum.length) return fc.constantFrom(...schema.enum);
   const type = Array.isArray(schema.type) ? schema.type : schema.type ? [schema.type] : [];
-  if (type.length > 1) return fc.oneof(...type.map((t: string) => validValueOf({ ...schema, type: t }, name, w, depth)));
+  if (type.length > 1) return fc.oneof(...type.map((t: string) => validValueOf({ ...schema, type: t }, name, w, depth, clean)));
   const named = namedValues(w, name);
   switch (type[0]) {
     case 'string': {
       const arbs: fc.Arbitrary<string>[] = [
         fc.constantFrom(...named.map(String)),
-        fc.string({ maxLength: 16 }),
-        fc.stringMatching(/^[a-z][a-z0-9_-]{0,12}$/),
+        once('string', () => fc.string({ maxLength: 16 })),
+        once('slug', () => fc.stringMatching(/^[a-z][a-z0-9_-]{0,12}$/)),
       ];
-      if (schema.format === 'date-time' || /_at$|_before$|_after$|since|until/.test(name)) arbs.push(fc.date({ noInvalidDate: true }).map((d) => d.toISOString()));
-      if (schema.format === 'date' || /date/.test(name)) arbs.push(fc.date({ noInvalidDate: true, min: new Date(0), max: new Date(4102444800000) }).map((d) => d.toISOString().slice(0, 10)));
-      if (schema.format === 'email' || /email/.test(name)) arbs.push(fc.emailAddress());
+      if (schema.format === 'date-time' || /_at$|_before$|_after$|since|until/.test(name)) arbs.push(once('time', () => fc.date({ noInvalidDate: true }).map((d) => d.toISOString())));
+      if (schema.format === 'date' || /date/.test(name)) arbs.push(once('day', () => fc.date({ noInvalidDate: true, min: new Date(0), max: new Date(4102444800000) }).map((d) => d.toISOString().slice(0, 10))));
+      if (schema.format === 'email' || /email/.test(name)) arbs.push(once('email', () => fc.emailAddress()));
       if (schema.pattern) {
         try {
-          arbs.push(fc.stringMatching(new RegExp(schema.pattern)));
+          arbs.push(once(`pattern:${schema.pattern}`, () => fc.stringMatching(new RegExp(schema.pattern))));
         } catch {}
       }
       return fc.oneof(...arbs);
@@ -196,19 +210,19 @@ function validValueOf(schema: any, name: string, w: World, depth: number): fc.Ar
       );
     }
     case 'number':
-      return fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer({ min: -10, max: 1000 }));
+      return once('number', () => fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer({ min: -10, max: 1000 })));
     case 'boolean':
-      return fc.oneof(fc.boolean(), fc.constantFrom('true', 'false', '1', '0'));
+      return once('boolean', () => fc.oneof(fc.boolean(), fc.constantFrom('true', 'false', '1', '0')));
     case 'null':
       return fc.constant(null);
     case 'array':
-      return fc.array(validValueOf(schema.items ?? {}, name, w, depth + 1), { maxLength: 4 });
+      return fc.array(validValueOf(schema.items ?? {}, name, w, depth + 1, clean), { maxLength: 4 });
     case 'object': {
       const props = Object.entries<any>(schema.properties ?? {});
-      if (!props.length) return fc.dictionary(fc.stringMatching(/^[a-z_]{1,10}$/), fc.oneof(fc.string({ maxLength: 10 }), fc.integer()), { maxKeys: 3 });
+      if (!props.length) return once('dictionary', () => fc.dictionary(fc.stringMatching(/^[a-z_]{1,10}$/), fc.oneof(fc.string({ maxLength: 10 }), fc.integer()), { maxKeys: 3 }));
       const required: string[] = schema.required ?? [];
       const rec: Record<string, fc.Arbitrary<unknown>> = {};
-      for (const [k, s] of props) rec[k] = valueOf(s, k, w, depth + 1);
+      for (const [k, s] of props) rec[k] = valueOf(s, k, w, depth + 1, clean);
       return fc.record(rec, { requiredKeys: required.filter((k) => k in rec) });
     }
     default:
@@ -222,12 +236,20 @@ function idValues(w: World, path: string): (string | number)[] {
   return w.ids[m?.[1] ?? 'default'] ?? w.ids.default;
 }
 
-function pathParamArb(w: World, op: Operation, name: string): fc.Arbitrary<{ value: string; raw: boolean }> {
+function validValues(w: World, op: Operation, name: string): fc.Arbitrary<string> {
   let valid: (string | number)[];
   if (name === 'id') valid = idValues(w, op.path);
   else if (/^p\d+$/.test(name)) valid = name === 'p0' ? [w.groupPath] : name === 'p1' ? ['target.git', 'target', 'sub'] : ['target.git'];
   else valid = w.values[name]?.length ? w.values[name] : namedValues(w, name);
-  const validArb = valid.length ? fc.constantFrom(...valid.map(String)) : fc.integer({ min: 1, max: 100 }).map(String);
+  return valid.length ? fc.constantFrom(...valid.map(String)) : fc.integer({ min: 1, max: 100 }).map(String);
+}
+
+function validPathParamArb(w: World, op: Operation, name: string): fc.Arbitrary<{ value: string; raw: boolean }> {
+  return validValues(w, op, name).map((value) => ({ value, raw: false }));
+}
+
+function pathParamArb(w: World, op: Operation, name: string): fc.Arbitrary<{ value: string; raw: boolean }> {
+  const validArb = validValues(w, op, name);
   return fc.oneof(
     { weight: 6, arbitrary: validArb.map((value) => ({ value, raw: false })) },
     { weight: 2, arbitrary: hostileText().map((value) => ({ value, raw: false })) },
@@ -317,21 +339,27 @@ const ODD_BODIES: fc.Arbitrary<{ mode: string; type?: string; payload?: string }
 
 /** Every request of one operation: actor, path parameters, query, body. */
 export function requestArb(op: Operation, w: World): fc.Arbitrary<FuzzRequest> {
-  const params = Object.fromEntries(op.pathParams.map((p) => [p, pathParamArb(w, op, p)]));
+  // Well-formed requests (valid ids and schema-shaped values) reach the code behind validation;
+  // the others carry hostile values anywhere.
+  return fc.oneof({ weight: 2, arbitrary: requestArbOf(op, w, true) }, { weight: 3, arbitrary: requestArbOf(op, w, false) });
+}
+
+function requestArbOf(op: Operation, w: World, clean: boolean): fc.Arbitrary<FuzzRequest> {
+  const params = Object.fromEntries(op.pathParams.map((p) => [p, clean ? validPathParamArb(w, op, p) : pathParamArb(w, op, p)]));
   const query: Record<string, fc.Arbitrary<unknown>> = {};
-  for (const q of op.query) query[q.name] = valueOf(q.schema, q.name, w);
+  for (const q of op.query) query[q.name] = valueOf(q.schema, q.name, w, 0, clean);
   const required = op.query.filter((q) => q.required).map((q) => q.name);
   const paginated = op.query.some((q) => q.name === 'per_page');
-  const bodyArb = op.body ? valueOf(op.body, 'body', w) : fc.oneof(fc.constant(undefined), fc.constant(undefined), hostileValue());
+  const bodyArb = op.body ? valueOf(op.body, 'body', w, 0, clean) : clean ? fc.constant(undefined) : fc.oneof(fc.constant(undefined), fc.constant(undefined), hostileValue());
   return fc
     .record({
-      actor: fc.constantFrom<Actor>('admin', 'admin', 'member', 'member', 'anonymous', 'bad_token'),
+      actor: clean ? fc.constantFrom<Actor>('admin', 'admin', 'member', 'anonymous') : fc.constantFrom<Actor>('admin', 'admin', 'member', 'member', 'anonymous', 'bad_token'),
       tokenIn: fc.constantFrom('header', 'header', 'header', 'bearer', 'query'),
       params: fc.record(params),
       query: fc.record(query, { requiredKeys: required }),
-      pagination: paginated ? fc.option(PAGINATION, { freq: 3 }) : fc.constant(null),
-      extra: fc.oneof({ weight: 5, arbitrary: fc.constant('') }, { weight: 1, arbitrary: EXTRA_QUERY }),
-      bodyKind: fc.constantFrom('json', 'json', 'json', 'json', 'json', 'json', 'form', 'odd', 'none'),
+      pagination: paginated && !clean ? fc.option(PAGINATION, { freq: 3 }) : fc.constant(null),
+      extra: clean ? fc.constant('') : fc.oneof({ weight: 5, arbitrary: fc.constant('') }, { weight: 1, arbitrary: EXTRA_QUERY }),
+      bodyKind: clean ? fc.constantFrom('json', 'json', 'json', 'form') : fc.constantFrom('json', 'json', 'json', 'json', 'json', 'json', 'form', 'odd', 'none'),
       body: bodyArb,
       odd: ODD_BODIES,
     })

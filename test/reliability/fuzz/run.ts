@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { TestContext } from '../../helpers/app.js';
 import { operationsFromOpenApi, operationsOutsideApi, requestArb, type FuzzRequest, type Operation } from './generate.js';
-import { buildWorld, worldIntact, type World } from './world.js';
+import { buildWorld, repairWorld, worldIntact, type World } from './world.js';
 
 export interface Failure {
   index: number;
@@ -26,7 +26,12 @@ export interface FuzzStats {
   covered: number;
   reachedSuccess: number;
   statuses: Record<string, number>;
+  /** Every status code seen, and the operations that took the most time in all. */
+  codes: Record<string, number>;
+  slowest: string[];
   rebuilds: number;
+  /** Fixture damage undone in place (tokens replaced, users unblocked, project unarchived...). */
+  repairs: number;
   seconds: number;
   failures: Failure[];
 }
@@ -71,6 +76,8 @@ export interface RunOptions {
   /** Lines the app logged (errors), read after each failure. */
   logLines: string[];
   progress?: (done: number, stats: FuzzStats) => void;
+  /** A fresh fixture every so many requests (deleted labels, branches, issues... come back). */
+  refreshEvery?: number;
   timeoutMs?: number;
 }
 
@@ -93,15 +100,22 @@ export async function runFuzz(t: TestContext, opts: RunOptions): Promise<FuzzSta
 
   let world: World = await buildWorld(t);
   let arbs = new Map<Operation, fc.Arbitrary<FuzzRequest>>();
-  const stats: FuzzStats = { seed: opts.seed, requests: 0, operations: ops.length, covered: 0, reachedSuccess: 0, statuses: {}, rebuilds: 0, seconds: 0, failures: [] };
+  const stats: FuzzStats = { seed: opts.seed, requests: 0, operations: ops.length, covered: 0, reachedSuccess: 0, statuses: {}, codes: {}, slowest: [], rebuilds: 0, repairs: 0, seconds: 0, failures: [] };
   const covered = new Set<Operation>();
   const succeeded = new Set<Operation>();
   let rebuilding: Promise<void> | null = null;
+  const timeByOp = new Map<string, number>();
+  const phase = { generate: 0, send: 0, check: 0, rebuild: 0 };
 
   const generate = (op: Operation, round: number, i: number): FuzzRequest => {
+    const g0 = performance.now();
     let arb = arbs.get(op);
     if (!arb) arbs.set(op, (arb = requestArb(op, world)));
-    return fc.sample(arb, { seed: (opts.seed + round * 1_000_003 + i * 7919) | 0, numRuns: 1 })[0];
+    const r = fc.sample(arb, { seed: (opts.seed + round * 1_000_003 + i * 7919) | 0, numRuns: 1 })[0];
+    const took = performance.now() - g0;
+    phase.generate += took;
+    if (process.env.CAIRN_FUZZ_VERBOSE && took > 100) console.log('slow generate', Math.round(took), op.method, op.path, arbs.size);
+    return r;
   };
 
   const send = async (req: FuzzRequest, index: number) => {
@@ -110,6 +124,7 @@ export async function runFuzz(t: TestContext, opts: RunOptions): Promise<FuzzSta
     let text: string;
     let headers: Record<string, unknown>;
     let timer: NodeJS.Timeout | undefined;
+    const t0 = performance.now();
     try {
       const res = await Promise.race([
         t.app.inject({ method: req.method as any, url: req.url, headers: req.headers, payload: req.payload }),
@@ -126,6 +141,10 @@ export async function runFuzz(t: TestContext, opts: RunOptions): Promise<FuzzSta
       clearTimeout(timer);
     }
     stats.requests++;
+    phase.send += performance.now() - t0;
+    const key = `${req.method} ${req.op.path}`;
+    timeByOp.set(key, (timeByOp.get(key) ?? 0) + performance.now() - t0);
+    stats.codes[status] = (stats.codes[status] ?? 0) + 1;
     const bucket = `${Math.floor(status / 100)}xx`;
     stats.statuses[bucket] = (stats.statuses[bucket] ?? 0) + 1;
     covered.add(req.op);
@@ -140,12 +159,27 @@ export async function runFuzz(t: TestContext, opts: RunOptions): Promise<FuzzSta
       });
     }
     if (req.method !== 'GET' && status < 400) {
+      const c0 = performance.now();
       const broken = await worldIntact(t, world);
+      phase.check += performance.now() - c0;
+      if (broken && process.env.CAIRN_FUZZ_VERBOSE) console.log('fixture broken:', broken, 'by', req.actor, req.method, req.url.slice(0, 200), req.payload?.slice(0, 200));
       if (broken && !rebuilding) {
         rebuilding = (async () => {
-          world = await buildWorld(t);
-          arbs = new Map();
-          stats.rebuilds++;
+          const b0 = performance.now();
+          let problem: string | null = broken;
+          // A request may break several things at once (a blocked user and the tokens...).
+          for (let i = 0; problem && i < 3; i++) {
+            if (!(await repairWorld(t, world, problem))) break;
+            problem = await worldIntact(t, world);
+          }
+          if (problem) {
+            world = await buildWorld(t);
+            arbs = new Map();
+            stats.rebuilds++;
+          } else {
+            stats.repairs++;
+          }
+          phase.rebuild += performance.now() - b0;
         })().finally(() => { rebuilding = null; });
       }
       if (rebuilding) await rebuilding;
@@ -163,6 +197,13 @@ export async function runFuzz(t: TestContext, opts: RunOptions): Promise<FuzzSta
         const next = queue.shift();
         if (!next) return;
         const n = index++;
+        if (opts.refreshEvery && n > 0 && n % opts.refreshEvery === 0 && !rebuilding) {
+          rebuilding = (async () => {
+            world = await buildWorld(t);
+            arbs = new Map();
+            stats.rebuilds++;
+          })().finally(() => { rebuilding = null; });
+        }
         if (rebuilding) await rebuilding;
         await send(generate(next.op, round, next.i), n);
         if (opts.progress && stats.requests % 1000 === 0) opts.progress(stats.requests, stats);
@@ -173,5 +214,7 @@ export async function runFuzz(t: TestContext, opts: RunOptions): Promise<FuzzSta
   stats.covered = covered.size;
   stats.reachedSuccess = succeeded.size;
   stats.seconds = (Date.now() - started) / 1000;
+  if (process.env.CAIRN_FUZZ_VERBOSE) console.log(JSON.stringify(phase));
+  stats.slowest = [...timeByOp].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, ms]) => `${k} ${Math.round(ms)} ms`);
   return stats;
 }

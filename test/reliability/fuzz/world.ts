@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { tokenDigest } from '../../../src/lib/secrets.js';
+import { insertPersonalAccessToken } from '../../../src/services/tokens.js';
 import type { TestContext, TestUser } from '../../helpers/app.js';
 import { commitFiles, runJob } from '../../helpers/ci.js';
 import { makeNodeSshKey } from '../../helpers/ssh-keys.js';
@@ -212,4 +213,47 @@ export async function worldIntact(t: TestContext, w: World): Promise<string | nu
       when not exists (select 1 from members where source_type = 'Project' and source_id = ${w.projectId} and user_id = ${w.member.user.id} and access_level = 30) then 'membership'
       else null end as problem`.execute(t.db);
   return r.rows[0]?.problem ?? null;
+}
+
+/**
+ * Puts the fixture back as built where that is cheap (new tokens, unblocked users, an unarchived
+ * public project, the member re-added); false when only a rebuild will do (something deleted).
+ */
+export async function repairWorld(t: TestContext, w: World, problem: string): Promise<boolean> {
+  const as = { token: w.admin.token };
+  if (problem === 'tokens') {
+    for (const who of [w.admin, w.member]) {
+      const live = await t.db.selectFrom('personal_access_tokens').select('id')
+        .where('token_digest', '=', tokenDigest(who.token)).where('revoked', '=', false)
+        .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<string>`now()`)])).executeTakeFirst();
+      if (!live) {
+        const { token } = await insertPersonalAccessToken(t.db, { userId: who.user.id, name: 'fuzz', scopes: who === w.admin ? ['api', 'sudo'] : ['api'], expiresAt: null });
+        who.token = token;
+      }
+    }
+  } else if (problem === 'users') {
+    const admin = await t.db.selectFrom('users').select('state').where('id', '=', w.admin.user.id).executeTakeFirst();
+    if (admin?.state !== 'active') return false;
+    const member = await t.db.selectFrom('users').select('state').where('id', '=', w.member.user.id).executeTakeFirst();
+    if (!member) return false;
+    const action = { blocked: 'unblock', banned: 'unban', deactivated: 'activate', ldap_blocked: 'unblock' }[member.state];
+    if (!action) return false;
+    await t.post(`/api/v4/users/${w.member.user.id}/${action}`, {}, as);
+  } else if (problem === 'project') {
+    const p = await t.db.selectFrom('projects').select(['archived', 'pending_delete', 'visibility_level']).where('id', '=', w.projectId).executeTakeFirst();
+    if (!p || p.pending_delete) return false;
+    if (p.archived) await t.post(`/api/v4/projects/${w.projectId}/unarchive`, {}, as);
+    if (p.visibility_level !== 20) await t.put(`/api/v4/projects/${w.projectId}`, { visibility: 'public' }, as);
+  } else if (problem === 'group') {
+    const g = await t.db.selectFrom('namespaces').select('id').where('id', '=', w.groupId).executeTakeFirst();
+    if (!g) return false;
+    await t.put(`/api/v4/groups/${w.groupId}`, { visibility: 'public' }, as);
+  } else if (problem === 'membership') {
+    const exists = await t.db.selectFrom('members').select('id').where('source_type', '=', 'Project').where('source_id', '=', w.projectId).where('user_id', '=', w.member.user.id).executeTakeFirst();
+    if (exists) await t.put(`/api/v4/projects/${w.projectId}/members/${w.member.user.id}`, { access_level: 30 }, as);
+    else await t.post(`/api/v4/projects/${w.projectId}/members`, { user_id: w.member.user.id, access_level: 30 }, as);
+  } else {
+    return false;
+  }
+  return (await worldIntact(t, w)) === null;
 }
