@@ -31,6 +31,15 @@ export interface Config {
   failedAuthFindTime: number;
   /** How long a banned IP address stays banned, seconds. */
   failedAuthBanTime: number;
+  /**
+   * Requests per protectedPathsPeriod to POST /users/sign_in from one IP address, and password
+   * attempts (sign-in form, OAuth password grant) naming one account, whatever their outcome
+   * (GitLab's protected paths: 10 a minute); 0 = unlimited.
+   */
+  protectedPathsLimit: number;
+  protectedPathsPeriod: number;
+  /** Requests per minute to POST /oauth/token and /oauth/revoke from one IP address; 0 = unlimited. */
+  oauthTokenRateLimit: number;
   /** OAuth access token lifetime in seconds. */
   oauthAccessTokenTtl: number;
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDR ranges); the client address comes from it. */
@@ -136,6 +145,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     failedAuthMaxRetry: int(env.CAIRN_FAILED_AUTH_MAX_RETRY, 30, 'CAIRN_FAILED_AUTH_MAX_RETRY'),
     failedAuthFindTime: positive(int(env.CAIRN_FAILED_AUTH_FIND_TIME, 180, 'CAIRN_FAILED_AUTH_FIND_TIME'), 'CAIRN_FAILED_AUTH_FIND_TIME'),
     failedAuthBanTime: positive(int(env.CAIRN_FAILED_AUTH_BAN_TIME, 3600, 'CAIRN_FAILED_AUTH_BAN_TIME'), 'CAIRN_FAILED_AUTH_BAN_TIME'),
+    protectedPathsLimit: int(env.CAIRN_PROTECTED_PATHS_LIMIT, 10, 'CAIRN_PROTECTED_PATHS_LIMIT'),
+    protectedPathsPeriod: positive(int(env.CAIRN_PROTECTED_PATHS_PERIOD, 60, 'CAIRN_PROTECTED_PATHS_PERIOD'), 'CAIRN_PROTECTED_PATHS_PERIOD'),
+    oauthTokenRateLimit: int(env.CAIRN_OAUTH_TOKEN_RATE_LIMIT, 60, 'CAIRN_OAUTH_TOKEN_RATE_LIMIT'),
     oauthAccessTokenTtl: int(env.CAIRN_OAUTH_TOKEN_TTL, 7200, 'CAIRN_OAUTH_TOKEN_TTL'),
     trustedProxies: (env.CAIRN_TRUSTED_PROXIES ?? '127.0.0.1,::1').split(',').map((s) => s.trim()).filter(Boolean),
     logLevel: env.CAIRN_LOG_LEVEL || 'info',

@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { tokenDigest } from '../../../src/lib/secrets.js';
 import { insertPersonalAccessToken } from '../../../src/services/tokens.js';
 import type { TestContext, TestUser } from '../../helpers/app.js';
-import { commitFiles, runJob } from '../../helpers/ci.js';
+import { runJob } from '../../helpers/ci.js';
 import { makeNodeSshKey } from '../../helpers/ssh-keys.js';
 
 /**
@@ -61,16 +61,22 @@ export async function buildWorld(t: TestContext): Promise<World> {
   await ok(await t.post(`/api/v4/groups/${g.body.id}/members`, { user_id: member.user.id, access_level: 30 }, as), 'group member');
 
   const ci = 'build:\n  script: echo build\n  artifacts:\n    paths: [out.txt]\ntest:\n  script: echo test\n';
-  const main1 = await commitFiles(t, projectId, {
-    'README.md': '# Target\n\nHello.\n',
-    'docs/guide.md': 'A guide.\n',
-    'page.html': '<html><body><script>alert(1)</script></body></html>\n',
-    'image.svg': '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><rect width="1" height="1"/></svg>\n',
-    'data.xml': '<?xml version="1.0"?><root/>\n',
-    '.gitlab-ci.yml': ci,
-  }, { token: admin.token, message: 'first' });
-  await ok(await t.post(`${P}/repository/branches`, {}, { ...as, query: { branch: 'feature', ref: 'main' } }), 'branch');
-  const feature = await commitFiles(t, projectId, { 'feature.txt': 'a feature\n', 'README.md': '# Target\n\nChanged.\n' }, { token: admin.token, branch: 'feature', message: 'feature work' });
+  // Through the commits API as the fixture's admin (root may be deleted or blocked by an earlier request).
+  const commit = async (branch: string, message: string, actions: object[], start?: string) => {
+    const res = await t.post(`${P}/repository/commits`, { branch, commit_message: message, actions, ...(start ? { start_branch: start } : {}) }, as);
+    await ok(res, `commit on ${branch}`);
+    return res.body.id as string;
+  };
+  const create = (file_path: string, content: string) => ({ action: 'create', file_path, content });
+  const main1 = await commit('main', 'first', [
+    create('README.md', '# Target\n\nHello.\n'),
+    create('docs/guide.md', 'A guide.\n'),
+    create('page.html', '<html><body><script>alert(1)</script></body></html>\n'),
+    create('image.svg', '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><rect width="1" height="1"/></svg>\n'),
+    create('data.xml', '<?xml version="1.0"?><root/>\n'),
+    create('.gitlab-ci.yml', ci),
+  ]);
+  const feature = await commit('feature', 'feature work', [create('feature.txt', 'a feature\n'), { action: 'update', file_path: 'README.md', content: '# Target\n\nChanged.\n' }], 'main');
   await ok(await t.post(`${P}/repository/tags`, { tag_name: 'v1.0', ref: main1, message: 'release' }, as), 'tag');
   await ok(await t.post(`${P}/protected_branches`, { name: 'main' }, as), 'protected branch');
   await ok(await t.post(`${P}/protected_environments`, { name: 'production', deploy_access_levels: [{ access_level: 40 }] }, as), 'protected environment');
