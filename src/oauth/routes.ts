@@ -15,7 +15,7 @@ import { ApiError } from '../plugins/errors.js';
 import { allParams } from '../plugins/params.js';
 import { extractToken } from '../plugins/auth.js';
 import { deleteApplication, insertApplication, listUserApplications, validateApplication } from './applications.js';
-import { applicationsPage, authorizePage, errorPage, signInPage, type ApplicationsPageOptions } from './html.js';
+import { applicationsPage, authorizePage, errorPage, PAGE_HEADERS, signInPage, type ApplicationsPageOptions } from './html.js';
 import {
   ACCOUNT_LOCKED,
   ACCOUNT_THROTTLED,
@@ -79,10 +79,7 @@ export function sendPage(reply: FastifyReply, status: number, html: string) {
     .headers({
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-store',
-      'x-frame-options': 'DENY',
-      'x-content-type-options': 'nosniff',
-      'referrer-policy': 'strict-origin-when-cross-origin',
-      'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
+      ...PAGE_HEADERS,
     })
     .send(html);
 }
