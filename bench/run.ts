@@ -6,8 +6,11 @@
 // merge request lists (bench/merge_requests.ts); `BENCH_ONLY=merge_requests npm run bench` runs them alone.
 // Then CI (bench/ci.ts): job pickup latency with 1, 10 and 50 long-polling runners, and pipelines
 // created per second on push; `BENCH_ONLY=ci npm run bench` runs it alone.
+// Then artifacts (bench/artifacts.ts): one file out of a 100 MB artifact, throughput and the
+// server's RSS during the download, on local disk and S3; `BENCH_ONLY=artifacts npm run bench`.
 import { runApiBench } from './api.js';
 import { CI_P99_TARGET_MS, printCiResult, runCiBench } from './ci.js';
+import { printArtifactsResult, runArtifactsBench } from './artifacts.js';
 import { printTable } from './lib.js';
 import { MR_P99_TARGET_MS, runMergeRequestBench } from './merge_requests.js';
 import { printPeersResult, runPeersBench } from './peers.js';
@@ -17,21 +20,27 @@ console.log(`database: ${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite (embe
 const mergeRequestsOnly = process.env.BENCH_ONLY === 'merge_requests';
 // BENCH_ONLY=ci runs the CI benchmark alone.
 const ciOnly = process.env.BENCH_ONLY === 'ci';
+// BENCH_ONLY=artifacts runs the artifacts benchmark alone.
+const artifactsOnly = process.env.BENCH_ONLY === 'artifacts';
 let missed: boolean | number = false;
-if (!mergeRequestsOnly && !ciOnly) {
+if (!mergeRequestsOnly && !ciOnly && !artifactsOnly) {
   console.log(`\n## API read (ratio = req/s over the floor serving the same bytes; ${Number(process.env.BENCH_SECONDS || 8)} s)`);
   printTable(await runApiBench({ users: false }));
   console.log('\n## Cairn against its peers (cgit, git http-backend) and the list targets');
   missed = printPeersResult(await runPeersBench());
 }
-if (!ciOnly) {
+if (!ciOnly && !artifactsOnly) {
   console.log(`\n## Merge request lists (PostgreSQL; ratio = ${MR_P99_TARGET_MS} ms over the p99, >= 1 meets the target; 4 connections)`);
   const mrRows = await runMergeRequestBench();
   printTable(mrRows);
   if (mrRows.some((r) => r.ratio !== undefined && !r.name.startsWith('floor') && !r.name.endsWith('no cache') && r.ratio < 1)) missed = true;
 }
-if (!mergeRequestsOnly) {
+if (!mergeRequestsOnly && !artifactsOnly) {
   console.log(`\n## CI: job pickup latency (target p99 < ${CI_P99_TARGET_MS} ms) and pipelines per second on push`);
   if (printCiResult(await runCiBench())) missed = true;
+}
+if (!mergeRequestsOnly && !ciOnly) {
+  console.log('\n## Artifacts: one file out of a 100 MB artifact (throughput; server RSS before and at its peak during the download)');
+  printArtifactsResult(await runArtifactsBench());
 }
 if (missed && process.env.BENCH_STRICT === '1') process.exitCode = 1;

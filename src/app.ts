@@ -18,6 +18,7 @@ import { registerPipelineHooks } from './ci/pipelines/create.js';
 import './ci/pipelines/downstream.js';
 import './services/notifications.js';
 import './ci/jobs/stuck.js';
+import './services/leftovers.js';
 import { redactUrl, SECRET_HEADERS } from './lib/redact.js';
 import { PAGE_HEADERS } from './oauth/html.js';
 import { ensureStorages } from './services/storages.js';
@@ -125,7 +126,9 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   app.addHook('onRoute', (options) => {
     for (const method of [options.method].flat()) {
       const schema = options.schema as any;
-      routeTable.push({ method, url: options.url, access: options.config?.access, response: schema?.response, params: schema?.params, querystring: schema?.querystring, body: schema?.body });
+      const c = options.config ?? {};
+      const config = { skipApiAuth: c.skipApiAuth, readUser: c.readUser, allowScopes: c.allowScopes, jobToken: c.jobToken };
+      routeTable.push({ method, url: options.url, access: c.access, matrix: c.matrix, config, response: schema?.response, params: schema?.params, querystring: schema?.querystring, body: schema?.body });
     }
   });
   app.setSerializerCompiler(responseSerializer(config.validateResponses));

@@ -65,6 +65,12 @@ export interface Config {
   mailFrom: string;
   /** Client addresses and CIDR ranges that may read /-/metrics (GitLab's monitoring whitelist); others get 404. */
   monitoringAllowlist: string[];
+  /**
+   * S3-compatible object storage for artifacts, as a URL
+   * `s3://ACCESS_KEY:SECRET@host:port/bucket?region=us-east-1&path_style=true&tls=false`
+   * (src/storage/s3.ts parses it); null = local disk under dataDir/artifacts.
+   */
+  objectStoreUrl: string | null;
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -161,6 +167,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     smtpUrl: smtpUrl(env.CAIRN_SMTP_URL),
     mailFrom: env.CAIRN_MAIL_FROM || `Cairn <cairn@${mailHost(externalUrl)}>`,
     monitoringAllowlist: (env.CAIRN_MONITORING_ALLOWLIST ?? '127.0.0.0/8,::1/128').split(',').map((s) => s.trim()).filter(Boolean),
+    objectStoreUrl: env.CAIRN_OBJECT_STORE_URL || null,
   };
   return { ...cfg, ...overrides };
 }

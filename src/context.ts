@@ -43,6 +43,11 @@ export interface PostReceiveEvent {
   changes: { ref: string; oldSha: string; newSha: string }[];
   /** `git push -o` values (`ci.skip`, `ci.variable=...`); empty for writes through the API. */
   pushOptions: string[];
+  /**
+   * Set when the event is replayed after a crash (services/post_receive.ts): some hooks may have
+   * run for it already, so hooks that create things (pipelines) skip what exists.
+   */
+  resumed?: boolean;
 }
 
 /** Everything a request handler may reach; one per Cairn process, holding no state other processes could disagree with. */

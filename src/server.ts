@@ -1,6 +1,7 @@
 import { buildApp } from './app.js';
 import { loadConfig } from './config.js';
-import { startWorker } from './jobs/queue.js';
+import { scheduleRecurring, startWorker } from './jobs/queue.js';
+import { sweepLeftoversSoon } from './services/leftovers.js';
 import type { BuiltinRunner } from './runner/runner.js';
 import { startServeBuiltinRunner } from './runner/serve.js';
 
@@ -19,6 +20,10 @@ export async function serve() {
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   // Background jobs run in-process by default; every process works the same queue.
   if (process.env.CAIRN_WORKERS !== '0') {
+    // What a crash left on disk is swept at start (by age: see services/leftovers.ts).
+    await scheduleRecurring(app.cairn.db)
+      .then(() => sweepLeftoversSoon(app.cairn))
+      .catch((err) => app.log.error({ err }, 'scheduling the leftover sweep failed'));
     const stop = startWorker(app.cairn);
     // Closers run last-registered first: the worker stops before the cache and the database.
     app.cairn.closers.push(stop);

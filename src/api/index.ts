@@ -27,6 +27,7 @@ import forkRoutes from './forks/routes.js';
 import awardEmojiRoutes from './award_emoji/routes.js';
 import issueRoutes from './issues/routes.js';
 import jobRoutes from './jobs/routes.js';
+import jobArtifactRoutes from './job_artifacts/routes.js';
 import pipelineRoutes from './pipelines/routes.js';
 import ciVariableRoutes from './ci_variables/routes.js';
 import ciLintRoutes from './ci_lint/routes.js';
@@ -70,6 +71,7 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(awardEmojiRoutes);
   await app.register(issueRoutes);
   await app.register(jobRoutes);
+  await app.register(jobArtifactRoutes);
   await app.register(pipelineRoutes);
   await app.register(ciVariableRoutes);
   await app.register(ciLintRoutes);

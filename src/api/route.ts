@@ -5,6 +5,7 @@ import { assertRepositoryWritable } from '../policies/code.js';
 import { authorizeGroup, type GroupAccess } from '../policies/groups.js';
 import { authorizeProject, type ProjectAccess } from '../policies/projects.js';
 import { PaginationQuery } from '../plugins/pagination.js';
+import type { Matrix } from './permissions.js';
 import { acquireWriteLease, readOnlyError, releaseWriteLease } from '../services/repository_writes.js';
 
 /**
@@ -53,6 +54,11 @@ export const NoContent = Type.Null({ description: 'no content' });
 
 interface RouteSpec<S extends FastifySchema> {
   access: Access;
+  /**
+   * The answer each kind of caller gets (src/api/permissions.ts: a preset such as 'read',
+   * 'developer', 'admin', with per-cell overrides), checked by the permission matrix test.
+   */
+  matrix: Matrix;
   /** TypeBox input schemas and, required, the response schema of each success status. */
   schema: S & { response: Record<number, TSchema> };
   /** Offset pagination: `page` and `per_page` are accepted (see plugins/pagination.ts). */
@@ -66,6 +72,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Who may call the route; set by route(). */
     access?: Access;
+    /** The route's permission matrix declaration (api/permissions.ts). */
+    matrix?: Matrix;
     paginated?: boolean;
   }
   interface FastifyRequest {
@@ -95,7 +103,7 @@ export function route<S extends FastifySchema>(spec: RouteSpec<S>) {
     const qs = (schema.querystring ?? Type.Object({})) as any;
     schema.querystring = Type.Object({ ...PaginationQuery, ...(qs.properties ?? {}) }, qs.additionalProperties === false ? { additionalProperties: false } : {});
   }
-  const config: FastifyContextConfig = { ...spec.config, access, paginated: !!spec.paginated };
+  const config: FastifyContextConfig = { ...spec.config, access, matrix: spec.matrix, paginated: !!spec.paginated };
   if ('signedIn' in access && access.signedIn) config.auth = 'required';
   if ('admin' in access && access.admin) config.admin = true;
 
@@ -142,7 +150,8 @@ export function route<S extends FastifySchema>(spec: RouteSpec<S>) {
     schema: schema as Omit<S, 'response'>,
     config,
     ...(spec.bodyLimit !== undefined ? { bodyLimit: spec.bodyLimit } : {}),
-    ...(preHandler ? { preHandler } : {}),
+    // Before the input is validated, as GitLab: an outsider learns nothing from a 400.
+    ...(preHandler ? { preValidation: preHandler } : {}),
   };
 }
 

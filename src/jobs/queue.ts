@@ -52,6 +52,33 @@ export async function enqueue(db: Database, kind: string, payload: Record<string
 
 const workerId = `${os.hostname()}:${process.pid}`;
 
+/**
+ * Work done in the request that asked for it, journalled so that a crash cannot lose it: the row
+ * is created already running and locked by this process, so no worker takes it while the request
+ * does the work; `finishInlineJob` deletes it when the work is done. If the process dies first,
+ * the row is reclaimed like any running job of a dead worker (at once by a restarted process on
+ * this host, after the lock timeout elsewhere) and the kind's handler finishes the work. So the
+ * handler must be safe to run after a part of the work was done.
+ */
+export async function beginInlineJob(db: Database, kind: string, payload: Record<string, unknown>): Promise<number> {
+  const row = await db
+    .insertInto('background_jobs')
+    .values({ kind, payload: JSON.stringify(payload) as any, state: 'running', locked_by: workerId, locked_at: sql`now()` as any, attempts: 1, run_at: new Date() } as any)
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return Number(row.id);
+}
+
+/** What the journalled work knows now (a merge commit built, say), for the handler that may finish it. */
+export async function updateInlineJob(db: Database, id: number, payload: Record<string, unknown>): Promise<void> {
+  await db.updateTable('background_jobs').set({ payload: JSON.stringify(payload) as any }).where('id', '=', id).execute();
+}
+
+/** The journalled work is done (or turned out to be nothing): its row goes. */
+export async function finishInlineJob(db: Database, id: number): Promise<void> {
+  await db.deleteFrom('background_jobs').where('id', '=', id).where('locked_by', '=', workerId).where('state', '=', 'running').execute();
+}
+
 function deadOnThisHost(lockedBy: string | null): boolean {
   if (!lockedBy) return false;
   const i = lockedBy.lastIndexOf(':');

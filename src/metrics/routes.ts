@@ -50,7 +50,7 @@ export function registerMetrics(app: FastifyInstance, database: OpenedDatabase) 
     done();
   });
 
-  app.get('/-/metrics', route({
+  app.get('/-/metrics', route({ matrix: { own: 'ok' },
     access: { custom: 'client addresses in CAIRN_MONITORING_ALLOWLIST (404 to others); no credential is looked at' },
     config: { skipApiAuth: true },
     schema: { response: { 200: RawBody('text/plain; version=0.0.4') } },

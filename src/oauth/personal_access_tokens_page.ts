@@ -179,7 +179,7 @@ export async function personalAccessTokenPages(fastify: FastifyInstance) {
     }));
 
   const own = "the session cookie: the signed-in user's own tokens (anonymous visitors are sent to sign in)";
-  app.get(base, route({
+  app.get(base, route({ matrix: { own: 'ok' },
     access: { custom: own },
     config: ownAuth,
     schema: { querystring: Type.Object({ revoked: Type.Optional(Type.String()) }), response: { 200: Html, 302: NoContent } },
@@ -190,7 +190,7 @@ export async function personalAccessTokenPages(fastify: FastifyInstance) {
     return render(reply, 200, loaded, { notice: revoked });
   });
 
-  app.post(base, route({
+  app.post(base, route({ matrix: { own: 'ok' },
     access: { custom: `${own}, with the CSRF token of the session` },
     config: ownAuth,
     schema: { body: CreateBody, response: { 201: Html, 302: NoContent } },
@@ -241,13 +241,13 @@ export async function personalAccessTokenPages(fastify: FastifyInstance) {
     return reply.redirect(`${base}?revoked=1`, 302);
   };
   const revocation = { custom: `${own}, with the CSRF token of the session (form or X-CSRF-Token)` };
-  app.post(`${base}/:id/revoke`, route({
+  app.post(`${base}/:id/revoke`, route({ matrix: { own: 'ok' },
     access: revocation,
     config: ownAuth,
     schema: { params: TokenParams, body: Type.Object({ authenticity_token: CSRF }), response: { 302: NoContent } },
   }), async (request, reply) => revoke(request, reply, request.params.id, request.body.authenticity_token));
   // GitLab's own form sends PUT .../:id/revoke; its fields arrive merged into the query (plugins/params.ts).
-  app.put(`${base}/:id/revoke`, route({
+  app.put(`${base}/:id/revoke`, route({ matrix: { own: 'ok' },
     access: revocation,
     config: ownAuth,
     schema: { params: TokenParams, querystring: Type.Object({ authenticity_token: CSRF }), response: { 302: NoContent } },

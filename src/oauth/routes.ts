@@ -125,7 +125,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
 
   // ------------------------------------------------------------ sign in / out
 
-  app.get('/users/sign_in', route({
+  app.get('/users/sign_in', route({ matrix: 'public',
     access: { public: true },
     config: ownAuth,
     schema: { querystring: Type.Object({ redirect_to: Type.Optional(Type.String()) }), response: { 200: Html, 302: NoContent } },
@@ -136,7 +136,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     return sendPage(reply, 200, signInPage({ csrfToken: loaded.session.csrf_token, returnTo }));
   });
 
-  app.post('/users/sign_in', route({
+  app.post('/users/sign_in', route({ matrix: { own: 'ok' },
     access: { custom: 'the login and password of the form, with the CSRF token of the session cookie' },
     config: ownAuth,
     schema: { body: SignInBody, response: { 302: NoContent } },
@@ -194,7 +194,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     return reply.redirect(returnTo, 302);
   });
 
-  app.get('/users/sign_out', route({
+  app.get('/users/sign_out', route({ matrix: { own: 'ok' },
     access: { custom: 'the session cookie, ended if there is one' },
     config: ownAuth,
     schema: { response: { 302: NoContent } },
@@ -204,7 +204,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     return reply.redirect('/users/sign_in', 302);
   });
 
-  app.post('/users/sign_out', route({
+  app.post('/users/sign_out', route({ matrix: { own: 'ok' },
     access: { custom: 'the session cookie and its CSRF token' },
     config: ownAuth,
     schema: { body: Type.Object({ authenticity_token: CSRF }), response: { 302: NoContent } },
@@ -238,7 +238,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
   }
 
   const consent = "the session cookie (anonymous visitors are sent to sign in) and the client's request against its registered application";
-  app.get('/oauth/authorize', route({
+  app.get('/oauth/authorize', route({ matrix: { own: 'ok' },
     access: { custom: consent },
     config: ownAuth,
     schema: { response: { 200: Html, 302: NoContent } },
@@ -277,7 +277,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     });
   }
 
-  const decision = route({
+  const decision = route({ matrix: { own: 'ok' },
     access: { custom: `${consent}, with the CSRF token of the session` },
     config: ownAuth,
     schema: { response: { 302: NoContent } },
@@ -293,7 +293,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
   /** A token endpoint's declaration; they answer CORS. */
   const api = (spec: Parameters<typeof route>[0]) => ({ ...route({ ...spec, config: ownAuth }), onRequest: cors });
   for (const path of ['/oauth/token', '/oauth/revoke', '/oauth/token/info', '/oauth/userinfo', '/.well-known/openid-configuration', '/.well-known/oauth-authorization-server']) {
-    app.options(path, api({ access: { public: true }, schema: { response: { 204: NoContent } } }), async (_request, reply) =>
+    app.options(path, api({ matrix: 'public', access: { public: true }, schema: { response: { 204: NoContent } } }), async (_request, reply) =>
       reply
         .code(204)
         .headers({
@@ -312,7 +312,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     }
   }
 
-  app.post('/oauth/token', api({
+  app.post('/oauth/token', api({ matrix: { own: 'ok' },
     access: { custom: 'the grant (code with PKCE or redirect URI, refresh token, or resource owner password) and the client credentials (HTTP Basic or form; confidential clients must authenticate)' },
     schema: { response: { 200: OAuthTokenSchema } },
   }), async (request, reply) => {
@@ -321,7 +321,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     return reply.headers({ 'cache-control': 'no-store', pragma: 'no-cache' }).send(body);
   });
 
-  app.post('/oauth/revoke', api({
+  app.post('/oauth/revoke', api({ matrix: { own: 'ok' },
     access: { custom: "a confidential client's token only with that client's credentials (RFC 7009)" },
     schema: { response: { 200: OAuthRevokeSchema } },
   }), async (request) => {
@@ -346,6 +346,8 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
   }
 
   app.get('/oauth/token/info', api({
+    // Describes the bearer OAuth access token: 401 to every other credential.
+    matrix: { own: 401, cells: { 'oauth:api': 'ok', 'oauth:read_api': 'ok', 'oauth:read_user': 'ok', 'oauth:openid': 'ok' } },
     access: { custom: 'the bearer OAuth access token being described' },
     schema: { response: { 200: OAuthTokenInfoSchema } },
   }), async (request) => {
@@ -393,6 +395,8 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     };
   }
   const userinfoRoute = api({
+    // An OAuth access token with the openid scope; others 401, OAuth tokens without it 403.
+    matrix: { own: 401, cells: { 'oauth:api': 403, 'oauth:read_api': 403, 'oauth:read_user': 403, 'oauth:openid': 'ok' } },
     access: { custom: 'a bearer OAuth access token with the openid scope, of a user who may sign in' },
     schema: { response: { 200: OAuthUserinfoSchema } },
   });
@@ -418,7 +422,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
       claims_supported: ['sub', 'name', 'nickname', 'preferred_username', 'email', 'email_verified', 'website', 'profile', 'picture', 'groups'],
     };
   };
-  const discovery = api({ access: { public: true }, schema: { response: { 200: OAuthServerMetadataSchema } } });
+  const discovery = api({ matrix: 'public', access: { public: true }, schema: { response: { 200: OAuthServerMetadataSchema } } });
   app.get('/.well-known/openid-configuration', discovery, async () => metadata());
   app.get('/.well-known/oauth-authorization-server', discovery, async () => metadata());
 
@@ -429,7 +433,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
       sendPage(reply, status, applicationsPage({ user: loaded.user!, csrfToken: loaded.session.csrf_token, basePath, ...extra }));
 
     const own = "the session cookie: the signed-in user's own applications (anonymous visitors are sent to sign in)";
-    app.get(basePath, route({
+    app.get(basePath, route({ matrix: { own: 'ok' },
       access: { custom: own },
       config: ownAuth,
       schema: { response: { 200: Html, 302: NoContent } },
@@ -439,7 +443,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
       return render(reply, 200, loaded, { applications: await listUserApplications(cairn.db, loaded.user.id) });
     });
 
-    app.post(basePath, route({
+    app.post(basePath, route({ matrix: { own: 'ok' },
       access: { custom: `${own}, with the CSRF token of the session` },
       config: ownAuth,
       schema: { body: ApplicationBody, response: { 201: Html, 302: NoContent } },
@@ -480,7 +484,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
       return reply.redirect(basePath, 302);
     };
     const removal = { custom: `${own}, with the CSRF token of the session (form or X-CSRF-Token)` };
-    app.post(`${basePath}/:id`, route({
+    app.post(`${basePath}/:id`, route({ matrix: { own: 'ok' },
       access: removal,
       config: ownAuth,
       schema: { params: ApplicationParams, body: Type.Object({ _method: Type.Optional(Type.String()), authenticity_token: CSRF }), response: { 302: NoContent } },
@@ -492,7 +496,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
       return remove(request, reply, request.params.id, request.body.authenticity_token);
     });
     // A DELETE's form fields arrive merged into the query (plugins/params.ts).
-    app.delete(`${basePath}/:id`, route({
+    app.delete(`${basePath}/:id`, route({ matrix: { own: 'ok' },
       access: removal,
       config: ownAuth,
       schema: { params: ApplicationParams, querystring: Type.Object({ authenticity_token: CSRF }), response: { 302: NoContent } },

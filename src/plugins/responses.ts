@@ -1,5 +1,6 @@
 import type { TSchema } from 'typebox';
 import { Value } from 'typebox/value';
+import type { Matrix } from '../api/permissions.js';
 import type { Access } from '../api/route.js';
 
 /** One declared route, as `app.routeTable` lists it. */
@@ -7,6 +8,10 @@ export interface RouteRecord {
   method: string;
   url: string;
   access: Access | undefined;
+  /** The declared permission matrix (api/permissions.ts). */
+  matrix?: Matrix;
+  /** Credential rules of the route (skipApiAuth, readUser, allowScopes, jobToken). */
+  config?: { skipApiAuth?: boolean; readUser?: boolean; allowScopes?: string[] | 'any'; jobToken?: boolean };
   response: Record<number, TSchema> | undefined;
   /** The input schemas, as declared (the OpenAPI test checks they are all documented). */
   params?: TSchema;

@@ -165,6 +165,8 @@ const PROJECT_RULES = {
   erase_build: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
   /** The project's runners: list, enable and disable them (GitLab's admin_runner on a project): maintainers. */
   admin_project_runners: member(AccessLevel.MAINTAINER),
+  /** Delete a job's artifacts, expire a project's artifacts in bulk: maintainers. */
+  destroy_artifacts: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
   /** Project CI/CD variables: maintainers. */
   admin_cicd_variables: member(AccessLevel.MAINTAINER),
   /** Monitor settings (error tracking settings and client keys): maintainers. */

@@ -172,7 +172,8 @@ function jobCommon(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobE
 /** GitLab's Entities::Ci::Job. */
 export function presentJob(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobExtras) {
   const artifacts = x.artifacts.get(b.id) ?? [];
-  const archive = artifacts.find((a) => a.file_type === 'archive');
+  // GitLab's artifacts?: an archive that has not expired (an expired one waits for the expiry worker).
+  const archive = artifacts.find((a) => a.file_type === 'archive' && (!a.expire_at || new Date(a.expire_at as any).getTime() > Date.now()));
   const runner = b.runner_id ? x.runners.get(b.runner_id) : undefined;
   return {
     ...jobCommon(ctx, project, b, x),

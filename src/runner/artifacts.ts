@@ -182,6 +182,65 @@ export function safeEntryName(name: string): string | null {
 }
 
 /**
+ * Creates root/rel one directory at a time; false (nothing created beyond) when a step is a
+ * symlink resolving outside root or something that is not a directory.
+ */
+function mkdirInside(root: string, rel: string): boolean {
+  let cur = root;
+  for (const seg of rel.split(path.sep).filter(Boolean)) {
+    const next = path.join(cur, seg);
+    let st: fs.Stats | null = null;
+    try {
+      st = fs.lstatSync(next);
+    } catch {
+      st = null;
+    }
+    if (!st) {
+      fs.mkdirSync(next);
+      cur = next;
+      continue;
+    }
+    if (st.isSymbolicLink()) {
+      let real: string;
+      try {
+        real = fs.realpathSync(next);
+      } catch {
+        return false;
+      }
+      if (!inside(root, real) || !fs.statSync(real).isDirectory()) return false;
+      cur = real;
+      continue;
+    }
+    if (!st.isDirectory()) return false;
+    cur = next;
+  }
+  return inside(root, fs.realpathSync(cur));
+}
+
+/**
+ * Where a symlink target leads as the kernel resolves it (each existing step through its own
+ * symlinks, `..` after that), so `a -> .` followed by `b -> a/..` is seen leaving root.
+ */
+function resolvesInside(root: string, dir: string, linkTarget: string): boolean {
+  if (path.isAbsolute(linkTarget)) return inside(root, path.resolve(linkTarget));
+  let cur = fs.realpathSync(dir);
+  for (const seg of linkTarget.split('/')) {
+    if (seg === '' || seg === '.') continue;
+    if (seg === '..') cur = path.dirname(cur);
+    else {
+      const next = path.join(cur, seg);
+      try {
+        cur = fs.realpathSync(next);
+      } catch {
+        cur = next; // not there (yet): taken literally
+      }
+    }
+    if (!inside(root, cur)) return false;
+  }
+  return inside(root, cur);
+}
+
+/**
  * Extracts a zip into dest. Entries that would escape are skipped (and reported), parent
  * directories must resolve inside dest (no writing through a symlink), symlinks are created
  * only when they point inside dest.
@@ -210,8 +269,8 @@ export async function extractZip(file: string, dest: string): Promise<{ extracte
           const mode = (entry.externalFileAttributes >>> 16) & 0xffff;
           const isLink = (mode & 0o170000) === 0o120000;
           const parent = isDir ? target : path.dirname(target);
-          fs.mkdirSync(parent, { recursive: true });
-          if (!inside(root, fs.realpathSync(parent))) {
+          // Directory by directory: never create anything through a symlink that leads out.
+          if (!mkdirInside(root, path.relative(root, parent))) {
             skipped.push(fileName);
             return;
           }
@@ -227,7 +286,7 @@ export async function extractZip(file: string, dest: string): Promise<{ extracte
             const chunks: Buffer[] = [];
             for await (const c of stream) chunks.push(c as Buffer);
             const linkTarget = Buffer.concat(chunks).toString();
-            if (!inside(root, path.resolve(path.dirname(target), linkTarget))) {
+            if (!inside(root, path.resolve(path.dirname(target), linkTarget)) || !resolvesInside(root, path.dirname(target), linkTarget)) {
               skipped.push(fileName);
               return;
             }

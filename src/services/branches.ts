@@ -9,7 +9,7 @@ import { developersCan, groupGrantCheck, projectProtection, protectionOf, pushDe
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { BranchView } from '../presenters/branches.js';
 import { mergedInto } from '../git/commits.js';
-import { runPostReceiveHooks } from './post_receive.js';
+import { endRefJournal, journalRefUpdates, runPostReceiveHooks } from './post_receive.js';
 import { projectRepoPath, recordRefActivity } from './projects.js';
 
 export interface Caller {
@@ -128,14 +128,19 @@ export async function createBranch(cairn: Cairn, project: ProjectWithNamespace, 
   if (await readRef(cairn.catfile, gitDir, `refs/heads/${name}`)) throw apiError(400, 'Branch already exists');
   const target = await resolveCommit(cairn.catfile, gitDir, ref);
   if (!target) throw apiError(400, `Invalid reference name: ${ref}`);
+  const journal = await journalRefUpdates(cairn, project.id, caller.user?.id ?? null, [{ ref: `refs/heads/${name}`, oldSha: ZERO_OID, newSha: target.oid }]);
   try {
-    await updateRef(gitDir, `refs/heads/${name}`, target.oid, ZERO_OID, 'branch: created through the API');
-  } catch (e) {
-    if (e instanceof RefUpdateConflict) throw apiError(400, 'Branch already exists');
-    throw e;
+    try {
+      await updateRef(gitDir, `refs/heads/${name}`, target.oid, ZERO_OID, 'branch: created through the API');
+    } catch (e) {
+      if (e instanceof RefUpdateConflict) throw apiError(400, 'Branch already exists');
+      throw e;
+    }
+    await recordRefActivity(cairn.db, project, { branchWritten: true });
+    await runPostReceiveHooks(cairn, { projectId: project.id, userId: caller.user?.id ?? null, changes: [{ ref: `refs/heads/${name}`, oldSha: ZERO_OID, newSha: target.oid }], pushOptions: [] });
+  } finally {
+    await endRefJournal(cairn, journal);
   }
-  await recordRefActivity(cairn.db, project, { branchWritten: true });
-  await runPostReceiveHooks(cairn, { projectId: project.id, userId: caller.user?.id ?? null, changes: [{ ref: `refs/heads/${name}`, oldSha: ZERO_OID, newSha: target.oid }], pushOptions: [] });
   return findBranch(cairn, project, caller, name);
 }
 

@@ -19,7 +19,7 @@ import { EMPTY_TREE_OID, isOid, isValidBranchName, ZERO_OID } from '../git/valid
 import { buildCommit, checkWritablePath, writeActionBlobs, commitTree, compareAndSwapRef, mergeTrees, TreeActionError, type Identity, type TreeAction } from '../git/write.js';
 import { assertCanPushToBranch, assertRepositoryWritable } from '../policies/code.js';
 import { ApiError, apiError, invalidParam, missingParam, notFound } from '../plugins/errors.js';
-import { runPostReceiveHooks } from './post_receive.js';
+import { endRefJournal, journalRefUpdates, runPostReceiveHooks } from './post_receive.js';
 import { projectRepoPath, recordRefActivity } from './projects.js';
 
 /**
@@ -267,10 +267,15 @@ export async function createCommit(cairn: Cairn, input: CreateCommitInput): Prom
           if (e instanceof TreeActionError) throw fail(e.message);
           throw e;
         }
-        if (await compareAndSwapRef(gitDir, `refs/heads/${branch}`, built.commit, target)) {
-          if (!target) await adoptFirstBranch(cairn, project, gitDir, branch);
-          await notifyPush(cairn, project, user, `refs/heads/${branch}`, target, built.commit);
-          return (await resolveCommit(cairn.catfile, gitDir, built.commit))!;
+        const journal = await journalRefUpdates(cairn, project.id, user.id, [{ ref: `refs/heads/${branch}`, oldSha: target ?? ZERO_OID, newSha: built.commit }]);
+        try {
+          if (await compareAndSwapRef(gitDir, `refs/heads/${branch}`, built.commit, target)) {
+            if (!target) await adoptFirstBranch(cairn, project, gitDir, branch);
+            await notifyPush(cairn, project, user, `refs/heads/${branch}`, target, built.commit);
+            return (await resolveCommit(cairn.catfile, gitDir, built.commit))!;
+          }
+        } finally {
+          await endRefJournal(cairn, journal);
         }
         if (attempt >= CAS_ATTEMPTS) throw fail(`Could not update refs/heads/${branch}. Please refresh and try again.`);
         await backoff(attempt);

@@ -10,7 +10,7 @@ import { readRef } from '../git/refs.js';
 import { fetchCommitFrom } from '../git/commits.js';
 import { ZERO_OID } from '../git/validate.js';
 import { compareAndSwapRef } from '../git/write.js';
-import { defineJob, enqueue } from '../jobs/queue.js';
+import { beginInlineJob, defineJob, enqueue, finishInlineJob, updateInlineJob } from '../jobs/queue.js';
 import { can, effectiveLevel, type ProjectSubject } from '../policies/abilities.js';
 import { projectAccessLevel } from '../policies/access.js';
 import { canMergeToBranch, canPushToBranch } from '../policies/branches.js';
@@ -157,6 +157,10 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
       .where('id', '=', mr.id).where('state_id', '=', MR_STATE.locked).execute();
 
   const gitDir = projectRepoPath(cairn, project);
+  // If this process dies while the request is locked, the journal finishes the merge (when its
+  // commit reached the target) or opens the request again.
+  const journalPayload: MergeJournal = { mergeRequestId: mr.id, userId: user.id, opts, built: null };
+  const journal = await beginInlineJob(db, MERGE_JOURNAL_JOB, { ...journalPayload });
   try {
     const method = String(settings(project).merge_method ?? 'merge');
     const ffOnly = method === 'ff' || method === 'rebase_merge';
@@ -191,6 +195,8 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
         await unlock('Merge request is empty');
         throw apiError(406, 'Branch cannot be merged');
       }
+      journalPayload.built = { head: outcome.head, mergeCommit: outcome.mergeCommit, squashCommit: outcome.squashCommit };
+      await updateInlineJob(db, journal, { ...journalPayload });
       if (await publish(gitDir, `refs/heads/${mr.target_branch}`, outcome.head, targetOid)) break;
       if (attempt + 1 >= MERGE_ATTEMPTS) {
         // The target kept moving: nothing was written; the caller may try again.
@@ -199,37 +205,91 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
         throw apiError(406, 'Branch cannot be merged');
       }
     }
-    // Recorded with the job that closes the issues it names, so a crash cannot lose the closing.
-    const merged = await db.transaction().execute(async (trx) => {
-      const row = await trx
-        .updateTable('merge_requests')
-        .set({
-          state_id: MR_STATE.merged,
-          merged_at: sql`now()` as any,
-          merge_user_id: user.id,
-          merge_commit_sha: outcome.mergeCommit,
-          squash_commit_sha: outcome.squashCommit,
-          squash: opts.squash,
-          merge_when_pipeline_succeeds: false,
-          merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, opts.squash) }),
-          updated_at: sql`now()` as any,
-        })
-        .where('id', '=', mr.id)
-        .where('state_id', '=', MR_STATE.locked)
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, 'merged');
-      await enqueueClosingIssues(trx, row, user.id);
-      await notify(cairn, trx, { action: 'merge_merge_request', target: { type: 'MergeRequest', id: mr.id }, actorId: user.id });
-      return row;
-    });
+    const merged = await recordMerged(cairn, mr, user, { mergeCommit: outcome.mergeCommit, squashCommit: outcome.squashCommit ?? null }, opts);
+    if (!merged) throw new Error('the merge request was unlocked during its merge');
     await afterMerge(cairn, project, user, merged, opts);
     return merged;
   } catch (e) {
     if (!(e instanceof ApiError)) await unlock('Something went wrong during merge').catch(() => undefined);
     throw e;
+  } finally {
+    await finishInlineJob(db, journal).catch(() => undefined);
   }
 }
+
+/**
+ * A locked merge request whose merge commit is in its target becomes merged, with the job that
+ * closes the issues it names, so a crash cannot lose the closing. Undefined when it was not
+ * locked any more.
+ */
+async function recordMerged(
+  cairn: Cairn,
+  mr: MergeRequest,
+  user: User,
+  built: { mergeCommit: string | null; squashCommit: string | null },
+  opts: MergeOptions & { squash: boolean },
+): Promise<MergeRequest | undefined> {
+  return cairn.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable('merge_requests')
+      .set({
+        state_id: MR_STATE.merged,
+        merged_at: sql`now()` as any,
+        merge_user_id: user.id,
+        merge_commit_sha: built.mergeCommit,
+        squash_commit_sha: built.squashCommit,
+        squash: opts.squash,
+        merge_when_pipeline_succeeds: false,
+        merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, opts.squash) }),
+        updated_at: sql`now()` as any,
+      })
+      .where('id', '=', mr.id)
+      .where('state_id', '=', MR_STATE.locked)
+      .returningAll()
+      .executeTakeFirst();
+    if (!row) return undefined;
+    await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, 'merged');
+    await enqueueClosingIssues(trx, row, user.id);
+    await notify(cairn, trx, { action: 'merge_merge_request', target: { type: 'MergeRequest', id: mr.id }, actorId: user.id });
+    return row;
+  });
+}
+
+const MERGE_JOURNAL_JOB = 'merge_request.merge_journal';
+
+interface MergeJournal {
+  mergeRequestId: number;
+  userId: number;
+  opts: MergeOptions & { squash: boolean };
+  /** The commits of the last attempt, written before it was published. */
+  built: { head: string; mergeCommit: string | null; squashCommit: string | null } | null;
+}
+
+/**
+ * A merge whose process died while the request was locked: merged, with the commits of the
+ * attempt that reached the target (and the source branch removed when asked), if its head is in
+ * the target branch; opened again otherwise.
+ */
+defineJob(MERGE_JOURNAL_JOB, async (cairn, payload) => {
+  const p = payload as MergeJournal;
+  const { db } = cairn;
+  const mr = await db.selectFrom('merge_requests').selectAll().where('id', '=', p.mergeRequestId).executeTakeFirst();
+  if (!mr || mr.state_id !== MR_STATE.locked) return;
+  const project = await findProjectRow(db, mr.target_project_id);
+  const user = await db.selectFrom('users').selectAll().where('id', '=', p.userId).executeTakeFirst();
+  let landed = false;
+  if (project && p.built) {
+    const target = await readRef(cairn.catfile, projectRepoPath(cairn, project), `refs/heads/${mr.target_branch}`);
+    landed = !!target && (await isAncestor(projectRepoPath(cairn, project), p.built.head, target).catch(() => false));
+  }
+  if (landed && project && user && p.built) {
+    const merged = await recordMerged(cairn, mr, user, p.built, p.opts);
+    if (merged) await afterMerge(cairn, project, user, merged, p.opts);
+    return;
+  }
+  await db.updateTable('merge_requests').set({ state_id: MR_STATE.opened, merge_error: null, updated_at: sql`now()` as any })
+    .where('id', '=', mr.id).where('state_id', '=', MR_STATE.locked).execute();
+});
 
 /** Removes the source branch when asked (should_remove_source_branch, or force_remove_source_branch set at creation). */
 async function afterMerge(cairn: Cairn, project: ProjectWithNamespace, user: User, mr: MergeRequest, opts: MergeOptions) {

@@ -4,6 +4,7 @@ import type { Project } from '../db/schema/core.js';
 import { headBranch, refSnapshot, type RefUpdate } from '../git/http.js';
 import { isZeroOid } from '../git/validate.js';
 import { setHead } from '../git/refs.js';
+import { beginInlineJob, defineJob, finishInlineJob } from '../jobs/queue.js';
 import { projectRepoPath } from './projects.js';
 
 /**
@@ -29,6 +30,7 @@ export async function recordPush(
   updates: RefUpdate[],
   log: { error: (obj: unknown, msg: string) => void } = console,
   pushOptions: string[] = [],
+  resumed = false,
 ): Promise<PostReceiveEvent | null> {
   const gitDir = projectRepoPath(cairn, project);
   const { values, branches } = await refSnapshot(gitDir, updates.map((u) => u.ref));
@@ -52,7 +54,7 @@ export async function recordPush(
     .where('id', '=', project.id)
     .execute();
 
-  const event: PostReceiveEvent = { projectId: project.id, userId, changes, pushOptions };
+  const event: PostReceiveEvent = { projectId: project.id, userId, changes, pushOptions, ...(resumed ? { resumed } : {}) };
   await runPostReceiveHooks(cairn, event, log);
   return event;
 }
@@ -71,3 +73,36 @@ export async function runPostReceiveHooks(cairn: Cairn, event: PostReceiveEvent,
     }
   }
 }
+
+/**
+ * The post-receive journal. A ref update and the work that follows it (pipelines, merge request
+ * refresh, default branch, housekeeping) are not one transaction: a crash between them would
+ * leave a pushed commit without its pipeline. So before a write may move refs, its updates are
+ * journalled as a background job that this process holds (jobs/queue.ts beginInlineJob); when
+ * the hooks have run, the journal goes. If the process dies in between, the job is reclaimed and
+ * replays the updates that took effect (recordPush keeps only those), as a resumed event.
+ */
+export const POST_RECEIVE_JOB = 'post_receive.resume';
+
+export async function journalRefUpdates(cairn: Cairn, projectId: number, userId: number | null, updates: RefUpdate[], pushOptions: string[] = []): Promise<number> {
+  return beginInlineJob(cairn.db, POST_RECEIVE_JOB, {
+    projectId,
+    userId,
+    updates: updates.map((u) => ({ ref: u.ref, oldSha: u.oldSha, newSha: u.newSha })),
+    pushOptions,
+  });
+}
+
+export async function endRefJournal(cairn: Cairn, id: number): Promise<void> {
+  await finishInlineJob(cairn.db, id);
+}
+
+defineJob(POST_RECEIVE_JOB, async (cairn, payload) => {
+  const project = await cairn.db
+    .selectFrom('projects')
+    .select(['id', 'default_branch', 'repository_storage', 'disk_path'])
+    .where('id', '=', Number(payload.projectId))
+    .executeTakeFirst();
+  if (!project) return;
+  await recordPush(cairn, project, payload.userId ?? null, payload.updates as RefUpdate[], console, (payload.pushOptions as string[]) ?? [], true);
+});

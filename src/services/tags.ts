@@ -7,7 +7,7 @@ import { can, type ProjectAbility } from '../policies/abilities.js';
 import { assertRepositoryWritable } from '../policies/code.js';
 import type { TagView } from '../presenters/tags.js';
 import { matchesSearch, type Caller } from './branches.js';
-import { runPostReceiveHooks } from './post_receive.js';
+import { endRefJournal, journalRefUpdates, runPostReceiveHooks } from './post_receive.js';
 import { projectRepoPath, recordRefActivity } from './projects.js';
 
 async function tagView(cairn: Cairn, gitDir: string, ref: RefEntry): Promise<TagView> {
@@ -86,14 +86,19 @@ export async function createTag(cairn: Cairn, project: ProjectWithNamespace, cal
       message: p.message,
     });
   }
+  const journal = await journalRefUpdates(cairn, project.id, caller.user?.id ?? null, [{ ref: `refs/tags/${p.name}`, oldSha: ZERO_OID, newSha: target }]);
   try {
-    await updateRef(gitDir, `refs/tags/${p.name}`, target, ZERO_OID, 'tag: created through the API');
-  } catch (e) {
-    if (e instanceof RefUpdateConflict) throw apiError(400, `Tag ${p.name} already exists`);
-    throw e;
+    try {
+      await updateRef(gitDir, `refs/tags/${p.name}`, target, ZERO_OID, 'tag: created through the API');
+    } catch (e) {
+      if (e instanceof RefUpdateConflict) throw apiError(400, `Tag ${p.name} already exists`);
+      throw e;
+    }
+    await recordRefActivity(cairn.db, project);
+    await runPostReceiveHooks(cairn, { projectId: project.id, userId: caller.user?.id ?? null, changes: [{ ref: `refs/tags/${p.name}`, oldSha: ZERO_OID, newSha: target }], pushOptions: [] });
+  } finally {
+    await endRefJournal(cairn, journal);
   }
-  await recordRefActivity(cairn.db, project);
-  await runPostReceiveHooks(cairn, { projectId: project.id, userId: caller.user?.id ?? null, changes: [{ ref: `refs/tags/${p.name}`, oldSha: ZERO_OID, newSha: target }], pushOptions: [] });
   return findTag(cairn, project, p.name);
 }
 

@@ -2,28 +2,36 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
+import { checkKey } from './keys.js';
+import { S3ObjectStore } from './s3.js';
+
+export { checkKey };
+
+/** A byte range of an object: start inclusive, end exclusive. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
 
 /**
  * Where large blobs (job artifacts) live. Keys are relative, slash-separated names chosen by
- * Cairn (never by a client). Local disk now; an S3-compatible store implements the same
- * interface later (issue #11).
+ * Cairn (never by a client). Two implementations: local disk (below) and S3-compatible object
+ * storage (s3.ts). Both stream both ways; neither holds a whole object in memory.
  */
 export interface ObjectStore {
-  /** Stores the stream under key (replacing what was there) and returns the bytes written. */
+  /**
+   * Stores the stream under key (replacing what was there) and returns the bytes written.
+   * Atomic for readers: until it resolves, a get sees the old object or none, never a part.
+   */
   put(key: string, stream: Readable): Promise<{ size: number; sha256: string }>;
-  /** The stored bytes, or null when there is no such key. */
-  get(key: string): Promise<Readable | null>;
+  /** The stored bytes (or only those of `range`), or null when there is no such key. */
+  get(key: string, range?: ByteRange): Promise<Readable | null>;
   delete(key: string): Promise<void>;
   /** Size in bytes, or null when absent. */
   size(key: string): Promise<number | null>;
 }
 
-function checkKey(key: string) {
-  if (!key || key.startsWith('/') || key.split('/').some((p) => p === '' || p === '.' || p === '..') || key.includes('\0')) {
-    throw new Error(`invalid object key "${key}"`);
-  }
-}
 
 /**
  * Objects as files under one directory. A put writes a temporary file next to the target and
@@ -58,11 +66,15 @@ export class LocalObjectStore implements ObjectStore {
     return { size, sha256: hash.digest('hex') };
   }
 
-  async get(key: string): Promise<Readable | null> {
+  async get(key: string, range?: ByteRange): Promise<Readable | null> {
     const file = this.file(key);
     try {
       const handle = await fs.promises.open(file, 'r');
-      return handle.createReadStream();
+      if (range && range.end <= range.start) {
+        await handle.close();
+        return Readable.from([]);
+      }
+      return handle.createReadStream(range ? { start: range.start, end: range.end - 1 } : {});
     } catch (err: any) {
       if (err?.code === 'ENOENT') return null;
       throw err;
@@ -85,11 +97,17 @@ export class LocalObjectStore implements ObjectStore {
 
 const stores = new Map<string, ObjectStore>();
 
-/** The artifacts store of a Cairn process: `$CAIRN_DATA_DIR/artifacts`. */
-export function artifactStore(config: { dataDir: string }): ObjectStore {
-  const root = path.join(config.dataDir, 'artifacts');
-  let store = stores.get(root);
-  if (!store) stores.set(root, (store = new LocalObjectStore(root)));
+/**
+ * The artifacts store of a Cairn process: the S3-compatible store of CAIRN_OBJECT_STORE_URL
+ * when set, otherwise `$CAIRN_DATA_DIR/artifacts` on local disk.
+ */
+export function artifactStore(config: { dataDir: string; objectStoreUrl?: string | null }): ObjectStore {
+  const id = config.objectStoreUrl ? `s3:${config.objectStoreUrl}` : `local:${path.join(config.dataDir, 'artifacts')}`;
+  let store = stores.get(id);
+  if (!store) {
+    store = config.objectStoreUrl ? S3ObjectStore.fromUrl(config.objectStoreUrl) : new LocalObjectStore(path.join(config.dataDir, 'artifacts'));
+    stores.set(id, store);
+  }
   return store;
 }
 

@@ -6,8 +6,11 @@ import { createTestContext, type TestContext } from '../helpers/app.js';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
-/** `/api/v4/projects/:id/labels/:label_id` -> `/api/v4/projects/{id}/labels/{label_id}` */
-const openApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+/**
+ * `/api/v4/projects/:id/labels/:label_id` -> `/api/v4/projects/{id}/labels/{label_id}`; a trailing
+ * wildcard (`.../artifacts/*`, the rest of the path) is the path parameter `{*}`.
+ */
+const openApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}').replace(/\/\*$/, '/{*}');
 
 const propertiesOf = (schema: any): string[] => Object.keys(schema?.properties ?? {});
 

@@ -11,6 +11,7 @@ describe('route table: every route declares who may call it and what it answers'
       // A route whose answer drifted from its declared form.
       app.get('/test/drifted', route({
         access: { public: true },
+        matrix: 'public',
         schema: { response: { 200: Type.Object({ id: Type.Integer() }, { additionalProperties: false }) } },
       }), async () => ({ id: 1, leaked: 'a field the schema does not know' }));
     });
@@ -20,6 +21,11 @@ describe('route table: every route declares who may call it and what it answers'
   it('has no route without a declared access rule', () => {
     const missing = t.app.routeTable.filter((r) => r.method !== 'HEAD' && !r.access).map((r) => `${r.method} ${r.url}`);
     assert.equal(missing.length, 0, `${missing.length} routes without access, e.g. ${missing.slice(0, 15).join(', ')}`);
+  });
+
+  it('has no route without a declared permission matrix (src/api/permissions.ts)', () => {
+    const missing = t.app.routeTable.filter((r) => r.method !== 'HEAD' && !r.matrix).map((r) => `${r.method} ${r.url}`);
+    assert.equal(missing.length, 0, `${missing.length} routes without a matrix declaration, e.g. ${missing.slice(0, 15).join(', ')}`);
   });
 
   it('has no route without a response schema for its success answer', () => {

@@ -1206,7 +1206,7 @@ describe('ci config: lint', () => {
 });
 
 describe('ci config: size', () => {
-  it('compiles a 300-job configuration quickly', async () => {
+  it('compiles a 300-job configuration (the time is printed, not asserted: speed belongs to npm run bench)', async () => {
     const lines = ['stages: [build, test, deploy]', 'variables: { GLOBAL: "1" }', '.tmpl:', '  image: node:20', '  before_script: [npm ci]', '  retry: 1'];
     for (let i = 0; i < 100; i++) lines.push(`build-${i}:`, '  extends: .tmpl', '  stage: build', `  script: [make part-${i}]`, '  artifacts: { paths: [dist/] }');
     for (let i = 0; i < 100; i++) {
@@ -1220,7 +1220,6 @@ describe('ci config: size', () => {
     const ms = performance.now() - t0;
     console.log(`# 300-job configuration (${yaml.length} bytes) compiled in ${ms.toFixed(1)} ms`);
     assert.equal(p.jobs.length, 300);
-    assert.ok(ms < 1000, `took ${ms} ms`);
   });
 });
 

@@ -145,7 +145,7 @@ describe('bulk repository storage moves under load', { skip: process.env.DATABAS
     assert.equal(read.status, 200);
 
     } finally {
-      await waitForMoves(PROJECTS, 40_000).catch(() => {});
+      await waitForMoves(PROJECTS, 240_000).catch(() => {});
       stop = true;
       await Promise.all([...pushers, ...readers]);
     }
@@ -179,7 +179,7 @@ describe('bulk repository storage moves under load', { skip: process.env.DATABAS
     const bulk = await api('POST', '/project_repository_storage_moves', { source_storage_name: 'other', destination_storage_name: 'default' });
     assert.equal(bulk.status, 202);
     let started = false;
-    for (let i = 0; i < 400 && !started; i++) {
+    for (let i = 0; i < 3000 && !started; i++) {
       const all = (await moves()).slice(already);
       started = all.some((m) => m.state === 'started') && all.some((m) => m.state === 'finished');
       if (!started) await sleep(10);
@@ -191,7 +191,7 @@ describe('bulk repository storage moves under load', { skip: process.env.DATABAS
     assert.ok(interrupted.length > 0);
 
     server = await start();
-    const done = (await waitForMoves(already + PROJECTS, 40_000)).slice(already);
+    const done = (await waitForMoves(already + PROJECTS, 240_000)).slice(already);
     assert.equal(done.length, PROJECTS);
     for (const m of done) assert.ok(['finished', 'failed'].includes(m.state), `${m.id}: ${m.state}`);
     for (const r of await rows()) {

@@ -10,7 +10,7 @@ import { startServe as startCairn } from '../helpers/serve.js';
 
 const TOKEN = 'two-process-root-token-123';
 
-const startServe = (databaseUrl: string, dataDir: string) => startCairn({ databaseUrl, dataDir, rootToken: TOKEN });
+const startServe = (databaseUrl: string, dataDir: string) => startCairn({ databaseUrl, dataDir, rootToken: TOKEN, env: { CAIRN_ARCHIVE_RATE_LIMIT: '6', CAIRN_RUNNER_POLL_TIMEOUT: '1' } });
 
 // Two Cairn processes share one PostgreSQL (PGlite is one process by nature, so this runs on PostgreSQL only).
 describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATABASE_URL ? false : 'needs DATABASE_URL' }, () => {
@@ -152,5 +152,91 @@ describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATA
     const started = Date.now();
     assert.equal((await call(a.url, 'PUT', `/projects/${project.id}`, { description: 'quick' })).status, 200);
     assert.ok(Date.now() - started < 1000, `the write took ${Date.now() - started} ms`);
+  });
+
+  /** A project with a first commit on main, created through a. */
+  const projectWithMain = async (name: string, files: Record<string, string> = { 'README.md': '# two\n' }) => {
+    const project = (await (await call(a.url, 'POST', '/projects', { name, visibility: 'private' })).json()) as { id: number; runners_token: string };
+    const first = await call(a.url, 'POST', `/projects/${project.id}/repository/commits`, {
+      branch: 'main', commit_message: 'initial', actions: Object.entries(files).map(([file_path, content]) => ({ action: 'create', file_path, content })),
+    });
+    assert.equal(first.status, 201);
+    return project;
+  };
+
+  it('merges of one merge request through both processes: exactly one succeeds', async () => {
+    const project = await projectWithMain('two-merge');
+    for (let i = 0; i < 5; i++) {
+      assert.equal((await call(b.url, 'POST', `/projects/${project.id}/repository/commits`, { branch: `m${i}`, start_branch: 'main', commit_message: `m${i}`, actions: [{ action: 'create', file_path: `m${i}`, content: 'x' }] })).status, 201);
+      const mr = (await (await call(a.url, 'POST', `/projects/${project.id}/merge_requests`, { source_branch: `m${i}`, target_branch: 'main', title: `m${i}` })).json()) as { iid: number };
+      const statuses = await Promise.all([a, b, a, b].map(async (s) => (await call(s.url, 'PUT', `/projects/${project.id}/merge_requests/${mr.iid}/merge`, {})).status));
+      assert.equal(statuses.filter((x) => x === 200).length, 1, JSON.stringify(statuses));
+      assert.ok(statuses.every((x) => x === 200 || x === 405), JSON.stringify(statuses));
+    }
+    const merges = ((await (await call(b.url, 'GET', `/projects/${project.id}/repository/commits?ref_name=main&per_page=100`)).json()) as { parent_ids: string[] }[]).filter((c) => c.parent_ids.length === 2);
+    assert.equal(merges.length, 5);
+  });
+
+  it('concurrent API commits to one branch through both processes: none lost, refusals clean', async () => {
+    const project = await projectWithMain('two-commits');
+    const landed: string[] = [];
+    const statuses: number[] = [];
+    await Promise.all(Array.from({ length: 16 }, async (_, i) => {
+      const res = await call(i % 2 ? a.url : b.url, 'POST', `/projects/${project.id}/repository/commits`, { branch: 'main', commit_message: `c${i}`, actions: [{ action: 'create', file_path: `c${i}.txt`, content: `${i}` }] });
+      statuses.push(res.status);
+      if (res.status === 201) landed.push(((await res.json()) as { id: string }).id);
+      else await res.arrayBuffer();
+    }));
+    assert.ok(statuses.every((x) => [201, 400, 409].includes(x)), JSON.stringify(statuses));
+    assert.ok(landed.length >= 1);
+    const history = ((await (await call(a.url, 'GET', `/projects/${project.id}/repository/commits?ref_name=main&per_page=100`)).json()) as { id: string }[]).map((c) => c.id);
+    for (const sha of landed) assert.ok(history.includes(sha), `commit ${sha} answered 201 is on main`);
+    // Every file whose commit landed is in the tree: no commit overwrote another's.
+    const tree = ((await (await call(b.url, 'GET', `/projects/${project.id}/repository/tree?per_page=100`)).json()) as { path: string }[]).map((e) => e.path);
+    assert.equal(tree.filter((p) => /^c\d+\.txt$/.test(p)).length, landed.length);
+  });
+
+  it('runners polling both processes: each job is picked once', async () => {
+    const yml = Array.from({ length: 12 }, (_, i) => `job${i}:\n  script: [echo ${i}]\n`).join('');
+    const project = await projectWithMain('two-runners', { '.gitlab-ci.yml': yml });
+    const tokens: string[] = [];
+    for (const s of [a, b, a]) {
+      const reg = await fetch(`${s.url}/api/v4/runners`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: project.runners_token, description: 'two' }) });
+      assert.equal(reg.status, 201);
+      tokens.push(((await reg.json()) as { token: string }).token);
+    }
+    const picked: number[] = [];
+    let idle = 0;
+    await Promise.all(tokens.flatMap((token) => [a, b].map(async (s) => {
+      while (idle < 6) {
+        const res = await fetch(`${s.url}/api/v4/jobs/request`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+        if (res.status !== 201) {
+          await res.arrayBuffer();
+          idle++;
+          continue;
+        }
+        const job = (await res.json()) as { id: number; token: string };
+        picked.push(job.id);
+        const done = await fetch(`${s === a ? b.url : a.url}/api/v4/jobs/${job.id}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: job.token, state: 'success' }) });
+        assert.equal(done.status, 200);
+        await done.arrayBuffer();
+      }
+    })));
+    assert.equal(picked.length, 12);
+    assert.equal(new Set(picked).size, 12, 'no job was picked twice');
+    const pipelines = (await (await call(b.url, 'GET', `/projects/${project.id}/pipelines`)).json()) as { status: string }[];
+    assert.equal(pipelines[0].status, 'success');
+  });
+
+  it('the archive rate limit counts downloads through both processes together', async () => {
+    const project = await projectWithMain('two-archive');
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const res = await call(i % 2 ? a.url : b.url, 'GET', `/projects/${project.id}/repository/archive.tar.gz`);
+      statuses.push(res.status);
+      await res.arrayBuffer();
+    }
+    // CAIRN_ARCHIVE_RATE_LIMIT=6 per user per minute, whichever process answers.
+    assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 429, 429]);
   });
 });

@@ -23,7 +23,7 @@ export default async function applicationRoutes(fastify: FastifyInstance) {
 
   app.post(
     '/api/v4/applications',
-    route({ access: admin, schema: { body: CreateApplicationBody, response: { 201: ApplicationWithSecretSchema } } }),
+    route({ matrix: 'admin',  access: admin, schema: { body: CreateApplicationBody, response: { 201: ApplicationWithSecretSchema } } }),
     async (request, reply) => {
       const body = request.body;
       if (body.scopes.trim() === '') throw new ApiError(400, { error: 'scopes is empty' });
@@ -34,11 +34,11 @@ export default async function applicationRoutes(fastify: FastifyInstance) {
     },
   );
 
-  app.get('/api/v4/applications', route({ access: admin, schema: { response: { 200: Type.Array(ApplicationSchema) } } }), async () => {
+  app.get('/api/v4/applications', route({ matrix: 'admin',  access: admin, schema: { response: { 200: Type.Array(ApplicationSchema) } } }), async () => {
     return (await listInstanceApplications(db())).map(presentApplication);
   });
 
-  app.delete('/api/v4/applications/:id', route({ access: admin, schema: { params: ApplicationIdParams, response: { 204: NoContent } } }), async (request, reply) => {
+  app.delete('/api/v4/applications/:id', route({ matrix: 'admin',  access: admin, schema: { params: ApplicationIdParams, response: { 204: NoContent } } }), async (request, reply) => {
     const found = await findInstanceApplication(db(), request.params.id);
     if (!found) throw notFound('Application');
     await deleteApplication(db(), found.id);
@@ -47,7 +47,7 @@ export default async function applicationRoutes(fastify: FastifyInstance) {
 
   app.post(
     '/api/v4/applications/:id/renew-secret',
-    route({ access: admin, schema: { params: ApplicationIdParams, response: { 201: ApplicationWithSecretSchema } } }),
+    route({ matrix: 'admin',  access: admin, schema: { params: ApplicationIdParams, response: { 201: ApplicationWithSecretSchema } } }),
     async (request, reply) => {
       const found = await findInstanceApplication(db(), request.params.id);
       if (!found) throw notFound('Application');

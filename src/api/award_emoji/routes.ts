@@ -1,3 +1,4 @@
+import { contributePreset, readPreset } from '../permissions.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
@@ -53,7 +54,7 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
       const AwardParams = Type.Object({ ...pathParams, award_id: RowId });
       const read = { project: kind.read, ...(kind.signedIn ? { signedIn: true as const } : {}) };
 
-      app.get(base, route({
+      app.get(base, route({ matrix: readPreset(kind.read),
         access: read,
         paginated: true,
         schema: { params: Params, response: { 200: Type.Array(AwardEmojiSchema) } },
@@ -66,7 +67,7 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
         return rows.map((a) => presentAwardEmoji(ctx, a));
       });
 
-      app.get(`${base}/:award_id`, route({
+      app.get(`${base}/:award_id`, route({ matrix: readPreset(kind.read),
         access: read,
         schema: { params: AwardParams, response: { 200: AwardEmojiSchema } },
       }), async (request) => {
@@ -74,7 +75,7 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
         return presentAwardEmoji(ctxOf(request), await findAward(db, target.type, target.id, request.params.award_id as number));
       });
 
-      app.post(base, route({
+      app.post(base, route({ matrix: contributePreset(kind.read),
         access: { project: kind.read, signedIn: true },
         schema: { params: Params, body: Type.Object({ name: Type.String() }), response: { 201: AwardEmojiSchema } },
       }), async (request, reply) => {
@@ -87,6 +88,8 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
       });
 
       app.delete(`${base}/:award_id`, route({
+        // Only whoever awarded it (the fixture's are root's) and administrators remove an award: 403 to others.
+        matrix: { is: contributePreset(kind.read), cells: { guest: 403, reporter: 403, developer: 403, maintainer: 403, owner: 403 } },
         access: { project: kind.read, signedIn: true },
         schema: { params: AwardParams, response: { 204: NoContent } },
       }), async (request, reply) => {

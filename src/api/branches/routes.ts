@@ -27,7 +27,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
   const read = { project: 'download_code' } as const;
   const write = { project: 'push_code', writable: true, signedIn: true } as const;
 
-  app.get('/api/v4/projects/:id/repository/branches', route({
+  app.get('/api/v4/projects/:id/repository/branches', route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: { params: IdParams, querystring: ListQuery, response: { 200: Type.Array(BranchSchema) } },
@@ -39,7 +39,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
     return paginateArrayWithKeyset(request, reply, list, sliceAfterKey((b) => b.name)).map((b) => presentBranch(b, ctx));
   });
 
-  app.get('/api/v4/projects/:id/repository/branches/:branch', route({
+  app.get('/api/v4/projects/:id/repository/branches/:branch', route({ matrix: 'readCode',
     access: read,
     schema: { params: BranchParams, response: { 200: BranchSchema } },
   }), async (request) => {
@@ -47,7 +47,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
     return presentBranch(await findBranch(cairn, project, { user, accessLevel }, request.params.branch), linkContext(cairn, project));
   });
 
-  app.post('/api/v4/projects/:id/repository/branches', route({
+  app.post('/api/v4/projects/:id/repository/branches', route({ matrix: 'developer',
     access: write,
     schema: { params: IdParams, body: CreateBody, response: { 201: BranchSchema } },
   }), async (request, reply) => {
@@ -60,7 +60,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentBranch(branch, linkContext(cairn, project)));
   });
 
-  app.delete('/api/v4/projects/:id/repository/branches/:branch', route({
+  app.delete('/api/v4/projects/:id/repository/branches/:branch', route({ matrix: 'developer',
     access: write,
     schema: { params: BranchParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -69,7 +69,7 @@ export default async function branchRoutes(fastify: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  app.delete('/api/v4/projects/:id/repository/merged_branches', route({
+  app.delete('/api/v4/projects/:id/repository/merged_branches', route({ matrix: 'developer',
     access: write,
     schema: { params: IdParams, response: { 202: MergedBranchesAcceptedSchema } },
   }), async (request, reply) => {

@@ -65,7 +65,7 @@ export default async function ciLintRoutes(fastify: FastifyInstance) {
     return { ref: name, tag: false, sha: null };
   }
 
-  app.post('/api/v4/projects/:id/ci/lint', route({
+  app.post('/api/v4/projects/:id/ci/lint', route({ matrix: 'developer',
     access: { project: 'create_pipeline', signedIn: true },
     schema: {
       params: IdParams,
@@ -85,7 +85,7 @@ export default async function ciLintRoutes(fastify: FastifyInstance) {
     return lint(request, project, b.content, { ...target, dryRun: !!b.dry_run, includeJobs: !!b.include_jobs });
   });
 
-  app.get('/api/v4/projects/:id/ci/lint', route({
+  app.get('/api/v4/projects/:id/ci/lint', route({ matrix: 'read',
     access: { project: 'read_build', signedIn: true },
     schema: {
       params: IdParams,

@@ -152,16 +152,16 @@ export default async function ciVariableRoutes(fastify: FastifyInstance) {
     ['/api/v4/projects/:id/variables', projectAccess, projectOwner],
     ['/api/v4/groups/:id/variables', groupAccess, groupOwner],
   ] as const) {
-    app.get(base, route({ access, paginated: true, schema: { params: IdParams, response: { 200: Type.Array(CiVariableSchema) } } }), async (request, reply) =>
+    app.get(base, route({ matrix: 'maintainer',  access, paginated: true, schema: { params: IdParams, response: { 200: Type.Array(CiVariableSchema) } } }), async (request, reply) =>
       list(ownerOf(request), request, reply));
 
-    app.get(`${base}/:key`, route({ access, schema: { params: KeyParams, querystring: FilterQuery, response: { 200: CiVariableSchema } } }), async (request) =>
+    app.get(`${base}/:key`, route({ matrix: 'maintainer',  access, schema: { params: KeyParams, querystring: FilterQuery, response: { 200: CiVariableSchema } } }), async (request) =>
       present(await find(ownerOf(request), request.params.key, request.query.filter?.environment_scope)));
 
-    app.post(base, route({ access, schema: { params: IdParams, body: CreateBody, response: { 201: CiVariableSchema } } }), async (request, reply) =>
+    app.post(base, route({ matrix: 'maintainer',  access, schema: { params: IdParams, body: CreateBody, response: { 201: CiVariableSchema } } }), async (request, reply) =>
       reply.code(201).send(present(await create(ownerOf(request), request.body))));
 
-    app.put(`${base}/:key`, route({
+    app.put(`${base}/:key`, route({ matrix: 'maintainer',
       access,
       schema: { params: KeyParams, body: Type.Object({ ...UpdateBody.properties, filter: Type.Optional(Type.Object({ environment_scope: Type.Optional(Type.String()) })) }), response: { 200: CiVariableSchema } },
     }), async (request) => {
@@ -170,7 +170,7 @@ export default async function ciVariableRoutes(fastify: FastifyInstance) {
       return present(await update(owner, current, request.body));
     });
 
-    app.delete(`${base}/:key`, route({ access, schema: { params: KeyParams, querystring: FilterQuery, response: { 204: NoContent } } }), async (request, reply) => {
+    app.delete(`${base}/:key`, route({ matrix: 'maintainer',  access, schema: { params: KeyParams, querystring: FilterQuery, response: { 204: NoContent } } }), async (request, reply) => {
       const current = await find(ownerOf(request), request.params.key, request.query.filter?.environment_scope);
       await cairn.db.deleteFrom('ci_variables').where('id', '=', current.id).execute();
       return reply.code(204).send();

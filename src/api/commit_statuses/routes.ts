@@ -88,7 +88,7 @@ export default async function commitStatusRoutes(fastify: FastifyInstance) {
     return new Map(users.map((u) => [u.id, u as User]));
   }
 
-  app.get('/api/v4/projects/:id/repository/commits/:sha/statuses', route({
+  app.get('/api/v4/projects/:id/repository/commits/:sha/statuses', route({ matrix: 'read',
     access: { project: 'read_build' },
     paginated: true,
     schema: { params: ShaParams, querystring: ListQuery, response: { 200: Type.Array(CommitStatusSchema) } },
@@ -119,7 +119,7 @@ export default async function commitStatusRoutes(fastify: FastifyInstance) {
   });
 
   // Developers and up (GitLab's create_commit_status, then update_pipeline on the pipeline).
-  app.post('/api/v4/projects/:id/statuses/:sha', route({
+  app.post('/api/v4/projects/:id/statuses/:sha', route({ matrix: 'developer',
     access: { project: 'update_pipeline', signedIn: true },
     schema: { params: ShaParams, body: CreateBody, response: { 201: CommitStatusSchema } },
   }), async (request, reply) => {

@@ -120,7 +120,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
    */
   const write = { project: 'download_code', writesRepository: true } as const;
 
-  app.get(base, route({
+  app.get(base, route({ matrix: 'readCode',
     access: read,
     paginated: true,
     // with_stats=true adds stats to each commit.
@@ -152,7 +152,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
     return commits.map((c) => presentCommitWithStats(ctx, c, stats.get(c.oid), opts));
   });
 
-  app.post(base, route({
+  app.post(base, route({ matrix: 'readCode',
     access: write,
     bodyLimit: contentBodyLimit(cairn.config),
     schema: { params: IdParams, body: CreateBody, response: { 201: CommitDetailSchema } },
@@ -189,7 +189,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentCommitDetail(commitContext(request, access.project), commit, stats, pipeline));
   });
 
-  app.get(`${base}/:sha`, route({
+  app.get(`${base}/:sha`, route({ matrix: 'readCode',
     access: read,
     schema: { params: ShaParams, querystring: Type.Object({ stats: Type.Optional(Type.Boolean()) }), response: { 200: CommitDetailSchema } },
   }), async (request) => {
@@ -203,7 +203,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
     return presentCommitDetail(commitContext(request, project), commit, stats, pipeline);
   });
 
-  app.get(`${base}/:sha/refs`, route({
+  app.get(`${base}/:sha/refs`, route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: {
@@ -219,7 +219,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
   });
 
   for (const kind of ['cherry_pick', 'revert'] as const) {
-    app.post(`${base}/:sha/${kind}`, route({
+    app.post(`${base}/:sha/${kind}`, route({ matrix: 'readCode',
       access: write,
       schema: { params: ShaParams, body: PickBody, response: { 200: CherryPickDryRunSchema, 201: CommitSchema } },
     }), async (request, reply) => {
@@ -240,7 +240,7 @@ export default async function commitRoutes(fastify: FastifyInstance) {
     });
   }
 
-  app.get(`${base}/:sha/diff`, route({
+  app.get(`${base}/:sha/diff`, route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: { params: ShaParams, response: { 200: Type.Array(DiffSchema) } },

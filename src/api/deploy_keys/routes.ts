@@ -35,7 +35,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
   // Managing a project's deploy keys is GitLab's admin_project (maintainers and up).
   const manage = { project: 'admin_project', signedIn: true } as const;
 
-  app.get('/api/v4/deploy_keys', route({
+  app.get('/api/v4/deploy_keys', route({ matrix: 'admin',
     access: admin,
     paginated: true,
     schema: { querystring: DeployKeyListQuery, response: { 200: Type.Array(DeployKeyWithProjectsSchema) } },
@@ -46,7 +46,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
     return rows.map((r) => presentDeployKeyWithProjects(ctx(), r.key, r.projects));
   });
 
-  app.post('/api/v4/deploy_keys', route({
+  app.post('/api/v4/deploy_keys', route({ matrix: 'admin',
     access: admin,
     schema: { body: CreateDeployKeyBody, response: { 201: DeployKeySchema } },
   }), async (request, reply) => {
@@ -63,7 +63,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
 
   app.get(
     '/api/v4/projects/:id/deploy_keys',
-    route({
+    route({ matrix: 'maintainer',
       access: manage,
       paginated: true,
       schema: { params: IdParams, querystring: DeployKeyListQuery, response: { 200: Type.Array(DeployKeysProjectSchema) } },
@@ -77,7 +77,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
     },
   );
 
-  app.get('/api/v4/projects/:id/deploy_keys/:key_id', route({
+  app.get('/api/v4/projects/:id/deploy_keys/:key_id', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: ProjectKeyParams, response: { 200: DeployKeysProjectSchema } },
   }), async (request) => {
@@ -89,7 +89,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
 
   app.post(
     '/api/v4/projects/:id/deploy_keys',
-    route({
+    route({ matrix: 'maintainer',
       access: manage,
       schema: { params: IdParams, body: CreateProjectDeployKeyBody, response: { 201: DeployKeysProjectSchema } },
     }),
@@ -109,7 +109,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
 
   app.put(
     '/api/v4/projects/:id/deploy_keys/:key_id',
-    route({
+    route({ matrix: 'maintainer',
       access: manage,
       schema: { params: ProjectKeyParams, body: UpdateProjectDeployKeyBody, response: { 200: DeployKeysProjectSchema } },
     }),
@@ -134,7 +134,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
     },
   );
 
-  app.post('/api/v4/projects/:id/deploy_keys/:key_id/enable', route({
+  app.post('/api/v4/projects/:id/deploy_keys/:key_id/enable', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: ProjectKeyParams, response: { 201: DeployKeySchema } },
   }), async (request, reply) => {
@@ -145,7 +145,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentDeployKey(ctx(), key));
   });
 
-  app.delete('/api/v4/projects/:id/deploy_keys/:key_id', route({
+  app.delete('/api/v4/projects/:id/deploy_keys/:key_id', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: ProjectKeyParams, response: { 204: NoContent } },
   }), async (request, reply) => {

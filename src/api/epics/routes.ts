@@ -113,7 +113,7 @@ export default async function epicRoutes(fastify: FastifyInstance) {
     return { access, epic };
   };
 
-  app.get(base, route({
+  app.get(base, route({ matrix: 'read',
     access: { group: 'read_epic' },
     paginated: true,
     schema: { params: IdParams, querystring: ListQuery, response: { 200: Type.Array(EpicSchema) } },
@@ -139,7 +139,7 @@ export default async function epicRoutes(fastify: FastifyInstance) {
     return present(request, rows, q.with_labels_details);
   });
 
-  app.get(`${base}/:epic_iid`, route({
+  app.get(`${base}/:epic_iid`, route({ matrix: 'read',
     access: { group: 'read_epic' },
     schema: { params: EpicParamsSchema, response: { 200: EpicSchema } },
   }), async (request) => {
@@ -147,7 +147,7 @@ export default async function epicRoutes(fastify: FastifyInstance) {
     return (await present(request, [epic]))[0];
   });
 
-  app.post(base, route({
+  app.post(base, route({ matrix: 'reporter',
     access: { group: 'create_epic', signedIn: true },
     schema: { params: IdParams, body: CreateBody, response: { 201: EpicSchema } },
   }), async (request, reply) => {
@@ -156,7 +156,7 @@ export default async function epicRoutes(fastify: FastifyInstance) {
     return reply.code(201).send((await present(request, [epic]))[0]);
   });
 
-  app.put(`${base}/:epic_iid`, route({
+  app.put(`${base}/:epic_iid`, route({ matrix: 'reporter',
     access: { group: 'admin_epic', signedIn: true },
     schema: { params: EpicParamsSchema, body: UpdateBody, response: { 200: EpicSchema } },
   }), async (request) => {
@@ -165,7 +165,7 @@ export default async function epicRoutes(fastify: FastifyInstance) {
     return (await present(request, [updated]))[0];
   });
 
-  app.delete(`${base}/:epic_iid`, route({
+  app.delete(`${base}/:epic_iid`, route({ matrix: 'owner',
     access: { group: 'destroy_epic', signedIn: true },
     schema: { params: EpicParamsSchema, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -183,7 +183,7 @@ export default async function epicRoutes(fastify: FastifyInstance) {
     return epic;
   };
 
-  app.get(`${base}/:epic_id/resource_label_events`, route({
+  app.get(`${base}/:epic_id/resource_label_events`, route({ matrix: 'read',
     access: { group: 'read_epic' },
     paginated: true,
     schema: { params: EventsParams, response: { 200: Type.Array(ResourceLabelEventSchema) } },
@@ -195,7 +195,7 @@ export default async function epicRoutes(fastify: FastifyInstance) {
     return rows.map((r) => presentResourceLabelEvent(ctxOf(request), r));
   });
 
-  app.get(`${base}/:epic_id/resource_label_events/:resource_label_event_id`, route({
+  app.get(`${base}/:epic_id/resource_label_events/:resource_label_event_id`, route({ matrix: 'read',
     access: { group: 'read_epic' },
     schema: { params: Type.Object({ id: Type.String(), epic_id: RowId, resource_label_event_id: RowId }), response: { 200: ResourceLabelEventSchema } },
   }), async (request) => {

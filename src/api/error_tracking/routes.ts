@@ -80,7 +80,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
 
   // ---- settings ---------------------------------------------------------------------------------
 
-  app.get('/api/v4/projects/:id/error_tracking/settings', route({
+  app.get('/api/v4/projects/:id/error_tracking/settings', route({ matrix: { is: 'maintainer', cells: { maintainer: 404, owner: 404, admin: 404 } },
     access: manage,
     schema: { params: IdParams, response: { 200: ErrorTrackingSettingSchema } },
   }), async (request) => {
@@ -99,7 +99,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
   // PATCH (the spec's): active required, integrated optional. Cairn's tracker is the integrated
   // one, so a project without settings gets them here rather than a 404 (GitLab needs a Sentry
   // project configured in its UI first; Cairn has no such step).
-  app.patch('/api/v4/projects/:id/error_tracking/settings', route({
+  app.patch('/api/v4/projects/:id/error_tracking/settings', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: IdParams, body: SettingBody(false), response: { 200: ErrorTrackingSettingSchema } },
   }), async (request) => {
@@ -108,7 +108,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
   });
 
   // PUT (GitLab 15.10): both required; creates or updates.
-  app.put('/api/v4/projects/:id/error_tracking/settings', route({
+  app.put('/api/v4/projects/:id/error_tracking/settings', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: IdParams, body: SettingBody(true), response: { 200: ErrorTrackingSettingSchema } },
   }), async (request) => {
@@ -118,7 +118,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
 
   // ---- client keys ------------------------------------------------------------------------------
 
-  app.get('/api/v4/projects/:id/error_tracking/client_keys', route({
+  app.get('/api/v4/projects/:id/error_tracking/client_keys', route({ matrix: 'maintainer',
     access: manage,
     paginated: true,
     schema: { params: IdParams, response: { 200: Type.Array(ErrorTrackingClientKeySchema) } },
@@ -130,7 +130,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
     return items.map((k) => presentClientKey(externalUrl, k));
   });
 
-  app.post('/api/v4/projects/:id/error_tracking/client_keys', route({
+  app.post('/api/v4/projects/:id/error_tracking/client_keys', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: IdParams, response: { 201: ErrorTrackingClientKeySchema } },
   }), async (request, reply) => {
@@ -139,7 +139,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
   });
 
   // GitLab answers the deleted key.
-  app.delete('/api/v4/projects/:id/error_tracking/client_keys/:key_id', route({
+  app.delete('/api/v4/projects/:id/error_tracking/client_keys/:key_id', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: KeyParams, response: { 200: ErrorTrackingClientKeySchema } },
   }), async (request) => {
@@ -151,7 +151,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
 
   const ctx = { baseUrl: externalUrl };
 
-  app.get('/api/v4/projects/:id/error_tracking/errors', route({
+  app.get('/api/v4/projects/:id/error_tracking/errors', route({ matrix: 'reporter',
     access: { project: 'read_sentry_issue', signedIn: true },
     paginated: true,
     schema: {
@@ -180,7 +180,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
     return items.map((e) => presentTrackedError(web, e));
   });
 
-  app.get('/api/v4/projects/:id/error_tracking/errors/:error_id', route({
+  app.get('/api/v4/projects/:id/error_tracking/errors/:error_id', route({ matrix: { is: 'reporter', cells: { reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
     access: { project: 'read_sentry_issue', signedIn: true },
     schema: { params: ErrorParams, response: { 200: TrackedErrorDetailSchema } },
   }), async (request) => {
@@ -189,7 +189,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
     return presentTrackedErrorDetail(projectWebUrl(ctx as any, project as any), error, await latestEvent(cairn, error.id));
   });
 
-  app.put('/api/v4/projects/:id/error_tracking/errors/:error_id', route({
+  app.put('/api/v4/projects/:id/error_tracking/errors/:error_id', route({ matrix: 'reporter',
     access: { project: 'update_sentry_issue', signedIn: true },
     schema: { params: ErrorParams, body: Type.Object({ status: ErrorStatus }), response: { 200: TrackedErrorSchema } },
   }), async (request) => {
@@ -215,7 +215,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
       if (!gate.ok) throw gate.status === 401 ? unauthorized() : notFound(gate.what);
     }
 
-    const envelope = route({
+    const envelope = route({ matrix: { own: 404 },
       access,
       config,
       schema: { params: CollectorParams, response: { 204: NoContent } },
@@ -239,7 +239,7 @@ export default async function errorTrackingRoutes(fastify: FastifyInstance) {
     collector.post('/api/v4/error_tracking/collector/api/:id/envelope', envelope, envelopeHandler);
     collector.post('/api/v4/error_tracking/collector/api/:id/envelope/', envelope, envelopeHandler);
 
-    const store = route({
+    const store = route({ matrix: { own: 404 },
       access,
       config,
       schema: { params: CollectorParams, response: { 200: Type.Object({ id: Type.Union([Type.String(), Type.Null()]) }) } },

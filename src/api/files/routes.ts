@@ -64,7 +64,7 @@ export default async function fileRoutes(fastify: FastifyInstance) {
    */
   const write = { project: 'download_code', writesRepository: true } as const;
 
-  app.get(base, route({
+  app.get(base, route({ matrix: 'readCode',
     access: read,
     schema: { params: FileParams, querystring: Type.Object({ ref: Type.String() }), response: { 200: RepositoryFileSchema } },
   }), async (request, reply) => {
@@ -75,7 +75,7 @@ export default async function fileRoutes(fastify: FastifyInstance) {
     return presentFile(file);
   });
 
-  app.get(`${base}/raw`, route({
+  app.get(`${base}/raw`, route({ matrix: 'readCode',
     access: read,
     schema: {
       params: FileParams,
@@ -93,7 +93,7 @@ export default async function fileRoutes(fastify: FastifyInstance) {
     return reply.type(rawContentType(file.content)).send(file.content);
   });
 
-  app.get(`${base}/blame`, route({
+  app.get(`${base}/blame`, route({ matrix: 'readCode',
     access: read,
     schema: {
       params: FileParams,
@@ -149,19 +149,19 @@ export default async function fileRoutes(fastify: FastifyInstance) {
 
   // File content (possibly base64) needs more room than an ordinary body.
   const bodyLimit = contentBodyLimit(cairn.config);
-  app.post(base, route({
+  app.post(base, route({ matrix: 'readCode',
     access: write,
     bodyLimit,
     schema: { params: FileParams, body: CreateBody, response: { 201: FileWriteSchema } },
   }), async (request, reply) => {
     return reply.code(201).send(await commitFile(request, request.params, 'create', request.body));
   });
-  app.put(base, route({
+  app.put(base, route({ matrix: 'readCode',
     access: write,
     bodyLimit,
     schema: { params: FileParams, body: UpdateBody, response: { 200: FileWriteSchema } },
   }), async (request) => commitFile(request, request.params, 'update', request.body));
-  app.delete(base, route({
+  app.delete(base, route({ matrix: 'readCode',
     access: write,
     schema: { params: FileParams, querystring: DeleteQuery, response: { 204: NoContent } },
   }), async (request, reply) => {

@@ -42,7 +42,7 @@ export default async function forkRoutes(fastify: FastifyInstance) {
   const cairn = app.cairn;
   const db = cairn.db;
 
-  app.post('/api/v4/projects/:id/fork', route({
+  app.post('/api/v4/projects/:id/fork', route({ matrix: 'readCode',
     access: { project: 'fork_project', signedIn: true },
     schema: { params: IdParams, body: ForkBody, response: { 201: ProjectSchema } },
   }), async (request, reply) => {
@@ -56,7 +56,7 @@ export default async function forkRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderProject(request, (await findProjectRow(db, fork.id))!, 'full'));
   });
 
-  app.get('/api/v4/projects/:id/forks', route({
+  app.get('/api/v4/projects/:id/forks', route({ matrix: 'read',
     access: { project: 'read_project' },
     paginated: true,
     schema: { params: IdParams, querystring: ProjectListQuery, response: { 200: ProjectListSchema } },
@@ -65,7 +65,7 @@ export default async function forkRoutes(fastify: FastifyInstance) {
     return sendProjectList(request, reply, { ...projectFilters(request), forkedFromProjectId: project.id }, request.query.simple);
   });
 
-  app.post('/api/v4/projects/:id/fork/:forked_from_id', route({
+  app.post('/api/v4/projects/:id/fork/:forked_from_id', route({ matrix: 'owner',
     access: { project: 'link_forked_project', signedIn: true },
     schema: { params: LinkParams, response: { 201: ProjectSchema } },
   }), async (request, reply) => {
@@ -77,7 +77,7 @@ export default async function forkRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderProject(request, (await findProjectRow(db, project.id))!, 'full'));
   });
 
-  app.delete('/api/v4/projects/:id/fork', route({
+  app.delete('/api/v4/projects/:id/fork', route({ matrix: 'owner',
     access: { project: 'remove_fork_project', signedIn: true },
     schema: { params: IdParams, response: { 204: NoContent, 304: NoContent } },
   }), async (request, reply) => {

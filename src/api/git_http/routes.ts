@@ -23,7 +23,7 @@ import type { Snippet } from '../../db/schema/snippets.js';
 import { checkGitAccess, checkSnippetGitAccess, GIT_MESSAGES, type GitCredential } from '../../policies/git_access.js';
 import { snippetAccessFor } from '../../policies/snippets.js';
 import { acquireWriteLease, releaseWriteLease } from '../../services/repository_writes.js';
-import { recordPush } from '../../services/post_receive.js';
+import { endRefJournal, journalRefUpdates, recordPush } from '../../services/post_receive.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { checkRefUpdates } from '../../services/push_rules.js';
 import { checkSnippetRefUpdates, recordSnippetPush, snippetRepoPath } from '../../services/snippets.js';
@@ -76,7 +76,13 @@ function header(request: FastifyRequest, name: string): string | undefined {
 const SNIPPET_PATH = /^(?:(.+)\/)?snippets\/(\d{1,10})$/;
 
 /** Authenticates the client and checks its access to the project (or snippet) for `service`. */
-async function authorizeGit(request: FastifyRequest, service: GitService): Promise<GitRequestContext> {
+/**
+ * `pushRpc`: the receive-pack POST itself. A repository that turned read-only since the ref
+ * advertisement (a storage move began) is not refused here with a bare HTTP 403 (git would only
+ * print "RPC failed"): receivePack refuses every update in the push report instead, with the
+ * read-only message, when it cannot take a write lease.
+ */
+async function authorizeGit(request: FastifyRequest, service: GitService, pushRpc = false): Promise<GitRequestContext> {
   const cairn = request.server.cairn;
   const cred = await authenticateGitClient(cairn, header(request, 'authorization'), request.ip);
   const fullPath = projectPathOf(request);
@@ -88,8 +94,8 @@ async function authorizeGit(request: FastifyRequest, service: GitService): Promi
     fullPath.includes('/') && !fullPath.split('/').includes('') && !(snippetPath && snippetPath[1] === undefined)
       ? await loadProjectForUser(cairn, userId, fullPath)
       : undefined;
-  if (!project && snippetPath) return authorizeSnippetGit(request, cred, snippetPath[1] ?? null, Number(snippetPath[2]), service);
-  const decision = checkGitAccess(project, cred, service, project?.callerAccessLevel ?? 0);
+  if (!project && snippetPath) return authorizeSnippetGit(request, cred, snippetPath[1] ?? null, Number(snippetPath[2]), service, pushRpc);
+  const decision = checkGitAccess(project && pushRpc ? { ...project, repository_read_only: false } : project, cred, service, project?.callerAccessLevel ?? 0);
   if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
   return {
     target: { kind: 'project', project: project! },
@@ -101,7 +107,7 @@ async function authorizeGit(request: FastifyRequest, service: GitService): Promi
 }
 
 /** The snippet of a snippet repository path, for the caller: its project (if any) must be the one in the path. */
-async function authorizeSnippetGit(request: FastifyRequest, cred: GitCredential | null, projectPath: string | null, id: number, service: GitService): Promise<GitRequestContext> {
+async function authorizeSnippetGit(request: FastifyRequest, cred: GitCredential | null, projectPath: string | null, id: number, service: GitService, pushRpc: boolean): Promise<GitRequestContext> {
   const cairn = request.server.cairn;
   const user = cred?.user ?? null;
   let snippet = id <= 2147483647 ? await cairn.db.selectFrom('snippets').selectAll().where('id', '=', id).executeTakeFirst() : undefined;
@@ -110,7 +116,7 @@ async function authorizeSnippetGit(request: FastifyRequest, cred: GitCredential 
     const inPlace = projectPath === null ? snippet.project_id === null : !!access.project && access.project.id === snippet.project_id && projectPathMatches(access.project, projectPath);
     if (!inPlace) snippet = undefined;
   }
-  const decision = checkSnippetGitAccess(snippet, access?.subject ?? null, cred, service);
+  const decision = checkSnippetGitAccess(snippet && pushRpc ? { ...snippet, repository_read_only: false } : snippet, access?.subject ?? null, cred, service);
   if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
   return {
     target: { kind: 'snippet', snippet: snippet! },
@@ -264,7 +270,7 @@ async function uploadPack(request: FastifyRequest, reply: FastifyReply) {
 
 async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   const cairn = request.server.cairn;
-  const ctx = await authorizeGit(request, 'git-receive-pack');
+  const ctx = await authorizeGit(request, 'git-receive-pack', true);
   const input = requestBody(request, 'git-receive-pack');
   let head: Awaited<ReturnType<typeof readReceivePackHead>>;
   try {
@@ -316,8 +322,11 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   }
 
   const noForce = decision.noForceRefs;
+  // Journalled before receive-pack may move a ref: a crash before the push is recorded replays it.
+  let journal: number | null = null;
   let proc: Awaited<ReturnType<typeof startService>>;
   try {
+    if (moved.kind === 'project') journal = await journalRefUpdates(cairn, moved.project.id, user.id, head.updates, head.pushOptions);
     proc = await startService({
     gitDir,
     service: 'git-receive-pack',
@@ -326,6 +335,7 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
     hookEnv: noForce.length ? { CAIRN_NO_FORCE_REFS: noForce.join('\n') } : undefined,
     });
   } catch (err) {
+    if (journal !== null) await endRefJournal(cairn, journal).catch(() => {});
     await release();
     throw err;
   }
@@ -344,6 +354,7 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
     } catch (err) {
       request.log.error({ err, target: targetId(target) }, 'recording a push failed');
     } finally {
+      if (journal !== null) await endRefJournal(cairn, journal).catch(() => {});
       await release();
     }
   });
@@ -363,7 +374,7 @@ export default async function gitHttpRoutes(app: FastifyInstance) {
   const credential = 'git credential (HTTP Basic: token or password) with';
   const download: Access = { custom: `${credential} download rights on the project of the path (policies/git_access.ts)` };
   const push: Access = { custom: `${credential} push rights on the project of the path (policies/git_access.ts); each ref update by the push rules (services/push_rules.ts)` };
-  const advertisement = route({
+  const advertisement = route({ matrix: 'git:read',
     access: { custom: `${credential} the rights of ?service: download for git-upload-pack, push for git-receive-pack (policies/git_access.ts)` },
     config,
     schema: {
@@ -372,8 +383,8 @@ export default async function gitHttpRoutes(app: FastifyInstance) {
       },
     },
   });
-  const fetchPack = route({ access: download, config, schema: { response: { 200: RawBody('application/x-git-upload-pack-result') } } });
-  const receive = route({ access: push, config, schema: { response: { 200: RawBody('application/x-git-receive-pack-result') } } });
+  const fetchPack = route({ matrix: 'git:read',  access: download, config, schema: { response: { 200: RawBody('application/x-git-upload-pack-result') } } });
+  const receive = route({ matrix: 'git:write',  access: push, config, schema: { response: { 200: RawBody('application/x-git-receive-pack-result') } } });
   for (let n = 2; n <= MAX_PATH_SEGMENTS; n++) {
     const prefix = '/' + Array.from({ length: n }, (_, i) => `:p${i}`).join('/');
     app.get(`${prefix}/info/refs`, advertisement, gitRoute(infoRefs));

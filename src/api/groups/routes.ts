@@ -118,7 +118,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
   const db = app.cairn.db;
 
   // The list routes answer from the page cache (sendCachedPage): their JSON is sent as rendered.
-  app.get('/api/v4/groups', route({
+  app.get('/api/v4/groups', route({ matrix: 'public',
     access: { public: true },
     paginated: true,
     schema: { querystring: GroupListQuery, response: { 200: Type.Array(GroupSchema) } },
@@ -126,7 +126,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return sendGroupList(request, reply, groupFilters(request));
   });
 
-  app.post('/api/v4/groups', route({
+  app.post('/api/v4/groups', route({ matrix: 'signedIn',
     access: { custom: 'create_subgroup on parent_id (a top-level group: the user\'s can_create_group, checked by the service)', signedIn: true },
     schema: { body: GroupCreateBody, response: { 201: GroupDetailSchema } },
   }), async (request, reply) => {
@@ -141,7 +141,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderGroupDetail(request, group, AccessLevel.OWNER, false));
   });
 
-  app.get('/api/v4/groups/:id', route({
+  app.get('/api/v4/groups/:id', route({ matrix: 'read',
     access: { group: 'read_group' },
     schema: {
       params: IdParams,
@@ -153,7 +153,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return renderGroupDetail(request, group, accessLevel, request.query.with_projects ?? true);
   });
 
-  app.put('/api/v4/groups/:id', route({
+  app.put('/api/v4/groups/:id', route({ matrix: 'owner',
     access: { group: 'admin_group', signedIn: true },
     schema: { params: IdParams, body: GroupBody, response: { 200: GroupDetailWithProjectsSchema } },
   }), async (request) => {
@@ -162,7 +162,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return renderGroupDetail(request, updated, accessLevel, true);
   });
 
-  app.delete('/api/v4/groups/:id', route({
+  app.delete('/api/v4/groups/:id', route({ matrix: 'owner',
     access: { group: 'admin_group', signedIn: true },
     schema: { params: IdParams, response: { 202: AcceptedSchema } },
   }), async (request, reply) => {
@@ -170,7 +170,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return reply.code(202).send({ message: '202 Accepted' });
   });
 
-  app.get('/api/v4/groups/:id/subgroups', route({
+  app.get('/api/v4/groups/:id/subgroups', route({ matrix: 'read',
     access: { group: 'read_group' },
     paginated: true,
     schema: { params: IdParams, querystring: GroupListQuery, response: { 200: Type.Array(GroupSchema) } },
@@ -179,7 +179,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return sendGroupList(request, reply, { ...groupFilters(request), topLevelOnly: false, parentId: group.id });
   });
 
-  app.get('/api/v4/groups/:id/descendant_groups', route({
+  app.get('/api/v4/groups/:id/descendant_groups', route({ matrix: 'read',
     access: { group: 'read_group' },
     paginated: true,
     schema: { params: IdParams, querystring: GroupListQuery, response: { 200: Type.Array(GroupSchema) } },
@@ -188,7 +188,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return sendGroupList(request, reply, { ...groupFilters(request), topLevelOnly: false, descendantsOf: group.id });
   });
 
-  app.get('/api/v4/groups/:id/projects', route({
+  app.get('/api/v4/groups/:id/projects', route({ matrix: 'read',
     access: { group: 'read_group' },
     paginated: true,
     schema: { params: IdParams, querystring: ProjectListQuery, response: { 200: GroupProjectsSchema } },
@@ -202,7 +202,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return sendGroupProjects(request, reply, filters);
   });
 
-  app.get('/api/v4/groups/:id/projects/shared', route({
+  app.get('/api/v4/groups/:id/projects/shared', route({ matrix: 'read',
     access: { group: 'read_group' },
     paginated: true,
     schema: { params: IdParams, querystring: ProjectListQuery, response: { 200: GroupProjectsSchema } },
@@ -211,7 +211,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return sendGroupProjects(request, reply, { ...projectFilters(request), sharedWithGroupId: group.id });
   });
 
-  app.post('/api/v4/groups/:id/transfer', route({
+  app.post('/api/v4/groups/:id/transfer', route({ matrix: 'owner',
     access: { group: 'admin_group', signedIn: true },
     schema: { params: IdParams, body: GroupTransferBody, response: { 201: GroupDetailSchema } },
   }), async (request, reply) => {
@@ -227,7 +227,7 @@ export default async function groupRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderGroupDetail(request, moved, accessLevel, false));
   });
 
-  app.post('/api/v4/groups/:id/projects/:project_id', route({
+  app.post('/api/v4/groups/:id/projects/:project_id', route({ matrix: 'admin',
     access: { admin: true },
     schema: { params: Type.Object({ id: Type.String(), project_id: Type.String() }), response: { 201: GroupDetailWithProjectsSchema } },
   }), async (request, reply) => {

@@ -175,7 +175,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
 
   // ---- lists
 
-  app.get('/api/v4/issues', route({
+  app.get('/api/v4/issues', route({ matrix: 'signedIn',
     access: { custom: 'signed in; anonymous callers only with scope=all (public issues), as GitLab' },
     paginated: true,
     schema: { querystring: IssueListQuery, response: { 200: Type.Array(IssueSchema) } },
@@ -184,7 +184,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return sendList(request, reply, issueFilters(request.query, { global: true }), request.query, null);
   });
 
-  app.get(base, route({
+  app.get(base, route({ matrix: 'read',
     access: { project: 'read_issue' },
     paginated: true,
     schema: { params: IdParams, querystring: IssueListQuery, response: { 200: Type.Array(IssueSchema) } },
@@ -193,7 +193,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return sendList(request, reply, { ...issueFilters(request.query, { project: true }), ...projectFilters(access) }, request.query, { projectId: access.project.id, namespaceId: access.project.namespace_id });
   });
 
-  app.get('/api/v4/groups/:id/issues', route({
+  app.get('/api/v4/groups/:id/issues', route({ matrix: 'read',
     access: { group: 'read_group' },
     paginated: true,
     schema: { params: IdParams, querystring: IssueListQuery, response: { 200: Type.Array(IssueSchema) } },
@@ -204,7 +204,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
 
   // ---- one issue
 
-  app.get(`${base}/:issue_iid`, route({
+  app.get(`${base}/:issue_iid`, route({ matrix: 'read',
     access: { project: 'read_issue' },
     schema: { params: IidParams, querystring: SingleQuery, response: { 200: IssueSingleSchema } },
   }), async (request) => {
@@ -212,7 +212,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return renderSingle(request, found, { labelDetails: request.query.with_labels_details });
   });
 
-  app.get('/api/v4/issues/:id', route({
+  app.get('/api/v4/issues/:id', route({ matrix: 'admin',
     access: { admin: true },
     schema: { params: Type.Object({ id: RowId }), response: { 200: IssueSingleSchema } },
   }), async (request) => {
@@ -221,7 +221,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return renderSingle(request, { issue, assigneeIds: await issueAssigneeIds(db(), issue.id) }, { from: null });
   });
 
-  app.post(base, route({
+  app.post(base, route({ matrix: 'contribute',
     access: { project: 'create_issue', signedIn: true },
     schema: { params: IdParams, body: CreateBody, response: { 201: IssueSingleSchema } },
   }), async (request, reply) => {
@@ -230,7 +230,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderSingle(request, { issue, assigneeIds: await issueAssigneeIds(db(), issue.id) }));
   });
 
-  app.put(`${base}/:issue_iid`, route({
+  app.put(`${base}/:issue_iid`, route({ matrix: 'read',
     access: { project: 'read_issue', signedIn: true },
     schema: { params: IidParams, body: UpdateBody, response: { 200: IssueSingleSchema } },
   }), async (request) => {
@@ -241,7 +241,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return renderSingle(request, { issue: updated, assigneeIds: await issueAssigneeIds(db(), updated.id) });
   });
 
-  app.delete(`${base}/:issue_iid`, route({
+  app.delete(`${base}/:issue_iid`, route({ matrix: 'owner',
     access: { project: 'read_issue', signedIn: true },
     schema: { params: IidParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -252,7 +252,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
   });
 
   for (const [action, subscribed] of [['subscribe', true], ['unsubscribe', false]] as const) {
-    app.post(`${base}/:issue_iid/${action}`, route({
+    app.post(`${base}/:issue_iid/${action}`, route({ matrix: 'read',
       access: { project: 'read_issue', signedIn: true },
       schema: { params: IidParams, response: { 201: IssueSingleSchema, 304: NoContent } },
     }), async (request, reply) => {
@@ -268,7 +268,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
 
   // ---- label events
 
-  app.get(`${base}/:issue_iid/resource_label_events`, route({
+  app.get(`${base}/:issue_iid/resource_label_events`, route({ matrix: 'read',
     access: { project: 'read_issue' },
     paginated: true,
     schema: { params: IidParams, response: { 200: Type.Array(ResourceLabelEventSchema) } },
@@ -281,7 +281,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return rows.map((r) => presentResourceLabelEvent(ctx, r));
   });
 
-  app.get(`${base}/:issue_iid/resource_label_events/:resource_label_event_id`, route({
+  app.get(`${base}/:issue_iid/resource_label_events/:resource_label_event_id`, route({ matrix: 'read',
     access: { project: 'read_issue' },
     schema: { params: Type.Object({ id: Type.String(), issue_iid: RowId, resource_label_event_id: RowId }), response: { 200: ResourceLabelEventSchema } },
   }), async (request) => {
@@ -301,7 +301,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return rows.map((r) => presentMergeRequest(ctx, r, extras.get(r.id)!));
   }
 
-  app.get(`${base}/:issue_iid/closed_by`, route({
+  app.get(`${base}/:issue_iid/closed_by`, route({ matrix: 'read',
     access: { project: 'read_issue' },
     paginated: true,
     schema: { params: IidParams, response: { 200: Type.Array(MergeRequestSchema) } },
@@ -323,7 +323,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return presentMergeRequests(request, rows);
   });
 
-  app.get('/api/v4/projects/:id/merge_requests/:merge_request_iid/closes_issues', route({
+  app.get('/api/v4/projects/:id/merge_requests/:merge_request_iid/closes_issues', route({ matrix: 'readCode',
     access: { project: 'read_merge_request', signedIn: true },
     paginated: true,
     schema: { params: Type.Object({ id: Type.String(), merge_request_iid: RowId }), response: { 200: Type.Array(IssueBasicSchema) } },
@@ -345,7 +345,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
 
   // ---- milestones' issues and merge requests
 
-  app.get('/api/v4/projects/:id/milestones/:milestone_id/issues', route({
+  app.get('/api/v4/projects/:id/milestones/:milestone_id/issues', route({ matrix: 'read',
     access: { project: 'read_milestone' },
     paginated: true,
     schema: { params: MilestoneParams, response: { 200: Type.Array(IssueBasicSchema) } },
@@ -357,7 +357,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return sendList(request, reply, { ...projectFilters(access), milestoneRowId: milestone.id, state: 'all' }, {}, { projectId: access.project.id, namespaceId: access.project.namespace_id }, true);
   });
 
-  app.get('/api/v4/groups/:id/milestones/:milestone_id/issues', route({
+  app.get('/api/v4/groups/:id/milestones/:milestone_id/issues', route({ matrix: 'read',
     access: { group: 'read_milestone' },
     paginated: true,
     schema: { params: MilestoneParams, response: { 200: Type.Array(IssueBasicSchema) } },
@@ -368,7 +368,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return sendList(request, reply, { milestoneRowId: milestone.id, state: 'all', namespaceIds: await subtreeOf(group.id) }, {}, { namespaceId: group.id }, true);
   });
 
-  app.get('/api/v4/projects/:id/milestones/:milestone_id/merge_requests', route({
+  app.get('/api/v4/projects/:id/milestones/:milestone_id/merge_requests', route({ matrix: 'read',
     access: { project: 'read_milestone' },
     paginated: true,
     schema: { params: MilestoneParams, response: { 200: Type.Array(MergeRequestSchema) } },
@@ -383,7 +383,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     return presentMergeRequests(request, rows as MergeRequest[]);
   });
 
-  app.get('/api/v4/groups/:id/milestones/:milestone_id/merge_requests', route({
+  app.get('/api/v4/groups/:id/milestones/:milestone_id/merge_requests', route({ matrix: 'read',
     access: { group: 'read_milestone' },
     paginated: true,
     schema: { params: MilestoneParams, response: { 200: Type.Array(MergeRequestSchema) } },

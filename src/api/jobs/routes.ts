@@ -60,7 +60,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return ids;
   }
 
-  app.get('/api/v4/projects/:id/jobs', route({
+  app.get('/api/v4/projects/:id/jobs', route({ matrix: 'read',
     access: { project: 'read_build' },
     paginated: true,
     schema: { params: IdParams, querystring: Type.Object({ scope: Scope }), response: { 200: Type.Array(JobSchema) } },
@@ -78,7 +78,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return render(request, project, rows);
   });
 
-  app.get('/api/v4/projects/:id/pipelines/:pipeline_id/jobs', route({
+  app.get('/api/v4/projects/:id/pipelines/:pipeline_id/jobs', route({ matrix: 'read',
     access: { project: 'read_build' },
     paginated: true,
     schema: {
@@ -102,7 +102,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return render(request, project, rows);
   });
 
-  app.get('/api/v4/projects/:id/pipelines/:pipeline_id/bridges', route({
+  app.get('/api/v4/projects/:id/pipelines/:pipeline_id/bridges', route({ matrix: 'read',
     access: { project: 'read_build' },
     paginated: true,
     schema: { params: PipelineParams, querystring: Type.Object({ scope: Scope }), response: { 200: Type.Array(BridgeSchema) } },
@@ -123,7 +123,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return rows.map((b) => presentBridge(ctxOf(request), project, b, extras));
   });
 
-  app.get('/api/v4/projects/:id/jobs/:job_id', route({
+  app.get('/api/v4/projects/:id/jobs/:job_id', route({ matrix: 'read',
     access: { project: 'read_build' },
     schema: { params: JobParams, response: { 200: JobSchema } },
   }), async (request) => {
@@ -131,7 +131,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return (await render(request, project, [await findJob(project.id, request.params.job_id)]))[0];
   });
 
-  app.get('/api/v4/projects/:id/jobs/:job_id/trace', route({
+  app.get('/api/v4/projects/:id/jobs/:job_id/trace', route({ matrix: 'read',
     access: { project: 'read_build' },
     schema: { params: JobParams, response: { 200: RawBody('text/plain') } },
   }), async (request, reply) => {
@@ -142,7 +142,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return reply.type('text/plain; charset=utf-8').send(trace);
   });
 
-  app.post('/api/v4/projects/:id/jobs/:job_id/cancel', route({
+  app.post('/api/v4/projects/:id/jobs/:job_id/cancel', route({ matrix: 'developer',
     access: { project: 'update_build', signedIn: true },
     schema: { params: JobParams, response: { 201: JobSchema } },
   }), async (request, reply) => {
@@ -152,7 +152,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return reply.code(201).send((await render(request, project, [after]))[0]);
   });
 
-  app.post('/api/v4/projects/:id/jobs/:job_id/retry', route({
+  app.post('/api/v4/projects/:id/jobs/:job_id/retry', route({ matrix: { is: 'developer', fresh: ['job_id'] },
     access: { project: 'update_build', signedIn: true },
     schema: { params: JobParams, response: { 201: JobSchema } },
   }), async (request, reply) => {
@@ -166,7 +166,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return reply.code(201).send((await render(request, project, [retried]))[0]);
   });
 
-  app.post('/api/v4/projects/:id/jobs/:job_id/play', route({
+  app.post('/api/v4/projects/:id/jobs/:job_id/play', route({ matrix: 'developer',
     access: { project: 'update_build', signedIn: true },
     schema: {
       params: JobParams,
@@ -190,7 +190,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     return (await render(request, project, [played]))[0];
   });
 
-  app.post('/api/v4/projects/:id/jobs/:job_id/erase', route({
+  app.post('/api/v4/projects/:id/jobs/:job_id/erase', route({ matrix: { is: 'maintainer', fresh: ['job_id'] },
     access: { project: 'update_build', signedIn: true },
     schema: { params: JobParams, response: { 201: JobSchema } },
   }), async (request, reply) => {

@@ -72,7 +72,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
   }
 
   // The caller's own keys.
-  app.get('/api/v4/user/keys', route({
+  app.get('/api/v4/user/keys', route({ matrix: 'signedIn',
     access: signedIn,
     paginated: true,
     config: readUser,
@@ -85,7 +85,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     return rows.map((k) => presentSshKey(ctx(), k, user));
   });
 
-  app.get('/api/v4/user/keys/:key_id', route({
+  app.get('/api/v4/user/keys/:key_id', route({ matrix: 'signedIn',
     access: signedIn,
     config: readUser,
     schema: { params: KeyIdParams, response: { 200: SshKeySchema } },
@@ -96,7 +96,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     return presentSshKey(ctx(), key, user);
   });
 
-  app.post('/api/v4/user/keys', route({
+  app.post('/api/v4/user/keys', route({ matrix: 'signedIn',
     access: signedIn,
     schema: { body: CreateKeyBody, response: { 201: SshKeySchema } },
   }), async (request, reply) => {
@@ -104,7 +104,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await createKey(user, request.body));
   });
 
-  app.delete('/api/v4/user/keys/:key_id', route({
+  app.delete('/api/v4/user/keys/:key_id', route({ matrix: 'signedIn',
     access: signedIn,
     schema: { params: KeyIdParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -116,7 +116,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
   });
 
   // Anyone's public keys, by id or username (GitLab serves these without authentication).
-  app.get('/api/v4/users/:user_id/keys', route({
+  app.get('/api/v4/users/:user_id/keys', route({ matrix: 'public',
     access: { public: true },
     paginated: true,
     config: readUser,
@@ -129,7 +129,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     return rows.map((k) => presentSshKey(ctx(), k, user));
   });
 
-  app.get('/api/v4/users/:user_id/keys/:key_id', route({
+  app.get('/api/v4/users/:user_id/keys/:key_id', route({ matrix: 'public',
     access: { public: true },
     config: readUser,
     schema: { params: UserKeyParams, response: { 200: SshKeySchema } },
@@ -140,7 +140,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     return presentSshKey(ctx(), key, user);
   });
 
-  app.post('/api/v4/users/:user_id/keys', route({
+  app.post('/api/v4/users/:user_id/keys', route({ matrix: 'admin',
     access: admin,
     schema: { params: UserIdParams, body: CreateKeyBody, response: { 201: SshKeySchema } },
   }), async (request, reply) => {
@@ -149,7 +149,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await createKey(user, request.body));
   });
 
-  app.delete('/api/v4/users/:user_id/keys/:key_id', route({
+  app.delete('/api/v4/users/:user_id/keys/:key_id', route({ matrix: 'admin',
     access: admin,
     schema: { params: UserIdKeyParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -162,7 +162,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
   });
 
   // Key lookup for administrators (e.g. an SSH front end resolving a presented key).
-  app.get('/api/v4/keys/:id', route({
+  app.get('/api/v4/keys/:id', route({ matrix: 'admin',
     access: admin,
     schema: { params: RowIdParams, response: { 200: SshKeyWithUserSchema } },
   }), async (request) => {
@@ -172,7 +172,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     return presentSshKeyWithUser(ctx(), key, owner);
   });
 
-  app.get('/api/v4/keys', route({
+  app.get('/api/v4/keys', route({ matrix: 'admin',
     access: admin,
     // A deploy key also says where it is used.
     schema: { querystring: FingerprintQuery, response: { 200: Type.Union([SshKeyWithUserSchema, DeployKeyWithUserSchema]) } },

@@ -180,7 +180,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
   // ------------------------------------------------------------------------------------------
   // Project labels
 
-  app.get('/api/v4/projects/:id/labels', route({
+  app.get('/api/v4/projects/:id/labels', route({ matrix: 'read',
     access: readProject,
     paginated: true,
     schema: { params: IdParams, querystring: ProjectListQuery, response: { 200: Type.Array(ProjectLabelSchema) } },
@@ -193,7 +193,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return presentProjectLabels(request, project, rows, q.with_counts ?? false);
   });
 
-  app.get('/api/v4/projects/:id/labels/:label_id', route({
+  app.get('/api/v4/projects/:id/labels/:label_id', route({ matrix: 'read',
     access: readProject,
     schema: { params: LabelParams, querystring: Type.Object({ include_ancestor_groups: Type.Optional(Type.Boolean()) }), response: { 200: ProjectLabelSchema } },
   }), async (request) => {
@@ -202,7 +202,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return (await presentProjectLabels(request, project, [label]))[0];
   });
 
-  app.post('/api/v4/projects/:id/labels', route({
+  app.post('/api/v4/projects/:id/labels', route({ matrix: 'reporter',
     access: manageProject,
     schema: { params: IdParams, body: ProjectCreateBody, response: { 201: ProjectLabelSchema } },
   }), async (request, reply) => {
@@ -212,7 +212,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderProjectLabel(request, project, label.id));
   });
 
-  app.put('/api/v4/projects/:id/labels/:label_id', route({
+  app.put('/api/v4/projects/:id/labels/:label_id', route({ matrix: 'reporter',
     access: manageProject,
     schema: { params: LabelParams, body: ProjectUpdateBody, response: { 200: ProjectLabelSchema } },
   }), async (request) => {
@@ -221,7 +221,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
   });
 
   /** Deprecated since GitLab 12.4 (the label in the body); kept for older clients. */
-  app.put('/api/v4/projects/:id/labels', route({
+  app.put('/api/v4/projects/:id/labels', route({ matrix: 'reporter',
     access: manageProject,
     schema: { params: IdParams, body: Type.Object({ ...ProjectUpdateBody.properties, ...LegacyTarget }), response: { 200: ProjectLabelSchema } },
   }), async (request) => {
@@ -230,18 +230,18 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return updateProjectLabel(request, key, request.body);
   });
 
-  app.delete('/api/v4/projects/:id/labels/:label_id', route({
+  app.delete('/api/v4/projects/:id/labels/:label_id', route({ matrix: 'reporter',
     access: manageProject,
     schema: { params: LabelParams, response: { 204: NoContent } },
   }), async (request, reply) => deleteProjectLabel(request, reply, request.params.label_id));
 
   /** Deprecated since GitLab 12.4 (the label in the query or body); kept for older clients. */
-  app.delete('/api/v4/projects/:id/labels', route({
+  app.delete('/api/v4/projects/:id/labels', route({ matrix: 'reporter',
     access: manageProject,
     schema: { params: IdParams, querystring: Type.Object(LegacyTarget), response: { 204: NoContent } },
   }), async (request, reply) => deleteProjectLabel(request, reply, legacyLabelKey(request.query)));
 
-  app.put('/api/v4/projects/:id/labels/:label_id/promote', route({
+  app.put('/api/v4/projects/:id/labels/:label_id/promote', route({ matrix: 'reporter',
     // The project is read here; the group's label managers promote (checked below, as GitLab does).
     access: readProject,
     schema: { params: LabelParams, response: { 200: GroupLabelSchema } },
@@ -255,7 +255,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return (await presentGroupLabels(request, [promoted]))[0];
   });
 
-  app.post('/api/v4/projects/:id/labels/:label_id/subscribe', route({
+  app.post('/api/v4/projects/:id/labels/:label_id/subscribe', route({ matrix: 'read',
     access: readProject,
     schema: { params: LabelParams, response: { 201: ProjectLabelSchema } },
   }), async (request, reply) => {
@@ -265,7 +265,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return reply.code(201).send((await presentProjectLabels(request, project, [label]))[0]);
   });
 
-  app.post('/api/v4/projects/:id/labels/:label_id/unsubscribe', route({
+  app.post('/api/v4/projects/:id/labels/:label_id/unsubscribe', route({ matrix: 'read',
     access: readProject,
     schema: { params: LabelParams, response: { 201: ProjectLabelSchema } },
   }), async (request, reply) => {
@@ -284,7 +284,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     onlyGroupLabels: q.only_group_labels ?? true,
   });
 
-  app.get('/api/v4/groups/:id/labels', route({
+  app.get('/api/v4/groups/:id/labels', route({ matrix: 'read',
     access: readGroup,
     paginated: true,
     schema: { params: IdParams, querystring: GroupListQuery, response: { 200: Type.Array(GroupLabelSchema) } },
@@ -297,7 +297,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return presentGroupLabels(request, rows, q.with_counts ?? false);
   });
 
-  app.get('/api/v4/groups/:id/labels/:label_id', route({
+  app.get('/api/v4/groups/:id/labels/:label_id', route({ matrix: 'read',
     access: readGroup,
     schema: { params: LabelParams, querystring: Type.Object(GroupScopeQuery), response: { 200: GroupLabelSchema } },
   }), async (request) => {
@@ -306,7 +306,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return (await presentGroupLabels(request, [label]))[0];
   });
 
-  app.post('/api/v4/groups/:id/labels', route({
+  app.post('/api/v4/groups/:id/labels', route({ matrix: 'reporter',
     access: manageGroup,
     schema: { params: IdParams, body: CreateBody, response: { 201: GroupLabelSchema } },
   }), async (request, reply) => {
@@ -316,7 +316,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return reply.code(201).send((await presentGroupLabels(request, [label]))[0]);
   });
 
-  app.put('/api/v4/groups/:id/labels/:label_id', route({
+  app.put('/api/v4/groups/:id/labels/:label_id', route({ matrix: 'reporter',
     access: manageGroup,
     schema: { params: LabelParams, body: GroupUpdateBody, response: { 200: GroupLabelSchema } },
   }), async (request) => {
@@ -325,7 +325,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
   });
 
   /** Deprecated since GitLab 12.4 (the label in the body); kept for older clients. */
-  app.put('/api/v4/groups/:id/labels', route({
+  app.put('/api/v4/groups/:id/labels', route({ matrix: 'reporter',
     access: manageGroup,
     schema: { params: IdParams, body: Type.Object({ ...UpdateFields, ...LegacyTarget }), response: { 200: GroupLabelSchema } },
   }), async (request) => {
@@ -334,7 +334,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return updateGroupLabel(request, key, request.body);
   });
 
-  app.delete('/api/v4/groups/:id/labels/:label_id', route({
+  app.delete('/api/v4/groups/:id/labels/:label_id', route({ matrix: 'reporter',
     access: manageGroup,
     schema: { params: LabelParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -344,7 +344,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
   });
 
   /** Deprecated since GitLab 12.4 (`name` in the query or body); kept for older clients. */
-  app.delete('/api/v4/groups/:id/labels', route({
+  app.delete('/api/v4/groups/:id/labels', route({ matrix: 'reporter',
     access: manageGroup,
     schema: { params: IdParams, querystring: Type.Object({ name: Type.Optional(Type.String()) }), response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -354,7 +354,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  app.post('/api/v4/groups/:id/labels/:label_id/subscribe', route({
+  app.post('/api/v4/groups/:id/labels/:label_id/subscribe', route({ matrix: 'read',
     access: readGroup,
     schema: { params: LabelParams, response: { 201: GroupLabelSchema } },
   }), async (request, reply) => {
@@ -364,7 +364,7 @@ export default async function labelRoutes(fastify: FastifyInstance) {
     return reply.code(201).send((await presentGroupLabels(request, [label]))[0]);
   });
 
-  app.post('/api/v4/groups/:id/labels/:label_id/unsubscribe', route({
+  app.post('/api/v4/groups/:id/labels/:label_id/unsubscribe', route({ matrix: 'read',
     access: readGroup,
     schema: { params: LabelParams, response: { 201: GroupLabelSchema } },
   }), async (request, reply) => {

@@ -22,7 +22,7 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
     const base = `/api/v4/${kind}/:id/access_requests`;
     const manage = sourceAccess(kind, 'admin_project_member', 'admin_group_member');
 
-    app.get(base, route({
+    app.get(base, route({ matrix: kind === 'projects' ? 'maintainer' : 'owner',
       access: manage,
       paginated: true,
       schema: { params: IdParams, response: { 200: Type.Array(AccessRequesterSchema) } },
@@ -35,6 +35,8 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
     });
 
     app.post(base, route({
+      // Who is not a member yet asks (a private source is 404 to them); members 403.
+      matrix: { is: 'signedIn', cells: { external: 404, nonmember: 404, guest: 403, reporter: 403, developer: 403, maintainer: 403, owner: 403, admin: 403 } },
       access: sourceAccess(kind, 'request_access', 'request_access'),
       schema: { params: IdParams, response: { 201: AccessRequesterSchema } },
     }), async (request, reply) => {
@@ -49,7 +51,7 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
       return presentAccessRequester(presentContext(request), await memberViewOf(db(), row));
     });
 
-    app.put(`${base}/:user_id/approve`, route({
+    app.put(`${base}/:user_id/approve`, route({ matrix: { is: kind === 'projects' ? 'maintainer' : 'owner', fresh: ['user_id'] },
       access: manage,
       schema: { params: MemberParams, body: AccessRequestApproveBody, response: { 201: MemberSchema } },
     }), async (request, reply) => {
@@ -66,7 +68,7 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
     });
 
     // The requester may withdraw their own request; the request is looked up first (404 before 403).
-    app.delete(`${base}/:user_id`, route({
+    app.delete(`${base}/:user_id`, route({ matrix: kind === 'projects' ? { is: 'maintainer', cells: { guest: 404, reporter: 404, developer: 404 } } : { is: 'owner', cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404 } },
       access: { custom: `${kind === 'projects' ? 'admin_project_member' : 'admin_group_member'}, or the requester themselves`, signedIn: true },
       schema: { params: MemberParams, response: { 204: NoContent } },
     }), async (request, reply) => {

@@ -85,7 +85,7 @@ export default async function memberRoutes(fastify: FastifyInstance) {
 
     // Direct members, and with /all the inherited and invited ones too.
     for (const [suffix, deep] of [['', false], ['/all', true]] as const) {
-      app.get(`${base}${suffix}`, route({
+      app.get(`${base}${suffix}`, route({ matrix: 'read',
         access: read,
         paginated: true,
         schema: { params: IdParams, querystring: MemberListQuery, response: { 200: Type.Array(MemberSchema) } },
@@ -108,7 +108,7 @@ export default async function memberRoutes(fastify: FastifyInstance) {
         });
       });
 
-      app.get(`${base}${suffix}/:user_id`, route({
+      app.get(`${base}${suffix}/:user_id`, route({ matrix: 'read',
         access: read,
         schema: { params: MemberParams, querystring: MemberQuery, response: { 200: MemberSchema } },
       }), async (request) => {
@@ -121,7 +121,7 @@ export default async function memberRoutes(fastify: FastifyInstance) {
       });
     }
 
-    app.post(base, route({
+    app.post(base, route({ matrix: kind === 'projects' ? 'maintainer' : 'owner',
       access: manage,
       schema: { params: IdParams, body: MemberCreateBody, response: { 201: Type.Union([MemberSchema, MembersAddedSchema]) } },
     }), async (request, reply) => {
@@ -166,7 +166,7 @@ export default async function memberRoutes(fastify: FastifyInstance) {
       return present(request, row);
     });
 
-    app.put(`${base}/:user_id`, route({
+    app.put(`${base}/:user_id`, route({ matrix: kind === 'projects' ? 'maintainer' : 'owner',
       access: manage,
       schema: { params: MemberParams, body: MemberUpdateBody, response: { 200: MemberSchema } },
     }), async (request) => {
@@ -184,7 +184,7 @@ export default async function memberRoutes(fastify: FastifyInstance) {
 
     // A member may leave; removing someone else needs the ability. The membership is looked up
     // first (404 before 403), so the handler decides.
-    app.delete(`${base}/:user_id`, route({
+    app.delete(`${base}/:user_id`, route({ matrix: kind === 'projects' ? 'maintainer' : 'owner',
       access: { custom: `${manageAbility}, or the member themselves (leaving)`, signedIn: true },
       schema: { params: MemberParams, querystring: MemberDeleteQuery, response: { 204: NoContent } },
     }), async (request, reply) => {
@@ -239,7 +239,7 @@ export default async function memberRoutes(fastify: FastifyInstance) {
     app.route({
       method,
       url: '/api/v4/groups/:id/members/:user_id/override',
-      ...route({
+      ...route({ matrix: 'owner',
         // The membership is looked up first (404 before 403, as GitLab's find_member! does).
         access: { custom: 'admin_group_member, once the membership is found', signedIn: true },
         schema: { params: MemberParams, response: value ? { 201: MemberWithOverrideSchema } : { 200: MemberWithOverrideSchema } },
@@ -262,6 +262,8 @@ export default async function memberRoutes(fastify: FastifyInstance) {
   const approvalAccess = { custom: 'admin_group_member on a top-level group (400 otherwise)', signedIn: true } as const;
 
   app.put('/api/v4/groups/:id/members/:member_id/approve', route({
+    // member_id is a membership row; callers without admin_group_member get GitLab's 400.
+    matrix: { is: 'owner', fresh: ['member_id'], cells: { guest: 400, reporter: 400, developer: 400, maintainer: 400 } },
     access: approvalAccess,
     schema: { params: MemberIdParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -279,7 +281,7 @@ export default async function memberRoutes(fastify: FastifyInstance) {
     app.route({
       method,
       url: '/api/v4/groups/:id/members/approve_all',
-      ...route({ access: approvalAccess, schema: { params: IdParams, response: { 204: NoContent } } }),
+      ...route({ matrix: { is: 'owner', cells: { guest: 400, reporter: 400, developer: 400, maintainer: 400 } },  access: approvalAccess, schema: { params: IdParams, response: { 204: NoContent } } }),
       handler: async (request, reply) => {
         const { group, accessLevel, user } = await authorizeGroup(request, request.params.id);
         if (group.parent_id !== null || !can(user, 'admin_group_member', { group, accessLevel })) throw apiError(400, '400 Bad request');

@@ -17,7 +17,7 @@ export default async function sharingRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = () => app.cairn.db;
 
-  app.post('/api/v4/projects/:id/share', route({
+  app.post('/api/v4/projects/:id/share', route({ matrix: 'maintainer',
     access: { project: 'admin_project', signedIn: true },
     schema: { params: IdParams, body: ProjectShareBody, response: { 201: ProjectGroupLinkSchema } },
   }), async (request, reply) => {
@@ -29,7 +29,7 @@ export default async function sharingRoutes(fastify: FastifyInstance) {
     return presentProjectGroupLink(link);
   });
 
-  app.delete('/api/v4/projects/:id/share/:group_id', route({
+  app.delete('/api/v4/projects/:id/share/:group_id', route({ matrix: 'maintainer',
     access: { project: 'admin_project', signedIn: true },
     schema: { params: ShareParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -41,6 +41,8 @@ export default async function sharingRoutes(fastify: FastifyInstance) {
 
   // Both groups are looked up before the ability is checked (404 before 403, as GitLab does).
   app.post('/api/v4/groups/:id/share', route({
+    // The group shared with is looked up first: a private one the caller cannot see is 404 (GitLab's find_group!).
+    matrix: { is: 'owner', cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404 } },
     access: { custom: 'admin_group_member on :id, once both groups are found', signedIn: true },
     schema: { params: IdParams, body: GroupShareBody, response: { 201: GroupSharesSchema } },
   }), async (request, reply) => {
@@ -53,7 +55,7 @@ export default async function sharingRoutes(fastify: FastifyInstance) {
     return presentSharedGroup(presentContext(request), shared, await listGroupShares(db(), shared.id));
   });
 
-  app.delete('/api/v4/groups/:id/share/:group_id', route({
+  app.delete('/api/v4/groups/:id/share/:group_id', route({ matrix: 'owner',
     access: { group: 'admin_group', signedIn: true },
     schema: { params: ShareParams, response: { 204: NoContent } },
   }), async (request, reply) => {

@@ -238,13 +238,13 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   // The spec: every merge request call is authenticated.
   const read = { project: 'read_merge_request', signedIn: true } as const;
 
-  app.get('/api/v4/merge_requests', route({
+  app.get('/api/v4/merge_requests', route({ matrix: 'signedIn',
     access: { signedIn: true },
     paginated: true,
     schema: { querystring: MergeRequestListQuery, response: { 200: ListResponse } },
   }), async (request, reply) => sendList(request, reply, mergeRequestFilters(request.query, { global: true }), request.query));
 
-  app.get(base, route({
+  app.get(base, route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: { params: IdParams, querystring: MergeRequestListQuery, response: { 200: ListResponse } },
@@ -253,7 +253,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return sendList(request, reply, { ...mergeRequestFilters(request.query, { project: true }), projectId: project.id }, request.query);
   });
 
-  app.get('/api/v4/groups/:id/merge_requests', route({
+  app.get('/api/v4/groups/:id/merge_requests', route({ matrix: 'read',
     access: { group: 'read_group', signedIn: true },
     paginated: true,
     schema: { params: IdParams, querystring: MergeRequestListQuery, response: { 200: ListResponse } },
@@ -263,7 +263,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return sendList(request, reply, { ...mergeRequestFilters(request.query, {}), namespaceIds: subtree.map((n) => n.id) }, request.query);
   });
 
-  app.get(`${base}/:merge_request_iid`, route({
+  app.get(`${base}/:merge_request_iid`, route({ matrix: 'readCode',
     access: read,
     schema: { params: IidParams, querystring: SingleQuery, response: { 200: MergeRequestSingleSchema } },
   }), async (request) => {
@@ -271,7 +271,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return renderSingle(request, access, mr, request.query);
   });
 
-  app.post(base, route({
+  app.post(base, route({ matrix: 'readCode',
     access: { project: 'read_merge_request', signedIn: true },
     schema: { params: IdParams, body: CreateBody, response: { 201: MergeRequestSingleSchema } },
   }), async (request, reply) => {
@@ -291,7 +291,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderSingle(request, target, mr));
   });
 
-  app.put(`${base}/:merge_request_iid`, route({
+  app.put(`${base}/:merge_request_iid`, route({ matrix: 'developer',
     access: read,
     schema: { params: IidParams, body: UpdateBody, response: { 200: MergeRequestSingleSchema } },
   }), async (request) => {
@@ -301,7 +301,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return renderSingle(request, access, updated);
   });
 
-  app.delete(`${base}/:merge_request_iid`, route({
+  app.delete(`${base}/:merge_request_iid`, route({ matrix: 'owner',
     access: { project: 'destroy_merge_request', signedIn: true },
     schema: { params: IidParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -310,7 +310,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  app.get(`${base}/:merge_request_iid/commits`, route({
+  app.get(`${base}/:merge_request_iid/commits`, route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: { params: IidParams, response: { 200: Type.Array(CommitSchema) } },
@@ -326,7 +326,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return commits.map((c) => presentCommit(ctx, c));
   });
 
-  app.get(`${base}/:merge_request_iid/changes`, route({
+  app.get(`${base}/:merge_request_iid/changes`, route({ matrix: 'readCode',
     access: read,
     schema: {
       params: IidParams,
@@ -340,7 +340,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return { ...single, changes: diff.diffs.map(presentDiff), overflow: diff.overflow };
   });
 
-  app.get(`${base}/:merge_request_iid/diffs`, route({
+  app.get(`${base}/:merge_request_iid/diffs`, route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: { params: IidParams, querystring: Type.Object({ unidiff: Type.Optional(Type.Boolean()) }), response: { 200: Type.Array(DiffSchema) } },
@@ -351,7 +351,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   });
 
   for (const [action, subscribed] of [['subscribe', true], ['unsubscribe', false]] as const) {
-    app.post(`${base}/:merge_request_iid/${action}`, route({
+    app.post(`${base}/:merge_request_iid/${action}`, route({ matrix: 'readCode',
       access: read,
       schema: { params: IidParams, response: { 201: MergeRequestSingleSchema, 304: NoContent } },
     }), async (request, reply) => {
@@ -365,7 +365,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     });
   }
 
-  app.put(`${base}/:merge_request_iid/merge`, route({
+  app.put(`${base}/:merge_request_iid/merge`, route({ matrix: { is: 'developer', fresh: ['merge_request_iid'], cells: { reporter: 401 } },
     access: read,
     schema: {
       params: IidParams,
@@ -390,7 +390,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return renderSingle(request, access, merged);
   });
 
-  app.get(`${base}/:merge_request_iid/merge_ref`, route({
+  app.get(`${base}/:merge_request_iid/merge_ref`, route({ matrix: 'readCode',
     access: read,
     schema: { params: IidParams, response: { 200: Type.Object({ commit_id: Sha }, { additionalProperties: false }) } },
   }), async (request) => {
@@ -399,7 +399,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   });
 
   for (const path of ['cancel_merge_when_pipeline_succeeds', 'cancel_auto_merge']) {
-    app.post(`${base}/:merge_request_iid/${path}`, route({
+    app.post(`${base}/:merge_request_iid/${path}`, route({ matrix: { is: 'developer', cells: { reporter: 401 } },
       access: read,
       schema: { params: IidParams, response: { 201: MergeRequestSingleSchema } },
     }), async (request, reply) => {
@@ -410,7 +410,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   }
 
   // Label changes are their own records, not notes (GitLab's Resource label events API).
-  app.get(`${base}/:merge_request_iid/resource_label_events`, route({
+  app.get(`${base}/:merge_request_iid/resource_label_events`, route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: { params: IidParams, response: { 200: Type.Array(ResourceLabelEventSchema) } },
@@ -422,7 +422,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return rows.map((r) => presentResourceLabelEvent(ctxOf(request), r));
   });
 
-  app.get(`${base}/:merge_request_iid/resource_label_events/:resource_label_event_id`, route({
+  app.get(`${base}/:merge_request_iid/resource_label_events/:resource_label_event_id`, route({ matrix: 'readCode',
     access: read,
     schema: { params: Type.Object({ id: Type.String(), merge_request_iid: RowId, resource_label_event_id: RowId }), response: { 200: ResourceLabelEventSchema } },
   }), async (request) => {
@@ -433,7 +433,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return presentResourceLabelEvent(ctxOf(request), event);
   });
 
-  app.put(`${base}/:merge_request_iid/rebase`, route({
+  app.put(`${base}/:merge_request_iid/rebase`, route({ matrix: 'developer',
     access: read,
     schema: { params: IidParams, body: Type.Object({ skip_ci: Type.Optional(Type.Boolean()) }), response: { 202: Type.Object({ rebase_in_progress: Type.Boolean() }, { additionalProperties: false }) } },
   }), async (request, reply) => {
@@ -448,7 +448,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
       mayApprove: !!access.user && can(access.user, 'update_merge_request', access),
     });
 
-  app.get(`${base}/:merge_request_iid/approvals`, route({
+  app.get(`${base}/:merge_request_iid/approvals`, route({ matrix: 'readCode',
     access: read,
     schema: { params: IidParams, response: { 200: ApprovalStateSchema } },
   }), async (request) => {
@@ -456,7 +456,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return approvalsResponse(request, access, mr);
   });
 
-  app.post(`${base}/:merge_request_iid/approve`, route({
+  app.post(`${base}/:merge_request_iid/approve`, route({ matrix: { is: 'developer', fresh: ['merge_request_iid'], cells: { reporter: 401 } },
     access: read,
     schema: { params: IidParams, body: Type.Object({ sha: Type.Optional(Type.String()), approval_password: Type.Optional(Type.String()) }), response: { 201: ApprovalStateSchema } },
   }), async (request, reply) => {
@@ -465,7 +465,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await approvalsResponse(request, access, mr));
   });
 
-  app.post(`${base}/:merge_request_iid/unapprove`, route({
+  app.post(`${base}/:merge_request_iid/unapprove`, route({ matrix: { is: 'readCode', cells: { reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
     access: read,
     schema: { params: IidParams, response: { 201: ApprovalStateSchema } },
   }), async (request, reply) => {
@@ -475,7 +475,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   });
 
   // The merge request's pipelines (GitLab's all_pipelines): the source branch's at the merge request's commits, and its merge request pipelines.
-  app.get(`${base}/:merge_request_iid/pipelines`, route({
+  app.get(`${base}/:merge_request_iid/pipelines`, route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: { params: IidParams, response: { 200: Type.Array(PipelineBasicSchema) } },
@@ -511,7 +511,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   });
 
   // POST: a merge request pipeline (source merge_request_event) at the merge request's head, which becomes its head pipeline.
-  app.post(`${base}/:merge_request_iid/pipelines`, route({
+  app.post(`${base}/:merge_request_iid/pipelines`, route({ matrix: 'developer',
     access: read,
     schema: { params: IidParams, response: { 201: PipelineSchema } },
   }), async (request, reply) => {

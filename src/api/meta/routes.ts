@@ -11,15 +11,15 @@ const versionBody = () => ({
 });
 
 export default async function metaRoutes(app: FastifyInstance) {
-  const version = route({ access: { signedIn: true }, schema: { response: { 200: VersionSchema } } });
+  const version = route({ matrix: 'signedIn',  access: { signedIn: true }, schema: { response: { 200: VersionSchema } } });
   app.get('/api/v4/version', version, async () => versionBody());
   app.get('/api/v4/metadata', version, async () => versionBody());
 
   // Probes for load balancers and orchestrators: no credential is even looked at.
   const health = { access: { public: true }, config: { skipApiAuth: true } } as const;
-  app.get('/-/health', route({ ...health, schema: { response: { 200: RawBody('text/plain') } } }), async (_req, reply) => reply.type('text/plain').send('GitLab OK'));
-  app.get('/-/liveness', route({ ...health, schema: { response: { 200: LivenessSchema } } }), async () => ({ status: 'ok' }));
-  app.get('/-/readiness', route({ ...health, schema: { response: { 200: ReadinessSchema, 503: ReadinessSchema } } }), async (request, reply) => {
+  app.get('/-/health', route({ matrix: 'public',  ...health, schema: { response: { 200: RawBody('text/plain') } } }), async (_req, reply) => reply.type('text/plain').send('GitLab OK'));
+  app.get('/-/liveness', route({ matrix: 'public',  ...health, schema: { response: { 200: LivenessSchema } } }), async () => ({ status: 'ok' }));
+  app.get('/-/readiness', route({ matrix: 'public',  ...health, schema: { response: { 200: ReadinessSchema, 503: ReadinessSchema } } }), async (request, reply) => {
     try {
       await app.cairn.db.selectFrom('users').select('id').limit(1).execute();
       return { status: 'ok', master_check: [{ status: 'ok' }], db_check: [{ status: 'ok' }] };

@@ -138,7 +138,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
   // ------------------------------------------------------------------------------------------
   // Project milestones
 
-  app.get('/api/v4/projects/:id/milestones', route({
+  app.get('/api/v4/projects/:id/milestones', route({ matrix: 'read',
     access: readProject,
     paginated: true,
     schema: { params: IdParams, querystring: ProjectListQuery, response: { 200: Type.Array(MilestoneSchema) } },
@@ -148,7 +148,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
     return list(request, reply, projectMilestoneScope(project, includeAncestors), filters);
   });
 
-  app.get('/api/v4/projects/:id/milestones/:milestone_id', route({
+  app.get('/api/v4/projects/:id/milestones/:milestone_id', route({ matrix: 'read',
     access: readProject,
     schema: { params: MilestoneParams, response: { 200: ProjectMilestoneSchema } },
   }), async (request) => {
@@ -156,7 +156,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
     return present(request, [await milestoneOf({ projectId: project.id }, request.params.milestone_id)])[0];
   });
 
-  app.post('/api/v4/projects/:id/milestones', route({
+  app.post('/api/v4/projects/:id/milestones', route({ matrix: 'reporter',
     access: manageProject,
     schema: { params: IdParams, body: CreateBody, response: { 201: ProjectMilestoneSchema } },
   }), async (request, reply) => {
@@ -165,7 +165,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(present(request, [await reload({ projectId: created.project_id! }, created.id)])[0]);
   });
 
-  app.put('/api/v4/projects/:id/milestones/:milestone_id', route({
+  app.put('/api/v4/projects/:id/milestones/:milestone_id', route({ matrix: 'reporter',
     access: manageProject,
     schema: { params: MilestoneParams, body: UpdateBody, response: { 200: ProjectMilestoneSchema } },
   }), async (request) => {
@@ -177,7 +177,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
     return present(request, [await reload(where, milestone.id)])[0];
   });
 
-  app.delete('/api/v4/projects/:id/milestones/:milestone_id', route({
+  app.delete('/api/v4/projects/:id/milestones/:milestone_id', route({ matrix: 'reporter',
     access: manageProject,
     schema: { params: MilestoneParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -189,7 +189,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
   // ------------------------------------------------------------------------------------------
   // Group milestones
 
-  app.get('/api/v4/groups/:id/milestones', route({
+  app.get('/api/v4/groups/:id/milestones', route({ matrix: 'read',
     access: readGroup,
     paginated: true,
     schema: { params: IdParams, querystring: GroupListQuery, response: { 200: Type.Array(MilestoneSchema) } },
@@ -199,7 +199,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
     return list(request, reply, groupMilestoneScope(user, group, includeAncestors, request.query.include_descendants ?? false), filters);
   });
 
-  app.get('/api/v4/groups/:id/milestones/:milestone_id', route({
+  app.get('/api/v4/groups/:id/milestones/:milestone_id', route({ matrix: 'read',
     access: readGroup,
     schema: { params: MilestoneParams, response: { 200: GroupMilestoneSchema } },
   }), async (request) => {
@@ -207,7 +207,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
     return present(request, [await milestoneOf({ groupId: group.id }, request.params.milestone_id)])[0];
   });
 
-  app.post('/api/v4/groups/:id/milestones', route({
+  app.post('/api/v4/groups/:id/milestones', route({ matrix: 'reporter',
     access: manageGroup,
     schema: { params: IdParams, body: CreateBody, response: { 201: GroupMilestoneSchema } },
   }), async (request, reply) => {
@@ -216,7 +216,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(present(request, [await reload({ groupId: group.id }, created.id)])[0]);
   });
 
-  app.put('/api/v4/groups/:id/milestones/:milestone_id', route({
+  app.put('/api/v4/groups/:id/milestones/:milestone_id', route({ matrix: 'reporter',
     access: manageGroup,
     schema: { params: MilestoneParams, body: UpdateBody, response: { 200: GroupMilestoneSchema } },
   }), async (request) => {
@@ -228,7 +228,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
     return present(request, [await reload(where, milestone.id)])[0];
   });
 
-  app.delete('/api/v4/groups/:id/milestones/:milestone_id', route({
+  app.delete('/api/v4/groups/:id/milestones/:milestone_id', route({ matrix: 'reporter',
     access: manageGroup,
     schema: { params: MilestoneParams, response: { 204: NoContent } },
   }), async (request, reply) => {

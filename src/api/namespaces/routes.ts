@@ -25,7 +25,7 @@ export default async function namespaceRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = app.cairn.db;
 
-  app.get('/api/v4/namespaces', route({
+  app.get('/api/v4/namespaces', route({ matrix: 'signedIn',
     access: { signedIn: true },
     paginated: true,
     schema: { querystring: ListQuery, response: { 200: Type.Array(NamespaceSchema) } },
@@ -45,7 +45,7 @@ export default async function namespaceRoutes(fastify: FastifyInstance) {
     return rows.map((r) => presentNamespace(ctx, r, counts.get(r.id)!));
   });
 
-  app.get('/api/v4/namespaces/:id', route({
+  app.get('/api/v4/namespaces/:id', route({ matrix: 'guest',
     access: { custom: 'the owner of a personal namespace; read_namespace_via_membership on a group (404 otherwise)', signedIn: true },
     schema: { params: IdParams, response: { 200: NamespaceSchema } },
   }), async (request) => {
@@ -65,7 +65,7 @@ export default async function namespaceRoutes(fastify: FastifyInstance) {
     return presentNamespace(presentContext(request), ns, counts.get(ns.id)!);
   });
 
-  app.get('/api/v4/namespaces/:namespace/exists', route({
+  app.get('/api/v4/namespaces/:namespace/exists', route({ matrix: 'signedIn',
     access: { signedIn: true },
     schema: {
       params: Type.Object({ namespace: Type.String() }),

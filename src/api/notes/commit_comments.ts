@@ -30,7 +30,7 @@ export default async function commitCommentRoutes(fastify: FastifyInstance) {
   const ctx = { baseUrl: cairn.config.externalUrl };
   const base = '/api/v4/projects/:id/repository/commits/:sha/comments';
 
-  app.get(base, route({
+  app.get(base, route({ matrix: 'readCode',
     access: { project: commitNoteable.abilities.read },
     paginated: true,
     schema: { params: ShaParams, response: { 200: Type.Array(CommitNoteSchema) } },
@@ -43,7 +43,7 @@ export default async function commitCommentRoutes(fastify: FastifyInstance) {
     return notes.map((n) => presentCommitNote(ctx, n));
   });
 
-  app.post(base, route({
+  app.post(base, route({ matrix: 'readCode',
     // Readers of the commit get this far, so that an anonymous caller learns nothing of a
     // private project (404) and is asked to sign in on a public one (401); then create_commit_note.
     access: { project: 'read_commit_note' },

@@ -1,3 +1,4 @@
+import { contributePreset, readPreset } from '../permissions.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type, type Static, type TSchema } from 'typebox';
@@ -192,7 +193,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
 
   // ---- Discussions API
 
-  app.get(`${base}/discussions`, route({
+  app.get(`${base}/discussions`, route({ matrix: readPreset(kind.abilities.read),
     access: read,
     paginated: true,
     schema: { params: Params, response: { 200: Type.Array(DiscussionSchema) } },
@@ -207,7 +208,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return ids.filter((id) => byThread.get(id)!.length > 0).map((id) => presentDiscussion(ctx, byThread.get(id)!, loaded.form));
   });
 
-  app.get(`${base}/discussions/:discussion_id`, route({
+  app.get(`${base}/discussions/:discussion_id`, route({ matrix: readPreset(kind.abilities.read),
     access: read,
     schema: { params: ThreadParams, response: { 200: DiscussionSchema } },
   }), async (request) => {
@@ -215,7 +216,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return presentDiscussion(ctx, await threadOf(loaded, request.params.discussion_id as string), loaded.form);
   });
 
-  app.post(`${base}/discussions`, route({
+  app.post(`${base}/discussions`, route({ matrix: contributePreset(kind.abilities.read),
     access: create,
     schema: { params: Params, body: CreateThreadBody, response: { 201: DiscussionSchema } },
   }), async (request, reply) => {
@@ -238,7 +239,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
 
   if (kind.resolvable) {
     // Resolves or unresolves every note of a thread (GitLab's Discussion#can_resolve?: the noteable's author or the resolve ability).
-    app.put(`${base}/discussions/:discussion_id`, route({
+    app.put(`${base}/discussions/:discussion_id`, route({ matrix: 'readCode',
       access: change,
       schema: { params: ThreadParams, body: Type.Object({ resolved: Type.Boolean() }), response: { 200: DiscussionSchema } },
     }), async (request) => {
@@ -252,7 +253,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     });
   }
 
-  app.get(`${base}/discussions/:discussion_id/notes`, route({
+  app.get(`${base}/discussions/:discussion_id/notes`, route({ matrix: readPreset(kind.abilities.read),
     access: read,
     schema: { params: ThreadParams, response: { 200: Type.Array(NoteSchema) } },
   }), async (request) => {
@@ -261,7 +262,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return notes.map((n) => presentNote(ctx, n, loaded.form));
   });
 
-  app.post(`${base}/discussions/:discussion_id/notes`, route({
+  app.post(`${base}/discussions/:discussion_id/notes`, route({ matrix: contributePreset(kind.abilities.read),
     access: create,
     schema: { params: ThreadParams, body: ReplyBody, response: { 201: NoteSchema } },
   }), async (request, reply) => {
@@ -274,7 +275,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return reply.code(201).send(presentNote(ctx, note, loaded.form));
   });
 
-  app.get(`${base}/discussions/:discussion_id/notes/:note_id`, route({
+  app.get(`${base}/discussions/:discussion_id/notes/:note_id`, route({ matrix: readPreset(kind.abilities.read),
     access: read,
     schema: { params: ThreadNoteParams, response: { 200: NoteSchema } },
   }), async (request) => {
@@ -282,7 +283,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return presentNote(ctx, await noteOf(request, loaded, request.params.note_id as number, request.params.discussion_id as string), loaded.form);
   });
 
-  app.put(`${base}/discussions/:discussion_id/notes/:note_id`, route({
+  app.put(`${base}/discussions/:discussion_id/notes/:note_id`, route({ matrix: 'maintainer',
     access: change,
     schema: { params: ThreadNoteParams, body: EditThreadNoteBody, response: { 200: NoteSchema } },
   }), async (request) => {
@@ -305,7 +306,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return presentNote(ctx, await updateNoteBody(cairn, loaded.found.scope, note, text), loaded.form);
   });
 
-  app.delete(`${base}/discussions/:discussion_id/notes/:note_id`, route({
+  app.delete(`${base}/discussions/:discussion_id/notes/:note_id`, route({ matrix: 'maintainer',
     access: change,
     schema: { params: ThreadNoteParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -318,7 +319,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
 
   // ---- Notes API
 
-  app.get(`${base}/notes`, route({
+  app.get(`${base}/notes`, route({ matrix: readPreset(kind.abilities.read),
     access: read,
     paginated: true,
     schema: { params: Params, querystring: NotesQuery, response: { 200: Type.Array(NoteSchema) } },
@@ -336,7 +337,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return notes.map((n) => presentNote(ctx, n, loaded.form));
   });
 
-  app.get(`${base}/notes/:note_id`, route({
+  app.get(`${base}/notes/:note_id`, route({ matrix: readPreset(kind.abilities.read),
     access: read,
     schema: { params: NoteParams, response: { 200: NoteSchema } },
   }), async (request) => {
@@ -344,7 +345,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return presentNote(ctx, await noteOf(request, loaded, request.params.note_id as number), loaded.form);
   });
 
-  app.post(`${base}/notes`, route({
+  app.post(`${base}/notes`, route({ matrix: contributePreset(kind.abilities.read),
     access: create,
     schema: { params: Params, body: CreateNoteBody, response: { 201: NoteSchema } },
   }), async (request, reply) => {
@@ -358,7 +359,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return reply.code(201).send(presentNote(ctx, note, loaded.form));
   });
 
-  app.put(`${base}/notes/:note_id`, route({
+  app.put(`${base}/notes/:note_id`, route({ matrix: 'maintainer',
     access: change,
     schema: { params: NoteParams, body: EditNoteBody, response: { 200: NoteSchema } },
   }), async (request) => {
@@ -369,7 +370,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     return presentNote(ctx, await updateNoteBody(cairn, loaded.found.scope, note, text), loaded.form);
   });
 
-  app.delete(`${base}/notes/:note_id`, route({
+  app.delete(`${base}/notes/:note_id`, route({ matrix: 'maintainer',
     access: change,
     schema: { params: NoteParams, response: { 204: NoContent } },
   }), async (request, reply) => {

@@ -35,7 +35,7 @@ export default async function notificationSettingRoutes(fastify: FastifyInstance
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = () => app.cairn.db;
 
-  app.get('/api/v4/notification_settings', route({
+  app.get('/api/v4/notification_settings', route({ matrix: 'signedIn',
     access: { signedIn: true },
     schema: { response: { 200: GlobalNotificationSettingSchema } },
   }), async (request) => {
@@ -44,7 +44,7 @@ export default async function notificationSettingRoutes(fastify: FastifyInstance
     return presentGlobalNotificationSetting(setting, await notificationEmailOf(db(), user, setting.notification_email));
   });
 
-  app.put('/api/v4/notification_settings', route({
+  app.put('/api/v4/notification_settings', route({ matrix: 'signedIn',
     access: { signedIn: true },
     schema: { body: GlobalBody, response: { 200: GlobalNotificationSettingSchema } },
   }), async (request) => {
@@ -63,7 +63,7 @@ export default async function notificationSettingRoutes(fastify: FastifyInstance
     { kind: 'projects', access: { project: 'read_project', signedIn: true }, source: (r) => ({ type: 'Project', id: projectOf(r).project.id }) },
   ];
   for (const { kind, access, source } of sources) {
-    app.get(`/api/v4/${kind}/:id/notification_settings`, route({
+    app.get(`/api/v4/${kind}/:id/notification_settings`, route({ matrix: 'read',
       access,
       schema: { params: IdParams, response: { 200: NotificationSettingSchema } },
     }), async (request) => {
@@ -71,7 +71,7 @@ export default async function notificationSettingRoutes(fastify: FastifyInstance
       return presentNotificationSetting(await getNotificationSetting(db(), user.id, source(request)));
     });
 
-    app.put(`/api/v4/${kind}/:id/notification_settings`, route({
+    app.put(`/api/v4/${kind}/:id/notification_settings`, route({ matrix: 'read',
       access,
       schema: { params: IdParams, body: SourceBody, response: { 200: NotificationSettingSchema } },
     }), async (request) => {

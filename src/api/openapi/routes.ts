@@ -13,7 +13,7 @@ const OpenApiDocumentSchema = Type.Object({
 export default async function openApiRoutes(app: FastifyInstance) {
   // Built once, on first request: the routes are all registered by then and never change.
   let document: unknown;
-  app.get('/api/v4/openapi.json', route({
+  app.get('/api/v4/openapi.json', route({ matrix: 'public',
     access: { public: true },
     schema: { response: { 200: OpenApiDocumentSchema } },
   }), async () => {

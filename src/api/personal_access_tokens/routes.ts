@@ -84,7 +84,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
   const signedIn = { signedIn: true } as const;
   const admin = { admin: true } as const;
 
-  app.get('/api/v4/personal_access_tokens', route({
+  app.get('/api/v4/personal_access_tokens', route({ matrix: 'signedIn',
     access: signedIn,
     paginated: true,
     schema: { querystring: TokenListQuery, response: { 200: Type.Array(PersonalAccessTokenSchema) } },
@@ -121,7 +121,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
   });
 
   // Any token may read and revoke itself, whatever its scopes.
-  app.get('/api/v4/personal_access_tokens/self', route({
+  app.get('/api/v4/personal_access_tokens/self', route({ matrix: 'signedIn',
     access: signedIn,
     config: { allowScopes: 'any' },
     schema: { response: { 200: PersonalAccessTokenSchema } },
@@ -131,7 +131,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     return presentPersonalAccessToken(token);
   });
 
-  app.delete('/api/v4/personal_access_tokens/self', route({
+  app.delete('/api/v4/personal_access_tokens/self', route({ matrix: { is: 'signedIn', fresh: ['token'] },
     access: signedIn,
     config: { allowScopes: 'any' },
     schema: { response: { 204: NoContent } },
@@ -144,7 +144,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/personal_access_tokens/self/rotate',
-    route({
+    route({ matrix: { is: 'signedIn', fresh: ['token'] },
       access: signedIn,
       config: { allowScopes: ['self_rotate'] },
       schema: { body: RotateBody, response: { 200: PersonalAccessTokenWithTokenSchema } },
@@ -157,7 +157,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     },
   );
 
-  app.get('/api/v4/personal_access_tokens/:id', route({
+  app.get('/api/v4/personal_access_tokens/:id', route({ matrix: 'signedIn',
     access: signedIn,
     schema: { params: RowIdParams, response: { 200: PersonalAccessTokenSchema } },
   }), async (request) => {
@@ -170,7 +170,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/personal_access_tokens/:id/rotate',
-    route({
+    route({ matrix: { is: 'signedIn', fresh: ['id'] },
       access: signedIn,
       schema: { params: RowIdParams, body: RotateBody, response: { 200: PersonalAccessTokenWithTokenSchema } },
     }),
@@ -183,7 +183,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     },
   );
 
-  app.delete('/api/v4/personal_access_tokens/:id', route({
+  app.delete('/api/v4/personal_access_tokens/:id', route({ matrix: 'signedIn',
     access: signedIn,
     schema: { params: RowIdParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -197,7 +197,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/users/:user_id/personal_access_tokens',
-    route({
+    route({ matrix: 'admin',
       access: admin,
       schema: { params: UserIdParams, body: CreateTokenBody, response: { 201: PersonalAccessTokenWithTokenSchema } },
     }),
@@ -216,7 +216,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     },
   );
 
-  app.post('/api/v4/user/personal_access_tokens', route({
+  app.post('/api/v4/user/personal_access_tokens', route({ matrix: 'signedIn',
     access: signedIn,
     schema: { body: CreateTokenBody, response: { 201: PersonalAccessTokenWithTokenSchema } },
   }), async (request, reply) => {
@@ -236,7 +236,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
   // Impersonation tokens: administrators act as a user through them; the user never sees them.
   app.get(
     '/api/v4/users/:user_id/impersonation_tokens',
-    route({
+    route({ matrix: 'admin',
       access: admin,
       paginated: true,
       schema: { params: UserIdParams, querystring: ImpersonationListQuery, response: { 200: Type.Array(ImpersonationTokenSchema) } },
@@ -252,7 +252,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.post(
     '/api/v4/users/:user_id/impersonation_tokens',
-    route({
+    route({ matrix: 'admin',
       access: admin,
       schema: { params: UserIdParams, body: CreateImpersonationTokenBody, response: { 201: ImpersonationTokenWithTokenSchema } },
     }),
@@ -279,13 +279,13 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
 
   app.get(
     '/api/v4/users/:user_id/impersonation_tokens/:impersonation_token_id',
-    route({ access: admin, schema: { params: ImpersonationTokenParams, response: { 200: ImpersonationTokenSchema } } }),
+    route({ matrix: 'admin',  access: admin, schema: { params: ImpersonationTokenParams, response: { 200: ImpersonationTokenSchema } } }),
     async (request) => presentImpersonationToken(await findImpersonationToken(request, request.params.user_id, request.params.impersonation_token_id)),
   );
 
   app.delete(
     '/api/v4/users/:user_id/impersonation_tokens/:impersonation_token_id',
-    route({ access: admin, schema: { params: ImpersonationTokenParams, response: { 204: NoContent } } }),
+    route({ matrix: 'admin',  access: admin, schema: { params: ImpersonationTokenParams, response: { 204: NoContent } } }),
     async (request, reply) => {
       const token = await findImpersonationToken(request, request.params.user_id, request.params.impersonation_token_id);
       await revokeToken(db(), token.id);

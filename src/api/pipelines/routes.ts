@@ -68,7 +68,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return presentPipelineLoaded(cairn, ctxOf(request), project, p);
   }
 
-  app.get('/api/v4/projects/:id/pipelines', route({
+  app.get('/api/v4/projects/:id/pipelines', route({ matrix: 'read',
     access: { project: 'read_pipeline' },
     paginated: true,
     schema: { params: IdParams, querystring: ListQuery, response: { 200: Type.Array(PipelineBasicSchema) } },
@@ -117,7 +117,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return rows.map((p) => presentPipelineBasic(ctxOf(request), project, p as CiPipeline));
   });
 
-  app.get('/api/v4/projects/:id/pipelines/latest', route({
+  app.get('/api/v4/projects/:id/pipelines/latest', route({ matrix: 'read',
     access: { project: 'read_pipeline' },
     schema: { params: IdParams, querystring: Type.Object({ ref: Type.Optional(Type.String()) }), response: { 200: PipelineSchema } },
   }), async (request) => {
@@ -129,7 +129,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return render(request, project, p);
   });
 
-  app.get('/api/v4/projects/:id/pipelines/:pipeline_id', route({
+  app.get('/api/v4/projects/:id/pipelines/:pipeline_id', route({ matrix: 'read',
     access: { project: 'read_pipeline' },
     schema: { params: PipelineParams, response: { 200: PipelineSchema } },
   }), async (request) => {
@@ -137,7 +137,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return render(request, project, await findPipeline(project.id, request.params.pipeline_id));
   });
 
-  app.get('/api/v4/projects/:id/pipelines/:pipeline_id/variables', route({
+  app.get('/api/v4/projects/:id/pipelines/:pipeline_id/variables', route({ matrix: 'developer',
     access: { project: 'update_pipeline', signedIn: true },
     schema: { params: PipelineParams, response: { 200: Type.Array(PipelineVariableSchema) } },
   }), async (request) => {
@@ -147,7 +147,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return vars.map((v) => ({ key: v.key, value: decryptSecret(cairn.config, v.value_encrypted) ?? '', variable_type: v.variable_type }));
   });
 
-  app.post('/api/v4/projects/:id/pipeline', route({
+  app.post('/api/v4/projects/:id/pipeline', route({ matrix: 'developer',
     access: { project: 'create_pipeline', signedIn: true },
     schema: { params: IdParams, body: CreateBody, response: { 201: PipelineSchema } },
   }), async (request, reply) => {
@@ -174,7 +174,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await render(request, project, result.pipeline));
   });
 
-  app.post('/api/v4/projects/:id/pipelines/:pipeline_id/retry', route({
+  app.post('/api/v4/projects/:id/pipelines/:pipeline_id/retry', route({ matrix: 'developer',
     access: { project: 'update_pipeline', signedIn: true },
     schema: { params: PipelineParams, response: { 201: PipelineSchema } },
   }), async (request, reply) => {
@@ -184,7 +184,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await render(request, project, await findPipeline(project.id, p.id)));
   });
 
-  app.post('/api/v4/projects/:id/pipelines/:pipeline_id/cancel', route({
+  app.post('/api/v4/projects/:id/pipelines/:pipeline_id/cancel', route({ matrix: { is: 'developer', fresh: ['pipeline_id'] },
     access: { project: 'update_pipeline', signedIn: true },
     schema: { params: PipelineParams, response: { 200: PipelineSchema } },
   }), async (request) => {
@@ -194,7 +194,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return render(request, project, await findPipeline(project.id, p.id));
   });
 
-  app.delete('/api/v4/projects/:id/pipelines/:pipeline_id', route({
+  app.delete('/api/v4/projects/:id/pipelines/:pipeline_id', route({ matrix: 'owner',
     access: { project: 'destroy_pipeline', signedIn: true },
     schema: { params: PipelineParams, response: { 204: NoContent } },
   }), async (request, reply) => {

@@ -78,7 +78,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
   const db = app.cairn.db;
 
   // The list routes answer from the page cache (sendCachedPage): their JSON is sent as rendered.
-  app.get('/api/v4/projects', route({
+  app.get('/api/v4/projects', route({ matrix: 'public',
     access: { public: true },
     paginated: true,
     schema: { querystring: ProjectListQuery, response: { 200: ProjectListSchema } },
@@ -86,7 +86,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return sendProjectList(request, reply, projectFilters(request), request.query.simple);
   });
 
-  app.get('/api/v4/users/:user_id/projects', route({
+  app.get('/api/v4/users/:user_id/projects', route({ matrix: 'public',
     access: { public: true },
     paginated: true,
     schema: { params: UserParams, querystring: ProjectListQuery, response: { 200: ProjectListSchema } },
@@ -96,7 +96,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return sendProjectList(request, reply, { ...projectFilters(request), namespaceIds: ns ? [ns.id] : [] }, request.query.simple);
   });
 
-  app.get('/api/v4/users/:user_id/starred_projects', route({
+  app.get('/api/v4/users/:user_id/starred_projects', route({ matrix: 'public',
     access: { public: true },
     paginated: true,
     schema: { params: UserParams, querystring: ProjectListQuery, response: { 200: ProjectListSchema } },
@@ -105,7 +105,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return sendProjectList(request, reply, { ...projectFilters(request), starredBy: target.id }, request.query.simple);
   });
 
-  app.get('/api/v4/projects/:id', route({
+  app.get('/api/v4/projects/:id', route({ matrix: 'read',
     access: { project: 'read_project' },
     schema: { params: IdParams, response: { 200: Type.Union([ProjectWithAccessSchema, ProjectSchema]) } },
   }), async (request, reply) => {
@@ -115,7 +115,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return reply.type('application/json').send(json);
   });
 
-  app.post('/api/v4/projects', route({
+  app.post('/api/v4/projects', route({ matrix: 'signedIn',
     access: { custom: 'create_projects in the namespace (the service answers 400 "namespace is not valid")', signedIn: true },
     schema: { body: ProjectCreateBody, response: { 201: ProjectSchema } },
   }), async (request, reply) => {
@@ -131,7 +131,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderProject(request, row, 'full'));
   });
 
-  app.post('/api/v4/projects/user/:user_id', route({
+  app.post('/api/v4/projects/user/:user_id', route({ matrix: 'admin',
     access: { admin: true },
     schema: { params: UserParams, body: ProjectCreateBody, response: { 201: ProjectSchema } },
   }), async (request, reply) => {
@@ -147,7 +147,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await renderProject(request, row, 'full'));
   });
 
-  app.put('/api/v4/projects/:id', route({
+  app.put('/api/v4/projects/:id', route({ matrix: 'maintainer',
     access: { project: 'admin_project', signedIn: true },
     schema: { params: IdParams, body: ProjectUpdateBody, response: full },
   }), async (request) => {
@@ -156,7 +156,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return renderProject(request, (await findProjectRow(db, project.id))!, 'full');
   });
 
-  app.delete('/api/v4/projects/:id', route({
+  app.delete('/api/v4/projects/:id', route({ matrix: 'owner',
     access: { project: 'owner_project', signedIn: true },
     schema: { params: IdParams, response: { 202: AcceptedSchema } },
   }), async (request, reply) => {
@@ -164,7 +164,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return accepted(reply);
   });
 
-  app.put('/api/v4/projects/:id/transfer', route({
+  app.put('/api/v4/projects/:id/transfer', route({ matrix: 'owner',
     access: { project: 'owner_project', signedIn: true },
     schema: { params: IdParams, body: ProjectTransferBody, response: full },
   }), async (request) => {
@@ -178,7 +178,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
   });
 
   for (const [action, archived] of [['archive', true], ['unarchive', false]] as const) {
-    app.post(`/api/v4/projects/:id/${action}`, route({
+    app.post(`/api/v4/projects/:id/${action}`, route({ matrix: 'owner',
       access: { project: 'owner_project', signedIn: true },
       schema: { params: IdParams, response: { 201: ProjectSchema } },
     }), async (request, reply) => {
@@ -189,7 +189,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
   }
 
   // Runs now (a commit-graph write is quick); pushes also queue it in the background.
-  app.post('/api/v4/projects/:id/housekeeping', route({
+  app.post('/api/v4/projects/:id/housekeeping', route({ matrix: 'maintainer',
     access: { project: 'admin_project', signedIn: true },
     schema: { params: IdParams, body: ProjectHousekeepingBody, response: { 201: Type.Object({}, { additionalProperties: false }) } },
   }), async (request, reply) => {
@@ -199,7 +199,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
 
   // 304 when the project already is (or is not) starred.
   for (const [action, change] of [['star', starProject], ['unstar', unstarProject]] as const) {
-    app.post(`/api/v4/projects/:id/${action}`, route({
+    app.post(`/api/v4/projects/:id/${action}`, route({ matrix: 'read',
       access: { project: 'read_project', signedIn: true },
       schema: { params: IdParams, response: { 201: ProjectSchema, 304: NoContent } },
     }), async (request, reply) => {
@@ -209,7 +209,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     });
   }
 
-  app.get('/api/v4/projects/:id/starrers', route({
+  app.get('/api/v4/projects/:id/starrers', route({ matrix: 'read',
     access: { project: 'read_project' },
     paginated: true,
     schema: { params: IdParams, querystring: Type.Object({ search: Type.Optional(Type.String()) }), response: { 200: Type.Array(StarrerSchema) } },
@@ -222,7 +222,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     return rows.map((r) => ({ starred_since: iso(r.starredSince), user: presentUserBasic(ctx, r.user) }));
   });
 
-  app.get('/api/v4/projects/:id/users', route({
+  app.get('/api/v4/projects/:id/users', route({ matrix: 'read',
     access: { project: 'read_project' },
     paginated: true,
     schema: { params: IdParams, querystring: ProjectUsersQuery, response: { 200: Type.Array(UserBasicSchema) } },

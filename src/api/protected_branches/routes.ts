@@ -77,7 +77,7 @@ export default async function protectedBranchRoutes(fastify: FastifyInstance) {
   const manage = { project: 'admin_project' } as const;
   const manageChanges = { project: 'admin_project', signedIn: true } as const;
 
-  app.get('/api/v4/projects/:id/protected_branches', route({
+  app.get('/api/v4/projects/:id/protected_branches', route({ matrix: 'maintainer',
     access: manage,
     paginated: true,
     schema: { params: IdParams, querystring: Type.Object({ search: Type.Optional(Type.String()) }), response: { 200: Type.Array(ProtectedBranchSchema) } },
@@ -86,7 +86,7 @@ export default async function protectedBranchRoutes(fastify: FastifyInstance) {
     return present(paginateArray(request, reply, await listProtectedBranches(cairn, project.id, request.query.search)));
   });
 
-  app.get('/api/v4/projects/:id/protected_branches/:name', route({
+  app.get('/api/v4/projects/:id/protected_branches/:name', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: NameParams, response: { 200: ProtectedBranchSchema } },
   }), async (request) => {
@@ -94,7 +94,7 @@ export default async function protectedBranchRoutes(fastify: FastifyInstance) {
     return (await present([await findProtectedBranch(cairn, project.id, request.params.name)]))[0];
   });
 
-  app.post('/api/v4/projects/:id/protected_branches', route({
+  app.post('/api/v4/projects/:id/protected_branches', route({ matrix: 'maintainer',
     access: manageChanges,
     schema: { params: IdParams, response: { 201: ProtectedBranchSchema } },
   }), async (request, reply) => {
@@ -103,7 +103,7 @@ export default async function protectedBranchRoutes(fastify: FastifyInstance) {
     return reply.code(201).send((await present([created]))[0]);
   });
 
-  app.patch('/api/v4/projects/:id/protected_branches/:name', route({
+  app.patch('/api/v4/projects/:id/protected_branches/:name', route({ matrix: 'maintainer',
     access: manageChanges,
     schema: { params: NameParams, response: { 200: ProtectedBranchSchema } },
   }), async (request) => {
@@ -111,7 +111,7 @@ export default async function protectedBranchRoutes(fastify: FastifyInstance) {
     return (await present([await updateProtectedBranch(cairn, project.id, request.params.name, protectParams(allParams(request)))]))[0];
   });
 
-  app.delete('/api/v4/projects/:id/protected_branches/:name', route({
+  app.delete('/api/v4/projects/:id/protected_branches/:name', route({ matrix: 'maintainer',
     access: manageChanges,
     schema: { params: NameParams, response: { 204: NoContent } },
   }), async (request, reply) => {

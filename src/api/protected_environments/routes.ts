@@ -64,7 +64,7 @@ export default async function protectedEnvironmentRoutes(fastify: FastifyInstanc
   // GitLab: maintainers (admin_project) read and change protected environments.
   const manage = { project: 'admin_project', signedIn: true } as const;
 
-  app.get('/api/v4/projects/:id/protected_environments', route({
+  app.get('/api/v4/projects/:id/protected_environments', route({ matrix: 'maintainer',
     access: manage,
     paginated: true,
     schema: { params: IdParams, response: { 200: Type.Array(ProtectedEnvironmentSchema) } },
@@ -76,7 +76,7 @@ export default async function protectedEnvironmentRoutes(fastify: FastifyInstanc
     return present(items);
   });
 
-  app.get('/api/v4/projects/:id/protected_environments/:name', route({
+  app.get('/api/v4/projects/:id/protected_environments/:name', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: NameParams, response: { 200: ProtectedEnvironmentSchema } },
   }), async (request) => {
@@ -84,7 +84,7 @@ export default async function protectedEnvironmentRoutes(fastify: FastifyInstanc
     return (await present([await findProtectedEnvironment(cairn, project.id, request.params.name)]))[0];
   });
 
-  app.post('/api/v4/projects/:id/protected_environments', route({
+  app.post('/api/v4/projects/:id/protected_environments', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: IdParams, response: { 201: ProtectedEnvironmentSchema } },
   }), async (request, reply) => {
@@ -93,7 +93,7 @@ export default async function protectedEnvironmentRoutes(fastify: FastifyInstanc
     return reply.code(201).send((await present([created]))[0]);
   });
 
-  app.delete('/api/v4/projects/:id/protected_environments/:name', route({
+  app.delete('/api/v4/projects/:id/protected_environments/:name', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: NameParams, response: { 204: NoContent } },
   }), async (request, reply) => {

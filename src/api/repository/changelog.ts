@@ -66,7 +66,7 @@ export default async function changelogRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const cairn = app.cairn;
 
-  app.get('/api/v4/projects/:id/repository/changelog', route({
+  app.get('/api/v4/projects/:id/repository/changelog', route({ matrix: 'readCode',
     access: { project: 'download_code' },
     schema: { params: IdParams, querystring: GenerateQuery, response: { 200: ChangelogSchema } },
   }), async (request) => {
@@ -76,7 +76,7 @@ export default async function changelogRoutes(fastify: FastifyInstance) {
     return { notes: await changelogNotes(cairn, project, user, input) };
   });
 
-  app.post('/api/v4/projects/:id/repository/changelog', route({
+  app.post('/api/v4/projects/:id/repository/changelog', route({ matrix: 'readCode',
     access: { project: 'download_code' },
     schema: { params: IdParams, body: CommitBody, response: { 200: Type.Integer({ description: 'the status, as GitLab answers it' }) } },
   }), async (request, reply) => {

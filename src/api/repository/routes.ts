@@ -59,7 +59,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
   const cairn = app.cairn;
   const read = { project: 'download_code' } as const;
 
-  app.get('/api/v4/projects/:id/repository/tree', route({
+  app.get('/api/v4/projects/:id/repository/tree', route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: { params: IdParams, querystring: TreeQuery, response: { 200: Type.Array(TreeEntrySchema) } },
@@ -72,7 +72,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
     return paginateArrayWithKeyset(request, reply, entries, keysetTreePage).map(presentTreeEntry);
   });
 
-  app.get('/api/v4/projects/:id/repository/blobs/:sha', route({
+  app.get('/api/v4/projects/:id/repository/blobs/:sha', route({ matrix: 'readCode',
     access: read,
     schema: { params: ShaParams, response: { 200: BlobSchema } },
   }), async (request) => {
@@ -80,7 +80,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
     return presentBlob(await blobById(cairn, project, request.params.sha));
   });
 
-  app.get('/api/v4/projects/:id/repository/blobs/:sha/raw', route({
+  app.get('/api/v4/projects/:id/repository/blobs/:sha/raw', route({ matrix: 'readCode',
     access: read,
     schema: { params: ShaParams, response: { 200: RawBody('text/plain or application/octet-stream') } },
   }), async (request, reply) => {
@@ -113,16 +113,16 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
       })
       .send(stream);
   };
-  app.get('/api/v4/projects/:id/repository/archive', route({
+  app.get('/api/v4/projects/:id/repository/archive', route({ matrix: 'readCode',
     access: read,
     schema: { params: IdParams, querystring: ArchiveQuery, response: { 200: RawBody('application/octet-stream') } },
   }), (request, reply) => archive(request, reply, request.query, undefined));
-  app.get('/api/v4/projects/:id/repository/archive.:format', route({
+  app.get('/api/v4/projects/:id/repository/archive.:format', route({ matrix: 'readCode',
     access: read,
     schema: { params: ArchiveParams, querystring: ArchiveQuery, response: { 200: RawBody('application/octet-stream') } },
   }), (request, reply) => archive(request, reply, request.query, request.params.format));
 
-  app.get('/api/v4/projects/:id/repository/compare', route({
+  app.get('/api/v4/projects/:id/repository/compare', route({ matrix: 'readCode',
     access: read,
     schema: { params: IdParams, querystring: CompareQuery, response: { 200: CompareSchema } },
   }), async (request) => {
@@ -148,7 +148,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
     return presentComparison(result, linkContext(cairn, project));
   });
 
-  app.get('/api/v4/projects/:id/repository/contributors', route({
+  app.get('/api/v4/projects/:id/repository/contributors', route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: { params: IdParams, querystring: ContributorsQuery, response: { 200: Type.Array(ContributorSchema) } },
@@ -158,7 +158,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
     return paginateArray(request, reply, list).map(presentContributor);
   });
 
-  app.get('/api/v4/projects/:id/repository/merge_base', route({
+  app.get('/api/v4/projects/:id/repository/merge_base', route({ matrix: 'readCode',
     access: read,
     schema: { params: IdParams, querystring: MergeBaseQuery, response: { 200: CommitSchema } },
   }), async (request) => {

@@ -116,7 +116,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
 
   // ---- lists ----------------------------------------------------------------------------------
 
-  app.get('/api/v4/runners', route({
+  app.get('/api/v4/runners', route({ matrix: 'signedIn',
     access: { signedIn: true },
     paginated: true,
     schema: { querystring: ListQuery, response: { 200: Type.Array(RunnerSchema) } },
@@ -125,13 +125,13 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
     return sendList(request, reply, { kind: 'owned', userId: user.id }, filtersOf(request.query));
   });
 
-  app.get('/api/v4/runners/all', route({
+  app.get('/api/v4/runners/all', route({ matrix: 'admin',
     access: { admin: true },
     paginated: true,
     schema: { querystring: AdminListQuery, response: { 200: Type.Array(RunnerSchema) } },
   }), async (request, reply) => sendList(request, reply, { kind: 'all' }, filtersOf(request.query)));
 
-  app.get('/api/v4/projects/:id/runners', route({
+  app.get('/api/v4/projects/:id/runners', route({ matrix: 'maintainer',
     access: { project: 'admin_project_runners', signedIn: true },
     paginated: true,
     schema: { params: IdParams, querystring: ListQuery, response: { 200: Type.Array(RunnerSchema) } },
@@ -146,7 +146,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
     return sendList(request, reply, visibility, filtersOf(request.query));
   });
 
-  app.get('/api/v4/groups/:id/runners', route({
+  app.get('/api/v4/groups/:id/runners', route({ matrix: 'maintainer',
     access: { group: 'read_group_runners', signedIn: true },
     paginated: true,
     schema: { params: IdParams, querystring: GroupListQuery, response: { 200: Type.Array(RunnerSchema) } },
@@ -157,7 +157,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
 
   // ---- one runner -----------------------------------------------------------------------------
 
-  app.get('/api/v4/runners/:id', route({
+  app.get('/api/v4/runners/:id', route({ matrix: { is: 'signedIn', cells: { external: 403, nonmember: 403, guest: 403, reporter: 403, developer: 403 } },
     access: { custom: 'administrators; instance runners any signed-in user; others who manage the runner', signedIn: true },
     schema: { params: RunnerParams, response: { 200: RunnerDetailSchema } },
   }), async (request) => {
@@ -169,6 +169,8 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
   });
 
   app.put('/api/v4/runners/:id', route({
+    // Validated first (at least one attribute), as GitLab: an empty body is 400 to every signed-in caller.
+    matrix: { is: 'signedIn' },
     access: { custom: 'administrators; others who manage the runner (not instance runners)', signedIn: true },
     schema: { params: RunnerParams, body: UpdateBody, response: { 200: RunnerDetailSchema } },
   }), async (request) => {
@@ -184,7 +186,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
     return renderDetail(request, updated);
   });
 
-  app.delete('/api/v4/runners/:id', route({
+  app.delete('/api/v4/runners/:id', route({ matrix: { is: 'signedIn', cells: { external: 403, nonmember: 403, guest: 403, reporter: 403, developer: 403 } },
     access: { custom: 'administrators; others who manage the runner, when it has at most one project', signedIn: true },
     schema: { params: RunnerParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -200,7 +202,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  app.get('/api/v4/runners/:id/jobs', route({
+  app.get('/api/v4/runners/:id/jobs', route({ matrix: { is: 'signedIn', cells: { external: 403, nonmember: 403, guest: 403, reporter: 403, developer: 403 } },
     access: { custom: 'administrators; others who manage the runner see the jobs of projects they are a reporter of', signedIn: true },
     paginated: true,
     schema: { params: RunnerParams, querystring: JobsQuery, response: { 200: Type.Array(RunnerJobSchema) } },
@@ -243,7 +245,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
 
   // ---- project runners ------------------------------------------------------------------------
 
-  app.post('/api/v4/projects/:id/runners', route({
+  app.post('/api/v4/projects/:id/runners', route({ matrix: 'maintainer',
     access: { project: 'admin_project_runners', signedIn: true },
     schema: { params: IdParams, body: Type.Object({ runner_id: RowId }), response: { 201: RunnerSchema } },
   }), async (request, reply) => {
@@ -259,7 +261,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentRunner(runner));
   });
 
-  app.delete('/api/v4/projects/:id/runners/:runner_id', route({
+  app.delete('/api/v4/projects/:id/runners/:runner_id', route({ matrix: 'maintainer',
     access: { project: 'admin_project_runners', signedIn: true },
     schema: { params: ProjectRunnerParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -272,7 +274,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
   // ---- registration tokens --------------------------------------------------------------------
 
   // Maintainers of the project (GitLab's update_runners_registration_token).
-  app.post('/api/v4/projects/:id/runners/reset_registration_token', route({
+  app.post('/api/v4/projects/:id/runners/reset_registration_token', route({ matrix: 'maintainer',
     access: { project: 'admin_project', signedIn: true },
     schema: { params: IdParams, response: { 201: ResetTokenSchema } },
   }), async (request, reply) => {
@@ -282,7 +284,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
   });
 
   // Owners of the group.
-  app.post('/api/v4/groups/:id/runners/reset_registration_token', route({
+  app.post('/api/v4/groups/:id/runners/reset_registration_token', route({ matrix: 'owner',
     access: { group: 'admin_group', signedIn: true },
     schema: { params: IdParams, response: { 201: ResetTokenSchema } },
   }), async (request, reply) => {

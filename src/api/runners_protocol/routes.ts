@@ -175,7 +175,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   // ---- the job of a job token ---------------------------------------------------------------
 
-  app.get('/api/v4/job', route({
+  app.get('/api/v4/job', route({ matrix: { own: 401, job: 'ok' },
     access: { custom: 'a CI job token (JOB-TOKEN, job_token or Bearer): the job it belongs to', signedIn: true },
     config: { jobToken: true },
     schema: { response: { 200: JobSchema } },
@@ -191,7 +191,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   // GitLab's Kubernetes agents a job may use (premium). Cairn has no agents, so the list is
   // empty; the job, its pipeline, project and user are as GitLab shows them.
-  app.get('/api/v4/job/allowed_agents', route({
+  app.get('/api/v4/job/allowed_agents', route({ matrix: { own: 401, job: 'ok' },
     access: { custom: 'a CI job token (JOB-TOKEN or job_token): the job it belongs to', signedIn: true },
     config: { jobToken: true },
     schema: { response: { 200: AllowedAgentsSchema } },
@@ -216,7 +216,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   // ---- registration ------------------------------------------------------------------------
 
-  app.post('/api/v4/runners', route({
+  app.post('/api/v4/runners', route({ matrix: { own: 'ok' },
     access: REGISTRATION,
     config,
     schema: {
@@ -244,7 +244,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     return reply.code(201).send(created);
   });
 
-  app.post('/api/v4/runners/verify', route({
+  app.post('/api/v4/runners/verify', route({ matrix: { own: 'ok' },
     access: RUNNER,
     config,
     schema: { body: Type.Object({ token: Type.Optional(Type.String()), system_id: Type.Optional(Type.String()), info: InfoBody }, { additionalProperties: true }), response: { 200: RunnerTokenAnswer } },
@@ -255,7 +255,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     return reply.send({ id: runner.id, token: String(body.token ?? header(request, 'runner-token')), token_expires_at: runner.token_expires_at ? new Date(runner.token_expires_at).toISOString() : null });
   });
 
-  app.delete('/api/v4/runners', route({
+  app.delete('/api/v4/runners', route({ matrix: { own: 'ok' },
     access: RUNNER,
     config,
     schema: { body: Type.Optional(Type.Object({ token: Type.Optional(Type.String()) }, { additionalProperties: true })), response: { 204: Type.Null() } },
@@ -265,7 +265,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  app.post('/api/v4/runners/reset_authentication_token', route({
+  app.post('/api/v4/runners/reset_authentication_token', route({ matrix: { own: 'ok' },
     access: RUNNER,
     config,
     schema: {
@@ -279,7 +279,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   // ---- the job long poll ------------------------------------------------------------------
 
-  app.post('/api/v4/jobs/request', route({
+  app.post('/api/v4/jobs/request', route({ matrix: { own: 'ok' },
     access: RUNNER,
     config,
     schema: {
@@ -328,7 +328,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   // ---- job updates and trace ----------------------------------------------------------------
 
-  app.put('/api/v4/jobs/:id', route({
+  app.put('/api/v4/jobs/:id', route({ matrix: { own: 403, cells: { job: 'ok' } },
     access: JOB,
     config,
     schema: {
@@ -372,7 +372,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     return reply.code(200).header('Job-Status', status).header('X-GitLab-Trace-Update-Interval', TRACE_UPDATE_INTERVAL).type('text/plain').send('200');
   });
 
-  app.patch('/api/v4/jobs/:id/trace', route({
+  app.patch('/api/v4/jobs/:id/trace', route({ matrix: { own: 403, cells: { job: 'ok' } },
     access: JOB,
     config,
     schema: { params: JobParams, response: { 202: RawBody('text/plain') } },
@@ -407,7 +407,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   const tooLarge = () => new ApiError(413, { message: 'file size has reached maximum size limit' });
 
-  app.post('/api/v4/jobs/:id/artifacts/authorize', route({
+  app.post('/api/v4/jobs/:id/artifacts/authorize', route({ matrix: { own: 403, cells: { job: 'ok' } },
     access: JOB,
     config,
     schema: {
@@ -425,7 +425,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     return reply.send({ TempPath: '', MaximumSize: cairn.config.maxArtifactsSize, UploadHashFunctions: ['sha256'] });
   });
 
-  app.post('/api/v4/jobs/:id/artifacts', route({
+  app.post('/api/v4/jobs/:id/artifacts', route({ matrix: { own: 403, cells: { job: 'ok' } },
     access: JOB,
     config,
     schema: {
@@ -552,6 +552,8 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   // A dependency's archive, for a running job (its token) of the same project or depending on it.
   app.get('/api/v4/jobs/:id/artifacts', route({
+    // The job column's token is the credential here; the running job has no artifacts yet (404).
+    matrix: { own: 401, cells: { job: 404 } },
     access: { custom: "job token (JOB-TOKEN, `token` or `job_token`) of a running job of the same project, or one that depends on job :id" },
     config,
     schema: {

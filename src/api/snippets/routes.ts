@@ -261,7 +261,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
 
   const base = '/api/v4/snippets';
 
-  app.get(base, route({
+  app.get(base, route({ matrix: 'signedIn',
     access: { signedIn: true },
     paginated: true,
     schema: { querystring: ListQuery, response: { 200: Type.Array(SnippetSchema) } },
@@ -270,24 +270,24 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return page(request, reply, user, { authorId: user.id }, request.query);
   });
 
-  app.get(`${base}/public`, route({
+  app.get(`${base}/public`, route({ matrix: 'signedIn',
     access: { signedIn: true },
     paginated: true,
     schema: { querystring: ListQuery, response: { 200: Type.Array(SnippetSchema) } },
   }), async (request, reply) => page(request, reply, null, { onlyPersonal: true, onlyPublic: true }, request.query));
 
-  app.get(`${base}/all`, route({
+  app.get(`${base}/all`, route({ matrix: 'signedIn',
     access: { signedIn: true },
     paginated: true,
     schema: { querystring: ListQuery, response: { 200: Type.Array(SnippetSchema) } },
   }), async (request, reply) => page(request, reply, signedIn(request), {}, request.query));
 
-  app.get(`${base}/:id`, route({
+  app.get(`${base}/:id`, route({ matrix: { is: 'public', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, anonymous: 404 } },
     access: { custom: 'whoever may read the snippet (policies/snippets.ts canReadSnippet); 404 otherwise' },
     schema: { params: SnippetIdParams, response: { 200: SnippetSchema } },
   }), async (request) => presentOne(request, await findReadableSnippet(cairn, request.actor?.user ?? null, request.params.id)));
 
-  app.get(`${base}/:id/raw`, route({
+  app.get(`${base}/:id/raw`, route({ matrix: { is: 'public', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, anonymous: 404 } },
     access: { custom: 'whoever may read the snippet (policies/snippets.ts canReadSnippet); 404 otherwise' },
     schema: { params: SnippetIdParams, response: { 200: RawBody('text/plain') } },
   }), async (request, reply) => {
@@ -297,7 +297,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return sendRaw(reply, file);
   });
 
-  app.get(`${base}/:id/files/:ref/:file_path/raw`, route({
+  app.get(`${base}/:id/files/:ref/:file_path/raw`, route({ matrix: { is: 'public', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, anonymous: 404 } },
     access: { custom: 'whoever may read the snippet (policies/snippets.ts canReadSnippet); 404 otherwise' },
     schema: { params: Type.Object({ id: RowId, ...FileParams }), response: { 200: RawBody('text/plain') } },
   }), async (request, reply) => {
@@ -306,7 +306,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return sendRaw(reply, await readSnippetFile(cairn, snippet, request.params.ref, path));
   });
 
-  app.get(`${base}/:id/user_agent_detail`, route({
+  app.get(`${base}/:id/user_agent_detail`, route({ matrix: 'admin',
     access: { admin: true },
     schema: { params: SnippetIdParams, response: { 200: UserAgentDetailSchema } },
   }), async (request) => {
@@ -316,7 +316,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return presentUserAgentDetail(snippet);
   });
 
-  app.post(base, route({
+  app.post(base, route({ matrix: 'signedIn',
     access: { custom: 'signed-in users who are not external (policies/snippets.ts canCreatePersonalSnippet)', signedIn: true },
     bodyLimit,
     schema: { body: CreateBody, response: { 201: SnippetSchema } },
@@ -348,7 +348,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return access;
   }
 
-  app.put(`${base}/:id`, route({
+  app.put(`${base}/:id`, route({ matrix: { is: 'signedIn', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, admin: 404 } },
     access: { custom: "the snippet's author (policies/snippets.ts canUpdateSnippet); 404 for anyone else's", signedIn: true },
     bodyLimit,
     schema: { params: SnippetIdParams, body: UpdateBody, response: { 200: SnippetSchema } },
@@ -361,7 +361,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return presentOne(request, { snippet, project: access.project });
   });
 
-  app.delete(`${base}/:id`, route({
+  app.delete(`${base}/:id`, route({ matrix: { is: 'signedIn', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, admin: 404 } },
     access: { custom: "the snippet's author (policies/snippets.ts canDeleteSnippet); 404 for anyone else's", signedIn: true },
     schema: { params: SnippetIdParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -381,7 +381,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return findReadableSnippet(cairn, access.user, snippetId, { projectId: access.project.id });
   };
 
-  app.get(pbase, route({
+  app.get(pbase, route({ matrix: 'read',
     access: { project: 'read_snippet', signedIn: true },
     paginated: true,
     schema: { params: Type.Object({ id: Type.String() }), querystring: ListQuery, response: { 200: Type.Array(SnippetSchema) } },
@@ -390,12 +390,12 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return page(request, reply, access.user, { projectId: access.project.id }, request.query);
   });
 
-  app.get(`${pbase}/:snippet_id`, route({
+  app.get(`${pbase}/:snippet_id`, route({ matrix: 'read',
     access: { project: 'read_snippet' },
     schema: { params: ProjectSnippetParams, response: { 200: SnippetSchema } },
   }), async (request) => presentOne(request, await projectSnippet(request, request.params.snippet_id)));
 
-  app.get(`${pbase}/:snippet_id/raw`, route({
+  app.get(`${pbase}/:snippet_id/raw`, route({ matrix: 'read',
     access: { project: 'read_snippet' },
     schema: { params: ProjectSnippetParams, response: { 200: RawBody('text/plain') } },
   }), async (request, reply) => {
@@ -405,7 +405,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return sendRaw(reply, file);
   });
 
-  app.get(`${pbase}/:snippet_id/files/:ref/:file_path/raw`, route({
+  app.get(`${pbase}/:snippet_id/files/:ref/:file_path/raw`, route({ matrix: 'read',
     access: { project: 'read_snippet' },
     schema: { params: Type.Object({ ...ProjectSnippetParams.properties, ...FileParams }), response: { 200: RawBody('text/plain') } },
   }), async (request, reply) => {
@@ -414,7 +414,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return sendRaw(reply, await readSnippetFile(cairn, snippet, request.params.ref, path));
   });
 
-  app.get(`${pbase}/:snippet_id/user_agent_detail`, route({
+  app.get(`${pbase}/:snippet_id/user_agent_detail`, route({ matrix: 'admin',
     access: { admin: true },
     schema: { params: ProjectSnippetParams, response: { 200: UserAgentDetailSchema } },
   }), async (request) => {
@@ -430,7 +430,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return presentUserAgentDetail(snippet);
   });
 
-  app.post(pbase, route({
+  app.post(pbase, route({ matrix: 'reporter',
     access: { project: 'create_snippet', signedIn: true },
     bodyLimit,
     schema: { params: Type.Object({ id: Type.String() }), body: Type.Object({ ...CreateBody.properties, visibility: Type.Unknown() }), response: { 201: SnippetSchema } },
@@ -455,7 +455,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return presentOne(request, { snippet, project: access.project });
   });
 
-  app.put(`${pbase}/:snippet_id`, route({
+  app.put(`${pbase}/:snippet_id`, route({ matrix: 'maintainer',
     access: { project: 'read_snippet', signedIn: true },
     bodyLimit,
     schema: { params: ProjectSnippetParams, body: UpdateBody, response: { 200: SnippetSchema } },
@@ -468,7 +468,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return presentOne(request, { snippet, project: access.project });
   });
 
-  app.delete(`${pbase}/:snippet_id`, route({
+  app.delete(`${pbase}/:snippet_id`, route({ matrix: 'maintainer',
     access: { project: 'read_snippet', signedIn: true },
     schema: { params: ProjectSnippetParams, response: { 204: NoContent } },
   }), async (request, reply) => {

@@ -61,7 +61,7 @@ export default async function storageMoveRoutes(fastify: FastifyInstance) {
       return move;
     };
 
-    app.get(base, route({ access: admin, paginated: true, schema: { response: { 200: Type.Array(Move) } } }), async (request, reply) => {
+    app.get(base, route({ matrix: 'admin',  access: admin, paginated: true, schema: { response: { 200: Type.Array(Move) } } }), async (request, reply) => {
       const kind = kindOrNotFound();
       const page = pageParams(request);
       const { rows, total } = await listStorageMoves(request.server.cairn.db, kind.type, null, { limit: page.perPage, offset: page.offset });
@@ -69,19 +69,19 @@ export default async function storageMoveRoutes(fastify: FastifyInstance) {
       return present(request, rows);
     });
 
-    app.get(`${base}/:repository_storage_move_id`, route({ access: admin, schema: { params: MoveIdParams, response: { 200: Move } } }), async (request) => {
+    app.get(`${base}/:repository_storage_move_id`, route({ matrix: { is: 'admin', cells: { admin: 404 } },  access: admin, schema: { params: MoveIdParams, response: { 200: Move } } }), async (request) => {
       const move = await moveOf(request, request.params.repository_storage_move_id, null);
       return (await present(request, [move]))[0];
     });
 
-    app.post(base, route({ access: admin, schema: { body: BulkBody, response: { 202: AcceptedSchema } } }), async (request, reply) => {
+    app.post(base, route({ matrix: 'admin',  access: admin, schema: { body: BulkBody, response: { 202: AcceptedSchema } } }), async (request, reply) => {
       const kind = kindOrNotFound();
       await enqueueBulkMove(request.server.cairn, kind, request.body.source_storage_name, request.body.destination_storage_name);
       return reply.code(202).send({ message: '202 Accepted' as const });
     });
 
     const containerBase = `/api/v4/${plural}/:id/repository_storage_moves`;
-    app.get(containerBase, route({ access: admin, paginated: true, schema: { params: ContainerParams, response: { 200: Type.Array(Move) } } }), async (request, reply) => {
+    app.get(containerBase, route({ matrix: 'admin',  access: admin, paginated: true, schema: { params: ContainerParams, response: { 200: Type.Array(Move) } } }), async (request, reply) => {
       const { kind, id } = await containerOf(request, request.params.id);
       const page = pageParams(request);
       const { rows, total } = await listStorageMoves(request.server.cairn.db, kind.type, id, { limit: page.perPage, offset: page.offset });
@@ -89,13 +89,13 @@ export default async function storageMoveRoutes(fastify: FastifyInstance) {
       return present(request, rows);
     });
 
-    app.get(`${containerBase}/:repository_storage_move_id`, route({ access: admin, schema: { params: ContainerMoveParams, response: { 200: Move } } }), async (request) => {
+    app.get(`${containerBase}/:repository_storage_move_id`, route({ matrix: { is: 'admin', cells: { admin: 404 } },  access: admin, schema: { params: ContainerMoveParams, response: { 200: Move } } }), async (request) => {
       const { id } = await containerOf(request, request.params.id);
       const move = await moveOf(request, request.params.repository_storage_move_id, id);
       return (await present(request, [move]))[0];
     });
 
-    app.post(containerBase, route({ access: admin, schema: { params: ContainerParams, body: SingleBody, response: { 201: Move } } }), async (request, reply) => {
+    app.post(containerBase, route({ matrix: 'admin',  access: admin, schema: { params: ContainerParams, body: SingleBody, response: { 201: Move } } }), async (request, reply) => {
       const { kind, id } = await containerOf(request, request.params.id);
       const move = await scheduleMove(request.server.cairn, kind, id, request.body?.destination_storage_name);
       return reply.code(201).send((await present(request, [move]))[0]);

@@ -25,7 +25,7 @@ export default async function tagRoutes(fastify: FastifyInstance) {
   const cairn = app.cairn;
   const read = { project: 'download_code' } as const;
 
-  app.get('/api/v4/projects/:id/repository/tags', route({
+  app.get('/api/v4/projects/:id/repository/tags', route({ matrix: 'readCode',
     access: read,
     paginated: true,
     schema: { params: IdParams, querystring: ListQuery, response: { 200: Type.Array(TagSchema) } },
@@ -37,7 +37,7 @@ export default async function tagRoutes(fastify: FastifyInstance) {
     return paginateArray(request, reply, tags).map((t) => presentTag(t, ctx));
   });
 
-  app.get('/api/v4/projects/:id/repository/tags/:tag_name', route({
+  app.get('/api/v4/projects/:id/repository/tags/:tag_name', route({ matrix: 'readCode',
     access: read,
     schema: { params: TagParams, response: { 200: TagSchema } },
   }), async (request) => {
@@ -45,7 +45,7 @@ export default async function tagRoutes(fastify: FastifyInstance) {
     return presentTag(await findTag(cairn, project, request.params.tag_name), linkContext(cairn, project));
   });
 
-  app.post('/api/v4/projects/:id/repository/tags', route({
+  app.post('/api/v4/projects/:id/repository/tags', route({ matrix: 'developer',
     access: { project: 'create_tag', writable: true, signedIn: true },
     schema: { params: IdParams, body: CreateBody, response: { 201: TagSchema } },
   }), async (request, reply) => {
@@ -58,7 +58,7 @@ export default async function tagRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentTag(tag, linkContext(cairn, project)));
   });
 
-  app.delete('/api/v4/projects/:id/repository/tags/:tag_name', route({
+  app.delete('/api/v4/projects/:id/repository/tags/:tag_name', route({ matrix: 'developer',
     access: { project: 'delete_tag', writable: true, signedIn: true },
     schema: { params: TagParams, response: { 204: NoContent } },
   }), async (request, reply) => {

@@ -90,7 +90,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
   /** The form of one user depends on who asks: administrators see the admin form. */
   const OneUser = Type.Union([UserSingleSchema, UserAdminSchema, UserAdminWithCustomAttributesSchema]);
 
-  app.get('/api/v4/users', route({
+  app.get('/api/v4/users', route({ matrix: { is: 'public', cells: { anonymous: 403 } },
     // Anonymous callers may only look a user up by username (the handler answers 403 otherwise);
     // extern_uid/provider lookups are for administrators.
     access: { public: true },
@@ -132,7 +132,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     });
   });
 
-  app.get('/api/v4/users/:id', route({
+  app.get('/api/v4/users/:id', route({ matrix: { is: 'signedIn', cells: { anonymous: 403 } },
     access: signedInOr403,
     config: readUser,
     schema: { params: IdParams, querystring: WithCustomAttributesQuery, response: { 200: OneUser } },
@@ -147,7 +147,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return withAttrs ? withCustomAttributes(form, extras.customAttributes.get(user.id) ?? []) : form;
   });
 
-  app.get('/api/v4/users/:id/status', route({
+  app.get('/api/v4/users/:id/status', route({ matrix: 'public',
     access: { public: true },
     config: readUser,
     schema: { params: IdParams, response: { 200: UserStatusSchema } },
@@ -158,7 +158,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
   });
 
   for (const direction of ['followers', 'following'] as const) {
-    app.get(`/api/v4/users/:id/${direction}`, route({
+    app.get(`/api/v4/users/:id/${direction}`, route({ matrix: { is: 'signedIn', cells: { anonymous: 403 } },
       // A private profile's lists are for the user and administrators (404 for others).
       access: signedInOr403,
       paginated: true,
@@ -179,7 +179,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
 
   // 201 with the user followed (or no longer followed); 304 when nothing changed.
   const followAnswer = { 201: UserBasicSchema, 304: NoContent };
-  app.post('/api/v4/users/:id/follow', route({
+  app.post('/api/v4/users/:id/follow', route({ matrix: 'signedIn',
     access: signedIn,
     schema: { params: IdParams, response: followAnswer },
   }), async (req, reply) => {
@@ -190,7 +190,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentUserBasic(ctxOf(req), user));
   });
 
-  app.post('/api/v4/users/:id/unfollow', route({
+  app.post('/api/v4/users/:id/unfollow', route({ matrix: 'signedIn',
     access: signedIn,
     schema: { params: IdParams, response: followAnswer },
   }), async (req, reply) => {
@@ -201,7 +201,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentUserBasic(ctxOf(req), user));
   });
 
-  app.post('/api/v4/users', route({
+  app.post('/api/v4/users', route({ matrix: 'admin',
     access: admin,
     schema: { body: CreateUserBody, response: { 201: UserAdminSchema } },
   }), async (req, reply) => {
@@ -211,7 +211,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(adminForm(ctxOf(req), user, extras));
   });
 
-  app.put('/api/v4/users/:id', route({
+  app.put('/api/v4/users/:id', route({ matrix: 'admin',
     access: admin,
     schema: { params: IdParams, body: UpdateUserBody, response: { 200: UserAdminSchema } },
   }), async (req) => {
@@ -224,7 +224,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return adminForm(ctxOf(req), updated, extras);
   });
 
-  app.delete('/api/v4/users/:id', route({
+  app.delete('/api/v4/users/:id', route({ matrix: 'admin',
     access: admin,
     schema: { params: IdParams, querystring: DeleteUserQuery, response: { 204: NoContent } },
   }), async (req, reply) => {
@@ -233,7 +233,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  app.delete('/api/v4/users/:id/identities/:provider', route({
+  app.delete('/api/v4/users/:id/identities/:provider', route({ matrix: 'admin',
     access: admin,
     schema: { params: IdentityParams, response: { 204: NoContent } },
   }), async (req, reply) => {
@@ -243,7 +243,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
   });
 
   // Custom attributes (administrators only).
-  app.get('/api/v4/users/:id/custom_attributes', route({
+  app.get('/api/v4/users/:id/custom_attributes', route({ matrix: 'admin',
     access: admin,
     config: readUser,
     schema: { params: IdParams, response: { 200: Type.Array(CustomAttributeSchema) } },
@@ -251,7 +251,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     const user = await userOr404(req, req.params.id);
     return (await findCustomAttributes(req.server.cairn.db, user.id)).map(presentCustomAttribute);
   });
-  app.get('/api/v4/users/:id/custom_attributes/:key', route({
+  app.get('/api/v4/users/:id/custom_attributes/:key', route({ matrix: 'admin',
     access: admin,
     config: readUser,
     schema: { params: CustomAttributeParams, response: { 200: CustomAttributeSchema } },
@@ -261,14 +261,14 @@ export default async function userRoutes(fastify: FastifyInstance) {
     if (!attr) throw notFound('Custom Attribute');
     return presentCustomAttribute(attr);
   });
-  app.put('/api/v4/users/:id/custom_attributes/:key', route({
+  app.put('/api/v4/users/:id/custom_attributes/:key', route({ matrix: 'admin',
     access: admin,
     schema: { params: CustomAttributeParams, body: SetCustomAttributeBody, response: { 200: CustomAttributeSchema } },
   }), async (req) => {
     const user = await userOr404(req, req.params.id);
     return presentCustomAttribute(await setCustomAttribute(req.server.cairn.db, user.id, req.params.key, req.body.value));
   });
-  app.delete('/api/v4/users/:id/custom_attributes/:key', route({
+  app.delete('/api/v4/users/:id/custom_attributes/:key', route({ matrix: 'admin',
     access: admin,
     schema: { params: CustomAttributeParams, response: { 204: NoContent } },
   }), async (req, reply) => {
@@ -287,7 +287,8 @@ export default async function userRoutes(fastify: FastifyInstance) {
     unban: { run: (req, user) => unbanUser(req.server.cairn.db, user), answer: UserStateChangedSchema },
   };
   for (const [action, { run, answer }] of Object.entries(moderation)) {
-    app.post(`/api/v4/users/:id/${action}`, route({
+    // A fresh (active) user each time: unbanning one is refused (403), as GitLab.
+    app.post(`/api/v4/users/:id/${action}`, route({ matrix: { is: 'admin', fresh: ['id'], cells: action === 'unban' ? { admin: 403 } : {} },
       access: admin,
       schema: { params: IdParams, response: { 201: answer } },
     }), async (req, reply) => {
@@ -297,14 +298,14 @@ export default async function userRoutes(fastify: FastifyInstance) {
   }
   // Signed-in callers; the service refuses non-administrators with GitLab's own 403 message.
   const approvers = { custom: 'administrators (the service answers others 403 with GitLab\'s message)', signedIn: true } as const;
-  app.post('/api/v4/users/:id/approve', route({
+  app.post('/api/v4/users/:id/approve', route({ matrix: { is: 'admin', fresh: ['id'] },
     access: approvers,
     schema: { params: IdParams, response: { 201: UserActionMessageSchema } },
   }), async (req, reply) => {
     const user = await userOr404(req, req.params.id);
     return reply.code(201).send(await approveUser(req.server.cairn.db, requireUser(req), user));
   });
-  app.post('/api/v4/users/:id/reject', route({
+  app.post('/api/v4/users/:id/reject', route({ matrix: { is: 'admin', fresh: ['id'] },
     access: approvers,
     schema: { params: IdParams, response: { 200: UserActionMessageSchema } },
   }), async (req, reply) => {
@@ -313,7 +314,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
   });
 
   // The current user.
-  app.get('/api/v4/user', route({
+  app.get('/api/v4/user', route({ matrix: 'signedIn',
     access: signedIn,
     config: readUser,
     schema: { response: { 200: Type.Union([UserSelfSchema, UserAdminSchema]) } },
@@ -324,7 +325,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return viewer.admin ? adminForm(ctx, viewer, extras) : presentUserSelf(ctx, viewer, extras.identities.get(viewer.id) ?? [], counts(viewer, extras));
   });
 
-  app.get('/api/v4/user/status', route({
+  app.get('/api/v4/user/status', route({ matrix: 'signedIn',
     access: signedIn,
     config: readUser,
     schema: { response: { 200: UserStatusSchema } },
@@ -332,7 +333,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
     return presentUserStatus(await findUserStatus(req.server.cairn.db, requireUser(req).id));
   });
 
-  app.put('/api/v4/user/status', route({
+  app.put('/api/v4/user/status', route({ matrix: 'signedIn',
     access: signedIn,
     schema: { body: SetStatusBody, response: { 200: UserStatusSchema } },
   }), async (req) => {
@@ -341,7 +342,7 @@ export default async function userRoutes(fastify: FastifyInstance) {
   });
 
   // PATCH keeps what is not given; with nothing given it changes nothing.
-  app.patch('/api/v4/user/status', route({
+  app.patch('/api/v4/user/status', route({ matrix: 'signedIn',
     access: signedIn,
     schema: { body: SetStatusBody, response: { 200: UserStatusSchema } },
   }), async (req) => {

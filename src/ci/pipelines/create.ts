@@ -348,6 +348,13 @@ export async function pipelinesForPush(cairn: Cairn, event: PostReceiveEvent): P
       if (!peeled) continue;
       sha = peeled.oid;
     }
+    // A replayed push (after a crash) may have had its pipeline created before the crash.
+    if (event.resumed) {
+      const existing = await cairn.db.selectFrom('ci_pipelines').select('id')
+        .where('project_id', '=', project.id).where('ref', '=', ref).where('sha', '=', sha).where('tag', '=', tag).where('source', '=', 'push')
+        .executeTakeFirst();
+      if (existing) continue;
+    }
     try {
       await createPipeline(cairn, {
         project, ref, tag, sha, beforeSha: change.oldSha, source: 'push', userId: event.userId, skipCi, variables,

@@ -111,6 +111,8 @@ export const JobSchema = Type.Object(
     tag_list: Type.Array(Type.String()),
     runner: Nullable(RunnerSummarySchema),
     runner_manager: Type.Null(),
+    /** Only in the keep-artifacts answer (always null there). */
+    download_url: Type.Optional(Type.Null()),
   },
   strict,
 );

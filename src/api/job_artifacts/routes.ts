@@ -1,0 +1,196 @@
+import path from 'node:path';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { CiBuild, CiJobArtifact } from '../../db/schema/ci.js';
+import { ApiError, apiError, forbidden, missingParam, notFound } from '../../plugins/errors.js';
+import { loadJobExtras, presentJob } from '../../presenters/ci.js';
+import { JobSchema } from '../../presenters/schemas/ci.js';
+import {
+  deleteJobArtifacts,
+  downloadableArchive,
+  keepArtifacts,
+  latestSuccessfulBuildForRef,
+  latestSuccessfulPipelineId,
+  mayReadJobArtifacts,
+  scheduleProjectArtifactsExpiry,
+} from '../../services/artifacts.js';
+import { artifactStore } from '../../storage/index.js';
+import { openZipEntry, validArtifactPath } from '../../storage/zip.js';
+import { IdParams, RowId } from '../params.js';
+import { NoContent, projectOf, RawBody, route } from '../route.js';
+
+const JobParams = Type.Object({ id: Type.String(), job_id: RowId });
+const JobFileParams = Type.Object({ id: Type.String(), job_id: RowId, '*': Type.String() });
+const RefParams = Type.Object({ id: Type.String(), '*': Type.String() });
+const JobTokenQuery = Type.Object({ job_token: Type.Optional(Type.String()) });
+const RefQuery = Type.Object({ job: Type.Optional(Type.String()), job_token: Type.Optional(Type.String()) });
+const ACCEPTED = Type.Object({ message: Type.String() });
+
+// Types a browser may show inline without running anything; everything else is a download.
+const SAFE_TYPES: Record<string, string> = {
+  '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp',
+  '.pdf': 'application/pdf', '.json': 'application/json', '.zip': 'application/zip', '.gz': 'application/gzip',
+  '.txt': 'text/plain; charset=utf-8', '.log': 'text/plain; charset=utf-8', '.md': 'text/plain; charset=utf-8',
+  '.xml': 'text/plain; charset=utf-8', '.csv': 'text/plain; charset=utf-8', '.yml': 'text/plain; charset=utf-8', '.yaml': 'text/plain; charset=utf-8',
+};
+
+/** RFC 6266: an ASCII fallback and the UTF-8 name. */
+function contentDisposition(name: string): string {
+  const ascii = name.replace(/[^\x20-\x7e]|["\\]/g, '_');
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
+}
+
+const ctxOf = (request: FastifyRequest) => ({ baseUrl: request.server.cairn.config.externalUrl, viewer: request.actor?.user ?? null });
+
+export default async function jobArtifactRoutes(fastify: FastifyInstance) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const cairn = app.cairn;
+
+  async function findJob(projectId: number, jobId: number): Promise<CiBuild> {
+    const job = await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', jobId).where('project_id', '=', projectId).where('type', '=', 'Ci::Build').executeTakeFirst();
+    if (!job) throw notFound('Build');
+    return job;
+  }
+
+  function authorizeArtifacts(request: FastifyRequest, build: CiBuild) {
+    const access = projectOf(request);
+    if (!mayReadJobArtifacts(build, access.accessLevel, !!access.user?.admin)) throw forbidden();
+  }
+
+  async function sendArchive(reply: FastifyReply, artifact: CiJobArtifact | null) {
+    if (!artifact) throw notFound();
+    const stream = await artifactStore(cairn.config).get(artifact.store_key);
+    if (!stream) throw notFound();
+    return reply
+      .code(200)
+      .type('application/zip')
+      .header('Content-Length', String(artifact.size))
+      .header('Content-Disposition', contentDisposition(artifact.file_name))
+      .header('X-Content-Type-Options', 'nosniff')
+      .send(stream);
+  }
+
+  async function sendEntry(reply: FastifyReply, build: CiBuild, rawPath: string) {
+    const artifact = await downloadableArchive(cairn.db, build.id);
+    if (!artifact) throw notFound();
+    const entryPath = validArtifactPath(rawPath);
+    if (entryPath === null) throw apiError(400, '400 Bad request');
+    let entry;
+    try {
+      entry = await openZipEntry(artifactStore(cairn.config), artifact.store_key, Number(artifact.size), entryPath);
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      // Not a zip (or a damaged one): there is no such file in it.
+      request_log(reply, err);
+      throw notFound();
+    }
+    if (!entry) throw notFound();
+    const type = SAFE_TYPES[path.posix.extname(entryPath).toLowerCase()] ?? 'application/octet-stream';
+    return reply
+      .code(200)
+      .type(type)
+      .header('Content-Length', String(entry.size))
+      .header('Content-Disposition', contentDisposition(path.posix.basename(entryPath)))
+      .header('X-Content-Type-Options', 'nosniff')
+      .header('Content-Security-Policy', "default-src 'none'; sandbox")
+      .send(entry.stream);
+  }
+
+  function request_log(reply: FastifyReply, err: unknown) {
+    reply.request.log.warn({ err }, 'artifact archive could not be read as a zip');
+  }
+
+  /** `<ref>/download` or `<ref>/raw/<path>`; a ref may itself contain slashes (and even "/raw/"). */
+  async function refLookup(projectId: number, rest: string): Promise<{ ref: string; kind: 'download' } | { ref: string; kind: 'raw'; path: string } | null> {
+    if (rest.endsWith('/download') && rest.length > '/download'.length) return { ref: rest.slice(0, -'/download'.length), kind: 'download' };
+    const splits: number[] = [];
+    for (let i = rest.indexOf('/raw/'); i > 0; i = rest.indexOf('/raw/', i + 1)) splits.push(i);
+    for (const i of splits) {
+      const ref = rest.slice(0, i);
+      if (splits.length === 1 || (await latestSuccessfulPipelineId(cairn.db, projectId, ref)) !== null) return { ref, kind: 'raw', path: rest.slice(i + '/raw/'.length) };
+    }
+    return null;
+  }
+
+  app.get('/api/v4/projects/:id/jobs/:job_id/artifacts', route({
+    // The matrix's job has no artifacts: whoever may read them gets 404 there.
+    matrix: { is: 'read', job: 404, cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
+    access: { project: 'read_build' },
+    config: { jobToken: true },
+    schema: { params: JobParams, querystring: JobTokenQuery, response: { 200: RawBody('application/zip') } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const build = await findJob(project.id, request.params.job_id);
+    authorizeArtifacts(request, build);
+    return sendArchive(reply, await downloadableArchive(cairn.db, build.id));
+  });
+
+  app.get('/api/v4/projects/:id/jobs/:job_id/artifacts/*', route({
+    // The matrix's job has no artifacts: whoever may read them gets 404 there.
+    matrix: { is: 'read', job: 404, cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
+    access: { project: 'read_build' },
+    config: { jobToken: true },
+    schema: { params: JobFileParams, querystring: JobTokenQuery, response: { 200: RawBody('application/octet-stream') } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const build = await findJob(project.id, request.params.job_id);
+    authorizeArtifacts(request, build);
+    return sendEntry(reply, build, request.params['*']);
+  });
+
+  // GET .../jobs/artifacts/:ref_name/download?job= and .../jobs/artifacts/:ref_name/raw/*artifact_path?job=
+  app.get('/api/v4/projects/:id/jobs/artifacts/*', route({
+    matrix: 'read',
+    access: { project: 'read_build' },
+    config: { jobToken: true },
+    schema: { params: RefParams, querystring: RefQuery, response: { 200: RawBody('application/octet-stream') } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const job = request.query.job;
+    if (job === undefined || job === '') throw missingParam('job');
+    const target = await refLookup(project.id, request.params['*']);
+    if (!target || !target.ref) throw notFound();
+    const build = await latestSuccessfulBuildForRef(cairn.db, project.id, target.ref, job);
+    if (!build) throw notFound('Build');
+    authorizeArtifacts(request, build);
+    if (target.kind === 'download') return sendArchive(reply, await downloadableArchive(cairn.db, build.id));
+    return sendEntry(reply, build, target.path);
+  });
+
+  app.post('/api/v4/projects/:id/jobs/:job_id/artifacts/keep', route({
+    // The matrix's job has no artifacts to keep: 404 to whoever may keep them.
+    matrix: { is: 'developer', cells: { developer: 404, maintainer: 404, owner: 404, admin: 404 } },
+    access: { project: 'update_build', signedIn: true },
+    schema: { params: JobParams, response: { 200: JobSchema } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const build = await findJob(project.id, request.params.job_id);
+    if (!(await downloadableArchive(cairn.db, build.id))) throw notFound();
+    await keepArtifacts(cairn.db, build.id);
+    const kept = await findJob(project.id, build.id);
+    const extras = await loadJobExtras(cairn, project, [kept]);
+    return reply.code(200).send({ ...presentJob(ctxOf(request), project, kept, extras), download_url: null });
+  });
+
+  app.delete('/api/v4/projects/:id/jobs/:job_id/artifacts', route({
+    matrix: 'maintainer',
+    access: { project: 'destroy_artifacts', signedIn: true },
+    schema: { params: JobParams, response: { 204: NoContent } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    const build = await findJob(project.id, request.params.job_id);
+    await deleteJobArtifacts(cairn, build.id);
+    return reply.code(204).send();
+  });
+
+  app.delete('/api/v4/projects/:id/artifacts', route({
+    matrix: 'maintainer',
+    access: { project: 'destroy_artifacts', signedIn: true },
+    schema: { params: IdParams, response: { 202: ACCEPTED } },
+  }), async (request, reply) => {
+    const { project } = projectOf(request);
+    await scheduleProjectArtifactsExpiry(cairn.db, project.id);
+    return reply.code(202).send({ message: '202 Accepted' });
+  });
+}
