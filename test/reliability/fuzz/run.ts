@@ -211,6 +211,7 @@ export async function runFuzz(t: TestContext, opts: RunOptions): Promise<FuzzSta
     });
     await Promise.all(workers);
   }
+  if (process.env.CAIRN_FUZZ_VERBOSE) console.log('never below 400:', ops.filter((o) => !succeeded.has(o)).map((o) => `${o.method} ${o.path}`).join('\n'));
   stats.covered = covered.size;
   stats.reachedSuccess = succeeded.size;
   stats.seconds = (Date.now() - started) / 1000;
