@@ -114,7 +114,6 @@ export async function runFuzz(t: TestContext, opts: RunOptions): Promise<FuzzSta
     const r = fc.sample(arb, { seed: (opts.seed + round * 1_000_003 + i * 7919) | 0, numRuns: 1 })[0];
     const took = performance.now() - g0;
     phase.generate += took;
-    if (process.env.CAIRN_FUZZ_VERBOSE && took > 100) console.log('slow generate', Math.round(took), op.method, op.path, arbs.size);
     return r;
   };
 
