@@ -19,7 +19,8 @@ import './ci/pipelines/downstream.js';
 import './services/notifications.js';
 import './ci/jobs/stuck.js';
 import './services/leftovers.js';
-import { redactUrl } from './lib/redact.js';
+import { redactUrl, SECRET_HEADERS } from './lib/redact.js';
+import { PAGE_HEADERS } from './oauth/html.js';
 import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
 import { responseSerializer, type RouteRecord } from './plugins/responses.js';
@@ -48,7 +49,12 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     logger: opts.logger === false ? false : {
       level: config.logLevel,
       ...(typeof opts.logger === 'object' ? opts.logger : {}),
-      // Tokens may come as query parameters; the logged URL must not carry them.
+      // Tokens may come as query parameters; the logged URL must not carry them. Credential headers
+      // are censored wherever a log line carries request or response headers.
+      redact: {
+        paths: SECRET_HEADERS.flatMap((h) => [`req.headers["${h}"]`, `request.headers["${h}"]`, `headers["${h}"]`, `res.headers["${h}"]`]),
+        censor: '[FILTERED]',
+      },
       serializers: {
         req: (req: { method: string; url: string; host?: string; ip?: string; socket?: { remotePort?: number } }) => ({
           method: req.method, url: redactUrl(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort,
@@ -87,9 +93,18 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   app.decorate('cairn', cairn);
 
   // python-gitlab compares the whole Content-Type header: JSON goes out without a charset.
+  // No answer is sniffed into another type (a JSON error or raw file rendered as HTML); answers
+  // that are not pages set their own policy (pages: oauth/routes.ts sendPage) and get a CSP that
+  // allows nothing, so even a browser that renders one runs nothing in it.
   app.addHook('onSend', async (_request, reply, payload) => {
     const type = reply.getHeader('content-type');
     if (typeof type === 'string' && type.startsWith('application/json;')) reply.header('content-type', 'application/json');
+    reply.header('x-content-type-options', 'nosniff');
+    if (typeof type === 'string' && type.startsWith('text/html')) {
+      for (const [name, value] of Object.entries(PAGE_HEADERS)) if (!reply.hasHeader(name)) reply.header(name, value);
+    } else if (!reply.hasHeader('content-security-policy')) {
+      reply.header('content-security-policy', "default-src 'none'; frame-ancestors 'none'; sandbox");
+    }
     return payload;
   });
 

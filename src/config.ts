@@ -43,6 +43,15 @@ export interface Config {
   failedAuthFindTime: number;
   /** How long a banned IP address stays banned, seconds. */
   failedAuthBanTime: number;
+  /**
+   * Requests per protectedPathsPeriod to POST /users/sign_in from one IP address, and password
+   * attempts (sign-in form, OAuth password grant) naming one account, whatever their outcome
+   * (GitLab's protected paths: 10 a minute); 0 = unlimited.
+   */
+  protectedPathsLimit: number;
+  protectedPathsPeriod: number;
+  /** Requests per minute to POST /oauth/token and /oauth/revoke from one IP address; 0 = unlimited. */
+  oauthTokenRateLimit: number;
   /** OAuth access token lifetime in seconds. */
   oauthAccessTokenTtl: number;
   /** The in-process background worker runs (cairn serve). */
@@ -441,6 +450,23 @@ export const SETTINGS: Setting[] = [
   }),
   def({ env: 'CAIRN_FAILED_AUTH_FIND_TIME', key: 'failedAuthFindTime', type: duration({ min: 1 }), default: 180, defaultText: '`180`', help: 'the window those failures are counted in, seconds' }),
   def({ env: 'CAIRN_FAILED_AUTH_BAN_TIME', key: 'failedAuthBanTime', type: duration({ min: 1 }), default: 3600, defaultText: '`3600`', help: 'how long a banned address stays banned, seconds' }),
+  def({
+    env: 'CAIRN_PROTECTED_PATHS_LIMIT',
+    key: 'protectedPathsLimit',
+    type: integer(),
+    default: 10,
+    defaultText: '`10`',
+    help: "GitLab's protected paths throttle: `POST /users/sign_in` requests per `CAIRN_PROTECTED_PATHS_PERIOD` from one address, and password attempts (sign-in form and OAuth password grant together) naming one account, whatever their outcome; past it 429 with `Retry-After` (`0` = unlimited). Counted in the database, shared by all processes",
+  }),
+  def({ env: 'CAIRN_PROTECTED_PATHS_PERIOD', key: 'protectedPathsPeriod', type: duration({ min: 1 }), default: 60, defaultText: '`60`', help: 'the window of that throttle, seconds' }),
+  def({
+    env: 'CAIRN_OAUTH_TOKEN_RATE_LIMIT',
+    key: 'oauthTokenRateLimit',
+    type: integer(),
+    default: 60,
+    defaultText: '`60`',
+    help: '`POST /oauth/token` and `/oauth/revoke` requests per minute from one address (`0` = unlimited); past it 429 `too_many_requests` with `Retry-After`, shared by all processes',
+  }),
   def({ env: 'CAIRN_OAUTH_TOKEN_TTL', key: 'oauthAccessTokenTtl', type: duration({ min: 1 }), default: 7200, defaultText: '`7200`', help: 'OAuth access token lifetime, seconds' }),
   def({ env: 'CAIRN_WORKERS', key: 'workers', type: bool(), default: true, defaultText: '`true`', help: '`false` disables the in-process background worker (run workers elsewhere)' }),
   def({

@@ -4,8 +4,11 @@
  */
 const SECRET_PARAMS = new Set([
   'private_token', 'access_token', 'job_token', 'token', 'refresh_token', 'client_secret', 'code', 'code_verifier',
-  'password', 'authenticity_token', 'feed_token', 'rss_token', 'runner_token',
+  'password', 'authenticity_token', 'feed_token', 'rss_token', 'runner_token', 'id_token', 'client_assertion',
 ]);
+
+/** Request headers that carry credentials (the logger censors them wherever they are logged). */
+export const SECRET_HEADERS = ['authorization', 'private-token', 'job-token', 'cookie', 'set-cookie', 'x-gitlab-token', 'proxy-authorization'];
 
 /** The URL with the values of credential parameters replaced by [FILTERED]. */
 export function redactUrl(url: string): string {
@@ -18,7 +21,9 @@ export function redactUrl(url: string): string {
     try {
       name = decodeURIComponent(name.replace(/\+/g, ' '));
     } catch {}
-    return SECRET_PARAMS.has(name.toLowerCase()) ? `${pair.slice(0, i)}=[FILTERED]` : pair;
+    // `private_token[]=` and `private_token[x]=` carry the value too.
+    const base = name.toLowerCase().replace(/\[.*$/, '').trim();
+    return SECRET_PARAMS.has(base) ? `${pair.slice(0, i)}=[FILTERED]` : pair;
   });
   return `${url.slice(0, q)}?${parts.join('&')}`;
 }

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import type { User } from '../db/schema/core.js';
 import type { OAuthApplication } from '../db/schema/oauth.js';
 import { splitRedirectUris } from './applications.js';
@@ -62,6 +63,23 @@ dl.secret dd { margin: 0; }
 `;
 
 const LOGO = `<svg viewBox="0 0 32 32" aria-hidden="true"><path fill="#e24329" d="M16 3 5 27h22z"/><path fill="#fc6d26" d="M16 3 9 27h14z"/><path fill="#fca326" d="M16 11l-4 16h8z"/></svg>`;
+
+/**
+ * The Content-Security-Policy of every page: nothing loads or runs but the page's own style
+ * sheet (allowed by its hash, not 'unsafe-inline'), forms post only here, no framing.
+ * Pages have no scripts at all.
+ */
+export const PAGE_CSP =
+  `default-src 'none'; style-src 'sha256-${crypto.createHash('sha256').update(CSS, 'utf8').digest('base64')}'; img-src 'self' data:; ` +
+  "frame-ancestors 'none'; base-uri 'none'";
+
+/** The headers of every HTML page. */
+export const PAGE_HEADERS: Record<string, string> = {
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'strict-origin-when-cross-origin',
+  'content-security-policy': PAGE_CSP,
+};
 
 export interface LayoutOptions {
   title: string;

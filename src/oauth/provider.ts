@@ -7,7 +7,7 @@ import type { OAuthApplication } from '../db/schema/oauth.js';
 import { hashPassword, safeEqual, tokenDigest, verifyPassword } from '../lib/secrets.js';
 import { ApiError } from '../plugins/errors.js';
 import { findUserByLogin } from '../services/users.js';
-import { accountLockedFor, clearAccountFailures, ipBannedFor, recordAccountFailure, recordIpFailure } from '../services/auth_failures.js';
+import { accountLockedFor, clearAccountFailures, ipBannedFor, recordAccountFailure, recordIpFailure, signInAccountThrottle } from '../services/auth_failures.js';
 import { findApplicationByUid, redirectUriRegistered, secretMatches, splitRedirectUris } from './applications.js';
 import { DEFAULT_SCOPES, isKnownScope, isSubset, parseScopes } from './scopes.js';
 import {
@@ -155,7 +155,9 @@ export type LoginResult =
   /** The account is locked after too many failed sign-ins; the password was not checked. */
   | { user?: undefined; failure: 'locked'; retryAfter: number }
   /** The client's address is banned after too many failed sign-ins. */
-  | { user?: undefined; failure: 'banned'; retryAfter: number };
+  | { user?: undefined; failure: 'banned'; retryAfter: number }
+  /** Too many password attempts named this account within the protected paths period. */
+  | { user?: undefined; failure: 'throttled'; retryAfter: number };
 
 /**
  * Username or e-mail and password, for the sign-in form and the OAuth password grant, with the
@@ -168,6 +170,8 @@ export async function checkLogin(cairn: Cairn, ip: string, login: string, passwo
   if (banned) return { failure: 'banned', retryAfter: banned };
   const user = await findUserByLogin(cairn.db, login);
   if (user) {
+    const wait = await signInAccountThrottle(cairn, user.id);
+    if (wait) return { failure: 'throttled', retryAfter: wait };
     const locked = await accountLockedFor(cairn, user.id);
     if (locked) return { failure: 'locked', retryAfter: locked };
   }
@@ -183,6 +187,8 @@ export async function checkLogin(cairn: Cairn, ip: string, login: string, passwo
 
 export const ACCOUNT_LOCKED = 'Your account is locked after too many failed sign-in attempts. Try again later or ask an administrator.';
 export const ADDRESS_BANNED = 'Too many failed sign-in attempts from your address. Try again later.';
+export const ACCOUNT_THROTTLED = 'Too many sign-in attempts for this account. Try again later.';
+export const TOO_MANY_TOKEN_REQUESTS = 'Too many requests from your address. Try again later.';
 
 // ---------------------------------------------------------------- grants
 
@@ -293,8 +299,9 @@ async function passwordGrant(cairn: Cairn, ip: string, creds: ClientCredentials,
   if (client && !isSubset(scopes, client.app.scopes)) throw oauthError('invalid_scope');
 
   const result = await checkLogin(cairn, ip, username, password);
-  if (result.failure === 'banned') {
-    throw new ApiError(429, { error: 'too_many_requests', error_description: ADDRESS_BANNED }, { ...NO_STORE, 'retry-after': String(result.retryAfter) });
+  if (result.failure === 'banned' || result.failure === 'throttled') {
+    const description = result.failure === 'banned' ? ADDRESS_BANNED : ACCOUNT_THROTTLED;
+    throw new ApiError(429, { error: 'too_many_requests', error_description: description }, { ...NO_STORE, 'retry-after': String(result.retryAfter) });
   }
   if (result.failure === 'locked') throw oauthError('invalid_grant', ACCOUNT_LOCKED);
   const user = result.user;

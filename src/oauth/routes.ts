@@ -15,10 +15,12 @@ import { ApiError } from '../plugins/errors.js';
 import { allParams } from '../plugins/params.js';
 import { extractToken } from '../plugins/auth.js';
 import { deleteApplication, insertApplication, listUserApplications, validateApplication } from './applications.js';
-import { applicationsPage, authorizePage, errorPage, signInPage, type ApplicationsPageOptions } from './html.js';
+import { applicationsPage, authorizePage, errorPage, PAGE_HEADERS, signInPage, type ApplicationsPageOptions } from './html.js';
 import {
   ACCOUNT_LOCKED,
+  ACCOUNT_THROTTLED,
   ADDRESS_BANNED,
+  TOO_MANY_TOKEN_REQUESTS,
   approveAuthorization,
   AuthorizationPageError,
   AuthorizationRedirectError,
@@ -35,6 +37,7 @@ import { OAUTH_SCOPES, parseScopes } from './scopes.js';
 import { createSession, csrfValid, destroySession, ensureSession, loadSession, safeReturnPath, type LoadedSession } from './sessions.js';
 import { epochSeconds, findAccessToken, oauthAccessTokenResolver, secondsLeft, tokenState } from './tokens.js';
 import { personalAccessTokenPages } from './personal_access_tokens_page.js';
+import { oauthTokenThrottle, signInAddressThrottle } from '../services/auth_failures.js';
 
 const HOME = '/-/user_settings/applications';
 const APPLICATION_PATHS = ['/-/user_settings/applications', '/oauth/applications'];
@@ -76,10 +79,7 @@ export function sendPage(reply: FastifyReply, status: number, html: string) {
     .headers({
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-store',
-      'x-frame-options': 'DENY',
-      'x-content-type-options': 'nosniff',
-      'referrer-policy': 'strict-origin-when-cross-origin',
-      'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
+      ...PAGE_HEADERS,
     })
     .send(html);
 }
@@ -141,6 +141,11 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     config: ownAuth,
     schema: { body: SignInBody, response: { 302: NoContent } },
   }), async (request, reply) => {
+    // GitLab's protected paths: every POST counts against the address, whatever its outcome.
+    const wait = await signInAddressThrottle(cairn, request.ip);
+    if (wait) {
+      return reply.code(429).headers({ 'retry-after': String(wait), 'cache-control': 'no-store' }).type('text/plain; charset=utf-8').send('Retry later\n');
+    }
     const params = request.body;
     const returnTo = safeReturnPath(params.redirect_to, HOME);
     const login = params.user?.login ?? params.login ?? '';
@@ -157,9 +162,9 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     }
     const again = (status: number, error: string) => sendPage(reply, status, signInPage({ csrfToken: loaded.session.csrf_token, returnTo, login, error }));
     const result = login && password ? await checkLogin(cairn, request.ip, login, password) : null;
-    if (result?.failure === 'banned') {
+    if (result?.failure === 'banned' || result?.failure === 'throttled') {
       reply.header('retry-after', String(result.retryAfter));
-      return again(429, ADDRESS_BANNED);
+      return again(429, result.failure === 'banned' ? ADDRESS_BANNED : ACCOUNT_THROTTLED);
     }
     if (result?.failure === 'locked') return again(401, ACCOUNT_LOCKED);
     const user = result?.user;
@@ -300,10 +305,18 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     );
   }
 
+  async function refuseTooManyTokenRequests(request: FastifyRequest) {
+    const wait = await oauthTokenThrottle(cairn, request.ip);
+    if (wait) {
+      throw new ApiError(429, { error: 'too_many_requests', error_description: TOO_MANY_TOKEN_REQUESTS }, { 'retry-after': String(wait), 'cache-control': 'no-store' });
+    }
+  }
+
   app.post('/oauth/token', api({ matrix: { own: 'ok' },
     access: { custom: 'the grant (code with PKCE or redirect URI, refresh token, or resource owner password) and the client credentials (HTTP Basic or form; confidential clients must authenticate)' },
     schema: { response: { 200: OAuthTokenSchema } },
   }), async (request, reply) => {
+    await refuseTooManyTokenRequests(request);
     const body = await exchangeToken(cairn, request, allParams(request));
     return reply.headers({ 'cache-control': 'no-store', pragma: 'no-cache' }).send(body);
   });
@@ -311,7 +324,10 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
   app.post('/oauth/revoke', api({ matrix: { own: 'ok' },
     access: { custom: "a confidential client's token only with that client's credentials (RFC 7009)" },
     schema: { response: { 200: OAuthRevokeSchema } },
-  }), async (request) => revokeToken(cairn, request, allParams(request)));
+  }), async (request) => {
+    await refuseTooManyTokenRequests(request);
+    return revokeToken(cairn, request, allParams(request));
+  });
 
   const invalidToken = (description: string) =>
     new ApiError(401, { error: 'invalid_token', error_description: description }, {

@@ -78,3 +78,25 @@ export async function clearAccountFailures(cairn: Cairn, userId: number): Promis
   if (cairn.config.maxLoginAttempts <= 0) return;
   await clearCounter(cairn.db, accountFailures(userId));
 }
+
+/**
+ * Request throttles, counted whatever the outcome (GitLab's protected paths): every POST to the
+ * sign-in form per address, every password attempt per account (sign-in form and OAuth password
+ * grant), and every call to the OAuth token and revoke endpoints per address. The counters are
+ * rows of rate_limit_counters, so every process counts together. Each returns the seconds to wait
+ * when the request is over its limit, 0 when it may go on.
+ */
+async function throttle(cairn: Cairn, key: string, limit: number, period: number): Promise<number> {
+  if (limit <= 0) return 0;
+  const { count, retryAfter } = await countInWindow(cairn.db, key, period);
+  return count > limit ? retryAfter : 0;
+}
+
+export const signInAddressThrottle = (cairn: Cairn, ip: string) =>
+  throttle(cairn, `protected_paths:sign_in:ip:${ip}`, cairn.config.protectedPathsLimit, cairn.config.protectedPathsPeriod);
+
+export const signInAccountThrottle = (cairn: Cairn, userId: number) =>
+  throttle(cairn, `protected_paths:sign_in:user:${userId}`, cairn.config.protectedPathsLimit, cairn.config.protectedPathsPeriod);
+
+export const oauthTokenThrottle = (cairn: Cairn, ip: string) =>
+  throttle(cairn, `oauth_token:ip:${ip}`, cairn.config.oauthTokenRateLimit, 60);

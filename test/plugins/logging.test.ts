@@ -39,4 +39,32 @@ describe('request logs', () => {
     assert.ok(!log.includes(ROOT_TOKEN), 'the personal access token is in the log');
     assert.ok(!log.includes('secret-oauth-token-value'), 'the OAuth token is in the log');
   });
+
+  it('never show a credential in any form: headers, bearer, job and runner tokens, cookies, bracketed and encoded parameters, failed requests', async () => {
+    const secrets = ['hdr-private-token-SECRET1', 'bearer-token-SECRET2', 'job-token-SECRET3', 'cookie-session-SECRET4', 'bracket-token-SECRET5', 'encoded-token-SECRET6',
+      'runner-token-SECRET7', 'password-SECRET8', 'client-secret-SECRET9'];
+    await app.inject({ method: 'GET', url: '/api/v4/user', headers: { 'private-token': secrets[0] } });
+    await app.inject({ method: 'GET', url: '/api/v4/projects/999', headers: { authorization: `Bearer ${secrets[1]}` } });
+    await app.inject({ method: 'GET', url: '/api/v4/job', headers: { 'job-token': secrets[2] } });
+    await app.inject({ method: 'GET', url: '/-/user_settings/applications', headers: { cookie: `_cairn_session=${secrets[3]}` } });
+    await app.inject({ method: 'GET', url: `/api/v4/user?private_token[]=${secrets[4]}` });
+    await app.inject({ method: 'GET', url: `/api/v4/user?private%5Ftoken=${secrets[5]}&job_token=${secrets[2]}` });
+    await app.inject({ method: 'POST', url: `/api/v4/runners/verify?token=${secrets[6]}` });
+    await app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: `grant_type=password&username=root&password=${secrets[7]}&client_secret=${secrets[8]}` });
+    await app.inject({ method: 'POST', url: `/oauth/token?grant_type=password&username=root&password=${secrets[7]}&client_secret=${secrets[8]}` });
+    await app.inject({ method: 'GET', url: `/api/v4/projects/%ZZ?access_token=${secrets[1]}` });
+    const log = lines.join('');
+    assert.ok(log.length > 0, 'something was logged');
+    for (const secret of secrets) assert.ok(!log.includes(secret), `${secret} is in the log`);
+    assert.ok(!log.includes(ROOT_TOKEN));
+  });
+
+  it('censors credential headers in any log line that carries them', () => {
+    const before = lines.length;
+    app.log.info({ req: { method: 'GET', url: '/x', headers: { authorization: 'Bearer direct-SECRET', cookie: 'c=direct-SECRET' } } }, 'with headers');
+    app.log.info({ headers: { 'private-token': 'direct-SECRET', 'job-token': 'direct-SECRET' } }, 'bare headers');
+    const logged = lines.slice(before).join('');
+    assert.match(logged, /bare headers/);
+    assert.ok(!logged.includes('direct-SECRET'), logged);
+  });
 });
