@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { CiBuild, CiJobArtifact } from '../../db/schema/ci.js';
+import type { CiBuild } from '../../db/schema/ci.js';
 import { ApiError, apiError, forbidden, missingParam, notFound } from '../../plugins/errors.js';
 import { loadJobExtras, presentJob } from '../../presenters/ci.js';
 import { JobSchema } from '../../presenters/schemas/ci.js';
@@ -17,6 +17,7 @@ import {
 } from '../../services/artifacts.js';
 import { artifactStore } from '../../storage/index.js';
 import { openZipEntry, validArtifactPath } from '../../storage/zip.js';
+import { contentDisposition, sendArchive } from './send.js';
 import { IdParams, RowId } from '../params.js';
 import { NoContent, projectOf, RawBody, route } from '../route.js';
 
@@ -35,12 +36,6 @@ const SAFE_TYPES: Record<string, string> = {
   '.xml': 'text/plain; charset=utf-8', '.csv': 'text/plain; charset=utf-8', '.yml': 'text/plain; charset=utf-8', '.yaml': 'text/plain; charset=utf-8',
 };
 
-/** RFC 6266: an ASCII fallback and the UTF-8 name. */
-function contentDisposition(name: string): string {
-  const ascii = name.replace(/[^\x20-\x7e]|["\\]/g, '_');
-  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
-}
-
 const ctxOf = (request: FastifyRequest) => ({ baseUrl: request.server.cairn.config.externalUrl, viewer: request.actor?.user ?? null });
 
 export default async function jobArtifactRoutes(fastify: FastifyInstance) {
@@ -56,19 +51,6 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
   function authorizeArtifacts(request: FastifyRequest, build: CiBuild) {
     const access = projectOf(request);
     if (!mayReadJobArtifacts(build, access.accessLevel, !!access.user?.admin)) throw forbidden();
-  }
-
-  async function sendArchive(reply: FastifyReply, artifact: CiJobArtifact | null) {
-    if (!artifact) throw notFound();
-    const stream = await artifactStore(cairn.config).get(artifact.store_key);
-    if (!stream) throw notFound();
-    return reply
-      .code(200)
-      .type('application/zip')
-      .header('Content-Length', String(artifact.size))
-      .header('Content-Disposition', contentDisposition(artifact.file_name))
-      .header('X-Content-Type-Options', 'nosniff')
-      .send(stream);
   }
 
   async function sendEntry(reply: FastifyReply, build: CiBuild, rawPath: string) {
@@ -123,7 +105,7 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
     const { project } = projectOf(request);
     const build = await findJob(project.id, request.params.job_id);
     authorizeArtifacts(request, build);
-    return sendArchive(reply, await downloadableArchive(cairn.db, build.id));
+    return sendArchive(cairn, reply, await downloadableArchive(cairn.db, build.id));
   });
 
   app.get('/api/v4/projects/:id/jobs/:job_id/artifacts/*', route({
@@ -154,7 +136,7 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
     const build = await latestSuccessfulBuildForRef(cairn.db, project.id, target.ref, job);
     if (!build) throw notFound('Build');
     authorizeArtifacts(request, build);
-    if (target.kind === 'download') return sendArchive(reply, await downloadableArchive(cairn.db, build.id));
+    if (target.kind === 'download') return sendArchive(cairn, reply, await downloadableArchive(cairn.db, build.id));
     return sendEntry(reply, build, target.path);
   });
 

@@ -24,6 +24,8 @@ import {
 import { appendTrace } from '../../ci/trace.js';
 import { MultipartError, multipartBoundary, readMultipart } from '../../lib/multipart.js';
 import { artifactStore } from '../../storage/index.js';
+import { downloadableArchive } from '../../services/artifacts.js';
+import { sendArchive } from '../job_artifacts/send.js';
 import { ApiError, apiError, badRequest, forbidden, missingParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { RawBody, route, type Access } from '../route.js';
 import { RowId } from '../params.js';
@@ -572,22 +574,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
       const deps = await dependencyJobs(cairn.db, current);
       if (!deps.some((d) => d.id === target.id)) throw forbidden();
     }
-    const artifact = await cairn.db
-      .selectFrom('ci_job_artifacts')
-      .selectAll()
-      .where('job_id', '=', target.id)
-      .where('file_type', '=', 'archive')
-      .where((eb) => eb.or([eb('expire_at', 'is', null), eb('expire_at', '>', sql<Date>`now()`)]))
-      .executeTakeFirst();
-    if (!artifact) throw notFound();
-    const stream = await artifactStore(cairn.config).get(artifact.store_key);
-    if (!stream) throw notFound();
-    return reply
-      .code(200)
-      .type('application/zip')
-      .header('Content-Length', String(artifact.size))
-      .header('Content-Disposition', `attachment; filename="${artifact.file_name.replace(/["\\\r\n]/g, '_')}"`)
-      .send(stream);
+    return sendArchive(cairn, reply, await downloadableArchive(cairn.db, target.id));
   });
 }
 

@@ -48,68 +48,56 @@ export interface SweepResult {
   scheduled: number;
 }
 
+/**
+ * Walks the jobs `batch(afterId)` finds, in id order (keyset: each batch starts after the last id
+ * seen, so a job left as it was is not found again), and counts those `fail` moved.
+ */
+async function sweep(batch: (afterId: number) => Promise<{ id: number }[]>, fail: (id: number) => Promise<boolean>): Promise<number> {
+  let failed = 0;
+  for (let after = 0; ; ) {
+    const rows = await batch(after);
+    if (!rows.length) return failed;
+    for (const row of rows) if (await fail(row.id)) failed++;
+    after = rows[rows.length - 1].id;
+  }
+}
+
 /** One sweep; `now` is for tests. */
 export async function dropStuckJobs(cairn: Cairn, now = new Date()): Promise<SweepResult> {
-  const result: SweepResult = { pending: 0, running: 0, scheduled: 0 };
   const stuckCutoff = before(now, PENDING_STUCK_SECONDS);
   const outdatedCutoff = before(now, PENDING_OUTDATED_SECONDS);
-
-  // Pending: outdated, or stuck with no runner online for it. Each batch's jobs leave pending (or
-  // were taken meanwhile and no longer match), so the loop ends.
-  let seen = new Set<number>();
-  for (;;) {
-    const { rows } = await sql<{ id: number; updated_at: Date }>`
-      select b.id, b.updated_at from ci_builds b
-       where b.status = 'pending' and b.type = 'Ci::Build' and b.updated_at < ${stuckCutoff}
-         and (b.updated_at < ${outdatedCutoff} or not ${anyOnlineRunnerFor(now)})
-         and b.id <> all(${[...seen]}::int[])
-       order by b.id limit ${BATCH}`.execute(cairn.db);
-    if (!rows.length) break;
-    for (const row of rows) {
-      seen.add(row.id);
-      if (await finishBuild(cairn, row.id, { status: 'failed', failureReason: 'stuck_or_timeout_failure', from: ['pending'], updatedBefore: stuckCutoff })) result.pending++;
-    }
-  }
-
-  seen = new Set<number>();
   const runningCutoff = before(now, RUNNING_OUTDATED_SECONDS);
-  for (;;) {
-    const rows = await cairn.db
-      .selectFrom('ci_builds')
-      .select('id')
-      .where('status', '=', 'running')
-      .where('type', '=', 'Ci::Build')
-      .where('updated_at', '<', runningCutoff)
-      .where('id', 'not in', seen.size ? [...seen] : [0])
-      .orderBy('id')
-      .limit(BATCH)
-      .execute();
-    if (!rows.length) break;
-    for (const row of rows) {
-      seen.add(row.id);
-      if (await finishBuild(cairn, row.id, { status: 'failed', failureReason: 'stuck_or_timeout_failure', updatedBefore: runningCutoff })) result.running++;
-    }
-  }
-
-  seen = new Set<number>();
   const scheduledCutoff = before(now, SCHEDULED_OUTDATED_SECONDS);
-  for (;;) {
-    const rows = await cairn.db
-      .selectFrom('ci_builds')
-      .select('id')
-      .where('status', '=', 'scheduled')
-      .where('scheduled_at', '<', scheduledCutoff)
-      .where('id', 'not in', seen.size ? [...seen] : [0])
-      .orderBy('id')
-      .limit(BATCH)
-      .execute();
-    if (!rows.length) break;
-    for (const row of rows) {
-      seen.add(row.id);
-      if (await finishBuild(cairn, row.id, { status: 'failed', failureReason: 'stale_schedule', from: ['scheduled'] })) result.scheduled++;
-    }
-  }
-  return result;
+  const stuck = { status: 'failed' as const, failureReason: 'stuck_or_timeout_failure' };
+
+  // Pending: outdated, or stuck with no runner online for it.
+  const pending = await sweep(
+    async (after) =>
+      (await sql<{ id: number }>`
+        select b.id from ci_builds b
+         where b.status = 'pending' and b.type = 'Ci::Build' and b.updated_at < ${stuckCutoff}
+           and (b.updated_at < ${outdatedCutoff} or not ${anyOnlineRunnerFor(now)})
+           and b.id > ${after}
+         order by b.id limit ${BATCH}`.execute(cairn.db)).rows,
+    (id) => finishBuild(cairn, id, { ...stuck, from: ['pending'], updatedBefore: stuckCutoff }),
+  );
+  // Running: no update from its runner for an hour.
+  const running = await sweep(
+    (after) =>
+      cairn.db.selectFrom('ci_builds').select('id')
+        .where('status', '=', 'running').where('type', '=', 'Ci::Build').where('updated_at', '<', runningCutoff)
+        .where('id', '>', after).orderBy('id').limit(BATCH).execute(),
+    (id) => finishBuild(cairn, id, { ...stuck, updatedBefore: runningCutoff }),
+  );
+  // Scheduled (delayed) jobs whose time passed an hour ago.
+  const scheduled = await sweep(
+    (after) =>
+      cairn.db.selectFrom('ci_builds').select('id')
+        .where('status', '=', 'scheduled').where('scheduled_at', '<', scheduledCutoff)
+        .where('id', '>', after).orderBy('id').limit(BATCH).execute(),
+    (id) => finishBuild(cairn, id, { status: 'failed', failureReason: 'stale_schedule', from: ['scheduled'] }),
+  );
+  return { pending, running, scheduled };
 }
 
 defineRecurring(STUCK_JOBS_SWEEP, SWEEP_EVERY_SECONDS, async (cairn) => {
