@@ -316,28 +316,46 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     return presentUserAgentDetail(snippet);
   });
 
+  /** Creates a personal (project null) or project snippet from a create body; 201 with it. */
+  async function create(request: FastifyRequest, reply: FastifyReply, project: SnippetAccess['project'], body: Static<typeof CreateBody>, visibility: number) {
+    const snippet = await createSnippet(cairn, {
+      author: signedIn(request),
+      project,
+      title: titleParam(body.title)!,
+      description: body.description ?? null,
+      visibilityLevel: visibility,
+      files: createFiles(body),
+      userAgent: String(request.headers['user-agent'] ?? ''),
+      ipAddress: request.ip,
+    });
+    reply.code(201);
+    return presentOne(request, { snippet, project });
+  }
+
+  /** PUT of a snippet the caller has found: whoever may update it (403 otherwise). */
+  async function update(request: FastifyRequest, access: SnippetAccess, body: Static<typeof UpdateBody>) {
+    const user = signedIn(request);
+    if (!canUpdateSnippet(user, access.snippet, access.subject)) throw forbidden();
+    const input = updateInput(body, await snippetFiles(cairn, access.snippet), access.project?.visibility_level ?? null);
+    const snippet = await updateSnippet(cairn, access.snippet, user, input);
+    return presentOne(request, { snippet, project: access.project });
+  }
+
+  /** DELETE of a snippet the caller has found: whoever may delete it (403 otherwise); 204. */
+  async function remove(request: FastifyRequest, reply: FastifyReply, access: SnippetAccess) {
+    if (!canDeleteSnippet(signedIn(request), access.snippet, access.subject)) throw forbidden();
+    await deleteSnippet(cairn, access.snippet);
+    return reply.code(204).send();
+  }
+
   app.post(base, route({ matrix: 'signedIn',
     access: { custom: 'signed-in users who are not external (policies/snippets.ts canCreatePersonalSnippet)', signedIn: true },
     bodyLimit,
     schema: { body: CreateBody, response: { 201: SnippetSchema } },
   }), async (request, reply) => {
-    const user = signedIn(request);
-    if (!canCreatePersonalSnippet(user)) throw forbidden();
-    const title = titleParam(request.body.title)!;
+    if (!canCreatePersonalSnippet(signedIn(request))) throw forbidden();
     const visibility = visibilityParam(request.body.visibility ?? 'internal')!;
-    const files = createFiles(request.body);
-    const snippet = await createSnippet(cairn, {
-      author: user,
-      project: null,
-      title,
-      description: request.body.description ?? null,
-      visibilityLevel: visibility,
-      files,
-      userAgent: String(request.headers['user-agent'] ?? ''),
-      ipAddress: request.ip,
-    });
-    reply.code(201);
-    return presentOne(request, { snippet, project: null });
+    return create(request, reply, null, request.body, visibility);
   });
 
   /** PUT and DELETE /snippets/:id act on the caller's own snippets only (GitLab's snippets_for_current_user): 404 for others'. */
@@ -353,22 +371,14 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     bodyLimit,
     schema: { params: SnippetIdParams, body: UpdateBody, response: { 200: SnippetSchema } },
   }), async (request) => {
-    const access = await ownSnippet(request, request.params.id);
-    const user = signedIn(request);
-    if (!canUpdateSnippet(user, access.snippet, access.subject)) throw forbidden();
-    const input = updateInput(request.body, await snippetFiles(cairn, access.snippet), access.project?.visibility_level ?? null);
-    const snippet = await updateSnippet(cairn, access.snippet, user, input);
-    return presentOne(request, { snippet, project: access.project });
+    return update(request, await ownSnippet(request, request.params.id), request.body);
   });
 
   app.delete(`${base}/:id`, route({ matrix: { is: 'signedIn', cells: { external: 404, nonmember: 404, guest: 404, reporter: 404, developer: 404, owner: 404, admin: 404 } },
     access: { custom: "the snippet's author (policies/snippets.ts canDeleteSnippet); 404 for anyone else's", signedIn: true },
     schema: { params: SnippetIdParams, response: { 204: NoContent } },
   }), async (request, reply) => {
-    const access = await ownSnippet(request, request.params.id);
-    if (!canDeleteSnippet(signedIn(request), access.snippet, access.subject)) throw forbidden();
-    await deleteSnippet(cairn, access.snippet);
-    return reply.code(204).send();
+    return remove(request, reply, await ownSnippet(request, request.params.id));
   });
 
   // -------------------------------------------------------------------------------------------
@@ -436,23 +446,9 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     schema: { params: Type.Object({ id: Type.String() }), body: Type.Object({ ...CreateBody.properties, visibility: Type.Unknown() }), response: { 201: SnippetSchema } },
   }), async (request, reply) => {
     const access = projectOf(request);
-    const user = signedIn(request);
-    const title = titleParam(request.body.title)!;
     const visibility = visibilityParam(request.body.visibility)!;
-    const files = createFiles(request.body);
     if (!visibilityAllowedInProject(visibility, access.project)) throw snippetError(400, "Visibility level can not be more visible than the project's");
-    const snippet = await createSnippet(cairn, {
-      author: user,
-      project: access.project,
-      title,
-      description: request.body.description ?? null,
-      visibilityLevel: visibility,
-      files,
-      userAgent: String(request.headers['user-agent'] ?? ''),
-      ipAddress: request.ip,
-    });
-    reply.code(201);
-    return presentOne(request, { snippet, project: access.project });
+    return create(request, reply, access.project, request.body, visibility);
   });
 
   app.put(`${pbase}/:snippet_id`, route({ matrix: 'maintainer',
@@ -460,21 +456,13 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     bodyLimit,
     schema: { params: ProjectSnippetParams, body: UpdateBody, response: { 200: SnippetSchema } },
   }), async (request) => {
-    const access = await projectSnippet(request, request.params.snippet_id);
-    const user = signedIn(request);
-    if (!canUpdateSnippet(user, access.snippet, access.subject)) throw forbidden();
-    const input = updateInput(request.body, await snippetFiles(cairn, access.snippet), access.project?.visibility_level ?? null);
-    const snippet = await updateSnippet(cairn, access.snippet, user, input);
-    return presentOne(request, { snippet, project: access.project });
+    return update(request, await projectSnippet(request, request.params.snippet_id), request.body);
   });
 
   app.delete(`${pbase}/:snippet_id`, route({ matrix: 'maintainer',
     access: { project: 'read_snippet', signedIn: true },
     schema: { params: ProjectSnippetParams, response: { 204: NoContent } },
   }), async (request, reply) => {
-    const access = await projectSnippet(request, request.params.snippet_id);
-    if (!canDeleteSnippet(signedIn(request), access.snippet, access.subject)) throw forbidden();
-    await deleteSnippet(cairn, access.snippet);
-    return reply.code(204).send();
+    return remove(request, reply, await projectSnippet(request, request.params.snippet_id));
   });
 }
