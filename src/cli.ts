@@ -1,4 +1,4 @@
-import { loadConfig } from './config.js';
+import { checkSettings, ConfigError, loadConfig, settingsHelp } from './config.js';
 import { openDatabase } from './db/index.js';
 import { migrateToLatest } from './db/migrate.js';
 import { CAIRN_VERSION } from './version.js';
@@ -34,7 +34,10 @@ const COMMAND_HELP: Record<string, string> = {
 Runs the HTTP server on CAIRN_HOST:CAIRN_PORT: applies pending migrations, creates the
 administrator root on first start (printing its generated password once), runs the background
 worker (CAIRN_WORKERS=0 turns it off) and the built-in CI runner (CAIRN_BUILTIN_RUNNER=0).
-Stops cleanly on SIGINT or SIGTERM. Settings are environment variables: see the README.`,
+Stops cleanly on SIGINT or SIGTERM. A bad setting stops it at start, naming the variable.
+
+settings (environment variables):
+${settingsHelp()}`,
   migrate: `usage: cairn migrate
 
 Applies pending database migrations (DATABASE_URL, or the embedded database in CAIRN_DATA_DIR)
@@ -72,6 +75,7 @@ async function main(argv: string[]) {
       return;
     }
     case 'runner': {
+      checkSettings(['runner']);
       const { runnerCommand } = await import('./runner/cli.js');
       process.exitCode = await runnerCommand(argv.slice(1));
       return;
@@ -112,7 +116,11 @@ async function main(argv: string[]) {
   }
 }
 
+/** Errors that say all there is to say in their message: one line, no stack. */
+const ONE_LINE_CODES = new Set(['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES']);
+
 main(process.argv.slice(2)).catch((err) => {
-  console.error(err);
+  if (err instanceof ConfigError || (err?.syscall === 'listen' && ONE_LINE_CODES.has(err.code))) console.error(err.message);
+  else console.error(err);
   process.exit(1);
 });

@@ -4,6 +4,7 @@ import { scheduleRecurring, startWorker } from './jobs/queue.js';
 import { sweepLeftoversSoon } from './services/leftovers.js';
 import type { BuiltinRunner } from './runner/runner.js';
 import { startServeBuiltinRunner } from './runner/serve.js';
+import { collectStartupGarbage } from './lib/memory.js';
 
 export async function serve() {
   const config = loadConfig();
@@ -19,7 +20,7 @@ export async function serve() {
   process.once('SIGINT', () => void shutdown('SIGINT'));
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   // Background jobs run in-process by default; every process works the same queue.
-  if (process.env.CAIRN_WORKERS !== '0') {
+  if (config.workers) {
     // What a crash left on disk is swept at start (by age: see services/leftovers.ts).
     await scheduleRecurring(app.cairn.db)
       .then(() => sweepLeftoversSoon(app.cairn))
@@ -32,6 +33,7 @@ export async function serve() {
   // Cairn's own instance runner for untagged jobs (CAIRN_BUILTIN_RUNNER=0 turns it off); it talks
   // to this server over HTTP like any other runner.
   builtin = await startServeBuiltinRunner(app.cairn, { log: (m) => app.log.info(m) });
+  setTimeout(collectStartupGarbage, 2000).unref();
   app.log.info(`Cairn serving ${config.externalUrl} (${app.cairn.dbKind === 'pglite' ? `embedded database in ${config.dataDir}` : 'PostgreSQL'})`);
   return app;
 }

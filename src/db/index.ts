@@ -8,6 +8,7 @@ import { PGliteDialect } from './pglite-dialect.js';
 import type { DB } from './types.js';
 import { observeWrites, type WriteObserver } from './write_observer.js';
 import { dbQueryDuration, dbQueryErrors, sqlOperationOf } from '../metrics/index.js';
+import { ConfigError, redactUrlPassword, setting } from '../config.js';
 
 export type Database = Kysely<DB>;
 export { sql };
@@ -87,6 +88,39 @@ export function withSessionOptions(databaseUrl: string, ours: string): { connect
   }
 }
 
+/** Network and server answers that mean DATABASE_URL cannot be used as it is. */
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', '28P01', '28000', '3D000', '57P03']);
+
+/**
+ * One connection at start, so an unreachable or refusing DATABASE_URL stops the process with one
+ * line (host, port, database, the error code; never the password) instead of a driver stack.
+ */
+async function checkConnection(pool: pg.Pool, databaseUrl: string) {
+  try {
+    const client = await pool.connect();
+    client.release();
+  } catch (err: any) {
+    await pool.end().catch(() => {});
+    const code: string | undefined = err?.code ?? (/timeout/i.test(err?.message ?? '') ? 'ETIMEDOUT' : undefined);
+    if (!code || !CONNECTION_CODES.has(code)) throw err;
+    let where = redactUrlPassword(databaseUrl);
+    try {
+      const u = new URL(databaseUrl);
+      where = `${u.hostname || 'localhost'}:${u.port || 5432}${u.pathname && u.pathname !== '/' ? `, database ${decodeURIComponent(u.pathname.slice(1))}` : ''}${u.username ? `, user ${decodeURIComponent(u.username)}` : ''}`;
+    } catch {}
+    const detail = /^\d|^[0-9A-Z]{5}$/.test(code) && err.message ? `: ${err.message}` : '';
+    throw new ConfigError(`DATABASE_URL: cannot connect to PostgreSQL at ${where} (${code}${detail})`, 'DATABASE_URL');
+  }
+}
+
+/**
+ * PGlite's PostgreSQL runs inside the process's WebAssembly memory, which never shrinks: its
+ * default shared_buffers (128 MB, and the WAL buffers sized from it) alone took about 100 MB of
+ * the process's memory once touched. Its pages come from files the operating system caches
+ * anyway, so a small buffer pool costs reads little (see the README's memory benchmark).
+ */
+const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers=16MB'];
+
 export interface OpenOptions {
   databaseUrl: string | null;
   dataDir: string;
@@ -99,22 +133,24 @@ export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
     // Generic plans: statements are prepared once per connection and planned once, not per call.
     // Dates compare in UTC (current_date), as the code and the cache's expiry do.
     const { connectionString, options } = withSessionOptions(opts.databaseUrl, '-c plan_cache_mode=force_generic_plan -c TimeZone=UTC');
-    const pool = new pg.Pool({ connectionString, options, max: Number(process.env.CAIRN_DB_POOL || 10), Client: PreparingClient });
+    const pool = new pg.Pool({ connectionString, options, max: setting<number>('CAIRN_DB_POOL'), Client: PreparingClient });
     // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped from the
     // pool and replaced on the next query; unhandled, pg's 'error' event would end the process.
     pool.on('error', () => {});
     const writeObservers = new Set<WriteObserver>();
     const db = new Kysely<DB>({ dialect: observeWrites(new PostgresDialect({ pool }), writeObservers), log: observeQuery });
     const poolStats = () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount });
+    await checkConnection(pool, opts.databaseUrl);
     return { db, kind: 'postgres', url: opts.databaseUrl, writeObservers, poolStats, close: () => db.destroy() };
   }
   let pglite: PGlite;
+  const options = { parsers: pgliteParsers, startParams: PGLITE_START_PARAMS };
   if (opts.pgliteTemplate) {
-    pglite = await PGlite.create({ loadDataDir: opts.pgliteTemplate, parsers: pgliteParsers });
+    pglite = await PGlite.create({ loadDataDir: opts.pgliteTemplate, ...options });
   } else {
     const dir = path.join(opts.dataDir, 'pglite');
     fs.mkdirSync(dir, { recursive: true });
-    pglite = await PGlite.create(dir, { parsers: pgliteParsers });
+    pglite = await PGlite.create(dir, options);
   }
   const writeObservers = new Set<WriteObserver>();
   const dialect = new PGliteDialect(pglite);

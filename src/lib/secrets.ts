@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { setting } from '../config.js';
 
 const scrypt = promisify(crypto.scrypt) as (pw: string, salt: Buffer, keylen: number, opts: crypto.ScryptOptions) => Promise<Buffer>;
 const SCRYPT = { N: 16384, r: 8, p: 1 };
@@ -56,7 +57,7 @@ export async function verifyPassword(password: string, stored: string | null): P
 const keys = new Map<string, Buffer>();
 
 function secretKeyBase(dataDir: string): string {
-  const fromEnv = process.env.CAIRN_SECRET_KEY_BASE;
+  const fromEnv = setting<string | null>('CAIRN_SECRET_KEY_BASE');
   if (fromEnv) return fromEnv;
   const file = path.join(dataDir, 'secret_key_base');
   try {

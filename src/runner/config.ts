@@ -2,6 +2,7 @@
 // secret, so it is written with mode 0600 in a 0700 directory.
 import fs from 'node:fs';
 import path from 'node:path';
+import { setting } from '../config.js';
 
 export interface RunnerConfigFile {
   url: string;
@@ -19,11 +20,11 @@ export interface RunnerConfigFile {
 }
 
 export function dataDir(env: NodeJS.ProcessEnv = process.env): string {
-  return path.resolve(env.CAIRN_DATA_DIR || './data');
+  return setting<string>('CAIRN_DATA_DIR', env);
 }
 
 export function defaultConfigPath(env: NodeJS.ProcessEnv = process.env): string {
-  return path.resolve(env.CAIRN_RUNNER_CONFIG || path.join(dataDir(env), 'runner', 'config.json'));
+  return setting<string | null>('CAIRN_RUNNER_CONFIG', env) ?? path.join(dataDir(env), 'runner', 'config.json');
 }
 
 export function readRunnerConfig(file: string): RunnerConfigFile {

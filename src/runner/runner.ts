@@ -8,6 +8,7 @@ import { readRunnerConfig, writeRunnerConfig } from './config.js';
 import { executeJob, type ExecutorOptions, type JobOutcome } from './job.js';
 import { detectSandbox, type SandboxStatus } from './sandbox.js';
 import { sleep } from './trace.js';
+import { setting } from '../config.js';
 
 export interface RunnerOptions {
   url: string;
@@ -36,7 +37,7 @@ export function defaultBuildsDir(): string {
 
 /** Whether jobs may run without bubblewrap: the option, or CAIRN_RUNNER_ALLOW_UNISOLATED=1. */
 export function unisolatedAllowed(option?: boolean, env: NodeJS.ProcessEnv = process.env): boolean {
-  return option === true || env.CAIRN_RUNNER_ALLOW_UNISOLATED === '1' || env.CAIRN_RUNNER_ALLOW_UNISOLATED === 'true';
+  return option === true || setting<boolean>('CAIRN_RUNNER_ALLOW_UNISOLATED', env);
 }
 
 export class Runner {
@@ -191,7 +192,7 @@ export interface BuiltinRunner {
 export async function startBuiltinRunner(opts: BuiltinRunnerOptions): Promise<BuiltinRunner | null> {
   const env = opts.env ?? process.env;
   const log = opts.log ?? ((m: string) => console.log(`[builtin runner] ${m}`));
-  if (env.CAIRN_BUILTIN_RUNNER === '0' || env.CAIRN_BUILTIN_RUNNER === 'false') return null;
+  if (!setting<boolean>('CAIRN_BUILTIN_RUNNER', env)) return null;
   const allowUnisolated = unisolatedAllowed(opts.allowUnisolated, env);
   const sandbox = detectSandbox();
   if (!sandbox.available && !allowUnisolated) {
@@ -224,7 +225,7 @@ export async function startBuiltinRunner(opts: BuiltinRunnerOptions): Promise<Bu
   const runner = new Runner({
     url: opts.url,
     token,
-    concurrent: opts.concurrent ?? Math.max(1, Number(env.CAIRN_BUILTIN_RUNNER_CONCURRENT) || 1),
+    concurrent: opts.concurrent ?? setting<number>('CAIRN_BUILTIN_RUNNER_CONCURRENT', env),
     allowUnisolated,
     buildsDir: opts.buildsDir,
     hiddenPaths: [opts.dataDir],

@@ -5,6 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { setting } from '../config.js';
 
 export interface SandboxStatus {
   available: boolean;
@@ -43,7 +44,7 @@ function findOnPath(name: string): string | null {
 export function detectSandbox(opts: { refresh?: boolean; bwrapPath?: string; env?: NodeJS.ProcessEnv } = {}): SandboxStatus {
   if (cached && !opts.refresh && !opts.bwrapPath) return cached;
   const env = opts.env ?? process.env;
-  const bwrap = opts.bwrapPath ?? env.CAIRN_RUNNER_BWRAP ?? findOnPath('bwrap');
+  const bwrap = opts.bwrapPath ?? setting<string | null>('CAIRN_RUNNER_BWRAP', env) ?? findOnPath('bwrap');
   let status: SandboxStatus;
   const trial = (command: string[], caps: string[]) =>
     spawnSync(bwrap!, ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--unshare-pid', '--die-with-parent', ...caps, '--', ...command], {
@@ -62,9 +63,9 @@ export function detectSandbox(opts: { refresh?: boolean; bwrapPath?: string; env
     // A root runner runs its jobs as an unprivileged user: root without capabilities could
     // still read every root-owned file the machine has.
     const setpriv = findOnPath('setpriv');
-    if (status.available && typeof process.getuid === 'function' && process.getuid() === 0 && setpriv && env.CAIRN_RUNNER_JOB_UID !== 'root') {
-      const uid = Number(env.CAIRN_RUNNER_JOB_UID || 65534);
-      const gid = Number(env.CAIRN_RUNNER_JOB_GID || uid);
+    if (status.available && typeof process.getuid === 'function' && process.getuid() === 0 && setpriv && setting('CAIRN_RUNNER_JOB_UID', env) !== 'root') {
+      const uid = setting<number>('CAIRN_RUNNER_JOB_UID', env);
+      const gid = setting<number | null>('CAIRN_RUNNER_JOB_GID', env) ?? uid;
       if (Number.isInteger(uid) && uid > 0 && Number.isInteger(gid) && gid > 0) {
         const runAs = { uid, gid, setpriv };
         const t = trial([...setprivArgs(runAs), 'true'], []);

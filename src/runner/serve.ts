@@ -4,6 +4,7 @@ import type { Config } from '../config.js';
 import type { Cairn } from '../context.js';
 import { registrationToken } from '../ci/runners.js';
 import { startBuiltinRunner, type BuiltinRunner } from './runner.js';
+import { setting } from '../config.js';
 
 /** The address a process reaches its own listening server at. */
 export function loopbackUrl(config: Pick<Config, 'host' | 'port'>, port = config.port): string {
@@ -22,7 +23,7 @@ export async function startServeBuiltinRunner(
   opts: { port?: number; env?: NodeJS.ProcessEnv; log: (msg: string) => void },
 ): Promise<BuiltinRunner | null> {
   const env = opts.env ?? process.env;
-  if (env.CAIRN_BUILTIN_RUNNER === '0' || env.CAIRN_BUILTIN_RUNNER === 'false') return null;
+  if (!setting<boolean>('CAIRN_BUILTIN_RUNNER', env)) return null;
   try {
     return await startBuiltinRunner({
       url: loopbackUrl(cairn.config, opts.port),
