@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -135,6 +136,30 @@ async function checkConnection(pool: pg.Pool, databaseUrl: string) {
  */
 const pgliteStartParams = (PGlite: { defaultStartParams: string[] }) => [...PGlite.defaultStartParams, '-c', 'shared_buffers=16MB'];
 
+/**
+ * Creates a new embedded database (PostgreSQL's initdb, inside PGlite) in a short-lived child
+ * process. The WebAssembly memory initdb grows to (several hundred MB) is never given back, so
+ * done in the server's own process it stayed in the server's memory for its life; the server
+ * then opens the created directory as on any later start (about 200 MB less). Only on the first
+ * start; if the child fails, the server creates the database itself, as before.
+ */
+const PGLITE_INIT_SCRIPT =
+  'const { PGlite } = await import(process.env.PGLITE_INIT_MODULE);' +
+  'const db = await PGlite.create(process.env.PGLITE_INIT_DIR, { startParams: JSON.parse(process.env.PGLITE_INIT_PARAMS) });' +
+  'await db.close();';
+
+async function initializePgliteInChild(dir: string, startParams: string[]): Promise<void> {
+  if (fs.existsSync(path.join(dir, 'PG_VERSION'))) return;
+  try {
+    const env = { ...process.env, PGLITE_INIT_MODULE: import.meta.resolve('@electric-sql/pglite'), PGLITE_INIT_DIR: dir, PGLITE_INIT_PARAMS: JSON.stringify(startParams) };
+    await new Promise<void>((resolve, reject) =>
+      execFile(process.execPath, ['--input-type=module', '-e', PGLITE_INIT_SCRIPT], { env, maxBuffer: 1 << 20 }, (err) => (err ? reject(err) : resolve())),
+    );
+  } catch {
+    // The server's own PGlite.create() initializes the directory instead.
+  }
+}
+
 export interface OpenOptions {
   databaseUrl: string | null;
   dataDir: string;
@@ -166,6 +191,7 @@ export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
   } else {
     const dir = path.join(opts.dataDir, 'pglite');
     fs.mkdirSync(dir, { recursive: true });
+    await initializePgliteInChild(dir, options.startParams);
     pglite = await PGlite.create(dir, options);
   }
   const writeObservers = new Set<WriteObserver>();
