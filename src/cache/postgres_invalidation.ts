@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import pg from 'pg';
+import type pg from 'pg';
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { SharedCache } from './shared_cache.js';
@@ -83,6 +83,7 @@ export class PostgresInvalidation {
   }
 
   private async connect() {
+    const { default: pg } = await import('pg');
     const client = new pg.Client({ connectionString: this.databaseUrl, application_name: 'cairn cache listener', keepAlive: true });
     this.client = client;
     client.on('notification', (msg) => this.onNotification(msg.channel, msg.payload ?? ''));

@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { Cairn } from '../context.js';
 import type { OpenedDatabase } from '../db/index.js';
 
@@ -96,6 +96,8 @@ export async function startJobWakeup(cairn: Cairn, database: OpenedDatabase, log
     }, RECONNECT_MS).unref();
   };
   const connect = async () => {
+    const { default: pg } = await import('pg');
+    if (closing) return;
     const c = new pg.Client({ connectionString: database.url, application_name: 'cairn ci jobs listener', keepAlive: true });
     client = c;
     c.on('notification', () => wakeup.notify());

@@ -1,9 +1,10 @@
+import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Kysely, PostgresDialect, sql, type LogEvent } from 'kysely';
-import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
+import type pg from 'pg';
+import type { PGlite } from '@electric-sql/pglite';
 import { PGliteDialect } from './pglite-dialect.js';
 import type { DB } from './types.js';
 import { observeWrites, type WriteObserver } from './write_observer.js';
@@ -14,8 +15,6 @@ export type Database = Kysely<DB>;
 export { sql };
 
 // bigint counts and ids arrive as numbers; dates stay 'YYYY-MM-DD' strings (no time zone shift).
-pg.types.setTypeParser(20, (v) => Number(v));
-pg.types.setTypeParser(1082, (v) => v);
 const pgliteParsers = { 20: (v: string) => Number(v), 1082: (v: string) => v };
 
 /**
@@ -34,16 +33,32 @@ function statementName(text: string): string {
   return name;
 }
 
-class PreparingClient extends pg.Client {
-  override query(config: any, values?: any, callback?: any): any {
-    if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined) {
-      return (super.query({ name: statementName(config), text: config, values }) as unknown as Promise<pg.QueryResult>).catch((err: any) => {
-        if (err?.code === '0A000' || err?.code === '26000') return super.query(config, values);
-        throw err;
-      });
+function preparingClient(base: typeof pg.Client) {
+  return class PreparingClient extends base {
+    override query(config: any, values?: any, callback?: any): any {
+      if (typeof config === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined) {
+        return (super.query({ name: statementName(config), text: config, values }) as unknown as Promise<pg.QueryResult>).catch((err: any) => {
+          if (err?.code === '0A000' || err?.code === '26000') return super.query(config, values);
+          throw err;
+        });
+      }
+      return super.query(config, values, callback);
     }
-    return super.query(config, values, callback);
-  }
+  };
+}
+
+/**
+ * The driver of the database in use, loaded when it is opened: the pg driver (about 15 MB of
+ * memory) is never loaded on the embedded database, nor PGlite's module on PostgreSQL.
+ */
+let pgDriver: Promise<{ pg: typeof pg; Client: typeof pg.Client }> | null = null;
+function loadPg() {
+  pgDriver ??= import('pg').then(({ default: pg }) => {
+    pg.types.setTypeParser(20, (v) => Number(v));
+    pg.types.setTypeParser(1082, (v) => v);
+    return { pg, Client: preparingClient(pg.Client) };
+  });
+  return pgDriver;
 }
 
 export interface OpenedDatabase {
@@ -119,7 +134,31 @@ async function checkConnection(pool: pg.Pool, databaseUrl: string) {
  * the process's memory once touched. Its pages come from files the operating system caches
  * anyway, so a small buffer pool costs reads little (see the README's memory benchmark).
  */
-const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers=16MB'];
+const pgliteStartParams = (PGlite: { defaultStartParams: string[] }) => [...PGlite.defaultStartParams, '-c', 'shared_buffers=16MB'];
+
+/**
+ * Creates a new embedded database (PostgreSQL's initdb, inside PGlite) in a short-lived child
+ * process. The WebAssembly memory initdb grows to (several hundred MB) is never given back, so
+ * done in the server's own process it stayed in the server's memory for its life; the server
+ * then opens the created directory as on any later start (about 200 MB less). Only on the first
+ * start; if the child fails, the server creates the database itself, as before.
+ */
+const PGLITE_INIT_SCRIPT =
+  'const { PGlite } = await import(process.env.PGLITE_INIT_MODULE);' +
+  'const db = await PGlite.create(process.env.PGLITE_INIT_DIR, { startParams: JSON.parse(process.env.PGLITE_INIT_PARAMS) });' +
+  'await db.close();';
+
+async function initializePgliteInChild(dir: string, startParams: string[]): Promise<void> {
+  if (fs.existsSync(path.join(dir, 'PG_VERSION'))) return;
+  try {
+    const env = { ...process.env, PGLITE_INIT_MODULE: import.meta.resolve('@electric-sql/pglite'), PGLITE_INIT_DIR: dir, PGLITE_INIT_PARAMS: JSON.stringify(startParams) };
+    await new Promise<void>((resolve, reject) =>
+      execFile(process.execPath, ['--input-type=module', '-e', PGLITE_INIT_SCRIPT], { env, maxBuffer: 1 << 20 }, (err) => (err ? reject(err) : resolve())),
+    );
+  } catch {
+    // The server's own PGlite.create() initializes the directory instead.
+  }
+}
 
 export interface OpenOptions {
   databaseUrl: string | null;
@@ -133,7 +172,8 @@ export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
     // Generic plans: statements are prepared once per connection and planned once, not per call.
     // Dates compare in UTC (current_date), as the code and the cache's expiry do.
     const { connectionString, options } = withSessionOptions(opts.databaseUrl, '-c plan_cache_mode=force_generic_plan -c TimeZone=UTC');
-    const pool = new pg.Pool({ connectionString, options, max: setting<number>('CAIRN_DB_POOL'), Client: PreparingClient });
+    const { pg, Client } = await loadPg();
+    const pool = new pg.Pool({ connectionString, options, max: setting<number>('CAIRN_DB_POOL'), Client });
     // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped from the
     // pool and replaced on the next query; unhandled, pg's 'error' event would end the process.
     pool.on('error', () => {});
@@ -143,13 +183,15 @@ export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
     await checkConnection(pool, opts.databaseUrl);
     return { db, kind: 'postgres', url: opts.databaseUrl, writeObservers, poolStats, close: () => db.destroy() };
   }
+  const { PGlite } = await import('@electric-sql/pglite');
   let pglite: PGlite;
-  const options = { parsers: pgliteParsers, startParams: PGLITE_START_PARAMS };
+  const options = { parsers: pgliteParsers, startParams: pgliteStartParams(PGlite) };
   if (opts.pgliteTemplate) {
     pglite = await PGlite.create({ loadDataDir: opts.pgliteTemplate, ...options });
   } else {
     const dir = path.join(opts.dataDir, 'pglite');
     fs.mkdirSync(dir, { recursive: true });
+    await initializePgliteInChild(dir, options.startParams);
     pglite = await PGlite.create(dir, options);
   }
   const writeObservers = new Set<WriteObserver>();

@@ -1,10 +1,11 @@
-import nodemailer, { type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type { Config } from '../config.js';
 
 /**
  * Outgoing e-mail over SMTP (nodemailer), from CAIRN_SMTP_URL. Sending happens only in queue
  * jobs (services/notifications.ts), never in a request. One pooled transport per URL in this
- * process: it holds connections, not state another process could disagree with.
+ * process: it holds connections, not state another process could disagree with. nodemailer
+ * (about 15 MB of memory) is loaded with the first message sent, not at start.
  */
 
 export interface OutgoingMail {
@@ -20,10 +21,11 @@ export interface OutgoingMail {
 
 const transports = new Map<string, Transporter>();
 
-function transportFor(url: string): Transporter {
+async function transportFor(url: string): Promise<Transporter> {
   let t = transports.get(url);
   if (!t) {
-    t = nodemailer.createTransport(url);
+    const { default: nodemailer } = await import('nodemailer');
+    t = transports.get(url) ?? nodemailer.createTransport(url);
     transports.set(url, t);
   }
   return t;
@@ -37,7 +39,7 @@ export function mailEnabled(config: Pick<Config, 'smtpUrl'>): boolean {
 /** Sends one message; throws when the server refuses it (the queue retries the job). */
 export async function sendMail(config: Pick<Config, 'smtpUrl' | 'mailFrom'>, mail: OutgoingMail): Promise<void> {
   if (!config.smtpUrl) return;
-  await transportFor(config.smtpUrl).sendMail({
+  await (await transportFor(config.smtpUrl)).sendMail({
     from: config.mailFrom,
     to: mail.to,
     subject: mail.subject,

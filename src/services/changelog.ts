@@ -1,6 +1,5 @@
 import { sql } from 'kysely';
 import { RE2JS } from 're2js';
-import YAML from 'yaml';
 import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import { projectFullPath, type ProjectWithNamespace } from '../finders/projects.js';
@@ -219,6 +218,8 @@ async function loadChangelogConfig(cairn: Cairn, project: ProjectWithNamespace, 
   let hash: unknown;
   try {
     // No aliases (Psych's safe_load refuses them too) and no custom tags.
+    // The YAML parser (about 10 MB of memory) loads with the first configuration read.
+    const { default: YAML } = await import('yaml');
     hash = YAML.parse(text, { maxAliasCount: 0, customTags: [] });
   } catch {
     throw new ChangelogError(`${path} does not contain valid YAML`);

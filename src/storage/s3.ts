@@ -1,7 +1,6 @@
 import crypto from 'node:crypto';
 import { PassThrough, Readable, Transform } from 'node:stream';
-import { AbortMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { checkKey } from './keys.js';
 import type { ByteRange, ObjectStore } from './index.js';
 
@@ -48,6 +47,16 @@ export function parseObjectStoreUrl(raw: string): S3Settings {
   };
 }
 
+/**
+ * The AWS SDK (about 45 MB of memory once loaded), loaded on the first object-store call: a
+ * server storing artifacts on local disk never loads it.
+ */
+let sdk: Promise<{ s3: typeof import('@aws-sdk/client-s3'); storage: typeof import('@aws-sdk/lib-storage') }> | null = null;
+function loadSdk() {
+  sdk ??= Promise.all([import('@aws-sdk/client-s3'), import('@aws-sdk/lib-storage')]).then(([s3, storage]) => ({ s3, storage }));
+  return sdk;
+}
+
 const missing = (err: any) => err?.name === 'NoSuchKey' || err?.name === 'NotFound' || err?.$metadata?.httpStatusCode === 404;
 
 /**
@@ -56,18 +65,29 @@ const missing = (err: any) => err?.name === 'NoSuchKey' || err?.name === 'NotFou
  * (its parts dropped). Reads are streamed from the response body, ranges with `Range:`.
  */
 export class S3ObjectStore implements ObjectStore {
-  readonly client: S3Client;
+  private client: S3Client | null = null;
 
-  constructor(readonly settings: S3Settings) {
-    this.client = new S3Client({
-      region: settings.region,
-      ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
-      ...(settings.credentials ? { credentials: settings.credentials } : {}),
-      forcePathStyle: settings.forcePathStyle,
+  constructor(readonly settings: S3Settings) {}
+
+  /** The SDK and this store's client, both made on first use. */
+  private async sdk() {
+    const { s3, storage } = await loadSdk();
+    this.client ??= new s3.S3Client({
+      region: this.settings.region,
+      ...(this.settings.endpoint ? { endpoint: this.settings.endpoint } : {}),
+      ...(this.settings.credentials ? { credentials: this.settings.credentials } : {}),
+      forcePathStyle: this.settings.forcePathStyle,
       // Checksums only where S3 requires them: S3-compatible servers often lack the newer CRC headers.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
     });
+    return { client: this.client, s3, storage };
+  }
+
+  /** Closes the client's connections (shutdown, tests); a later call makes a new client. */
+  destroy(): void {
+    this.client?.destroy();
+    this.client = null;
   }
 
   static fromUrl(url: string): S3ObjectStore {
@@ -93,8 +113,12 @@ export class S3ObjectStore implements ObjectStore {
     stream.on('error', (err) => counted.destroy(err));
     stream.pipe(counted);
     // At most queueSize * partSize bytes are in memory at once (2 x 8 MiB).
-    const upload = new Upload({
-      client: this.client,
+    const { client, storage } = await this.sdk().catch((err) => {
+      counted.destroy(err);
+      throw err;
+    });
+    const upload = new storage.Upload({
+      client,
       params: { Bucket: this.settings.bucket, Key: this.key(key), Body: counted, ContentType: 'application/octet-stream' },
       queueSize: 2,
       partSize: 8 * 1024 * 1024,
@@ -112,9 +136,10 @@ export class S3ObjectStore implements ObjectStore {
 
   async get(key: string, range?: ByteRange): Promise<Readable | null> {
     if (range && range.end <= range.start) return (await this.size(key)) === null ? null : Readable.from([]);
+    const { client, s3 } = await this.sdk();
     try {
-      const res = await this.client.send(
-        new GetObjectCommand({ Bucket: this.settings.bucket, Key: this.key(key), ...(range ? { Range: `bytes=${range.start}-${range.end - 1}` } : {}) }),
+      const res = await client.send(
+        new s3.GetObjectCommand({ Bucket: this.settings.bucket, Key: this.key(key), ...(range ? { Range: `bytes=${range.start}-${range.end - 1}` } : {}) }),
       );
       const body = res.Body as Readable | undefined;
       if (!body) return Readable.from([]);
@@ -132,12 +157,14 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async delete(key: string): Promise<void> {
-    await this.client.send(new DeleteObjectCommand({ Bucket: this.settings.bucket, Key: this.key(key) }));
+    const { client, s3 } = await this.sdk();
+    await client.send(new s3.DeleteObjectCommand({ Bucket: this.settings.bucket, Key: this.key(key) }));
   }
 
   async size(key: string): Promise<number | null> {
+    const { client, s3 } = await this.sdk();
     try {
-      const res = await this.client.send(new HeadObjectCommand({ Bucket: this.settings.bucket, Key: this.key(key) }));
+      const res = await client.send(new s3.HeadObjectCommand({ Bucket: this.settings.bucket, Key: this.key(key) }));
       return Number(res.ContentLength ?? 0);
     } catch (err) {
       if (missing(err)) return null;
@@ -151,14 +178,15 @@ export class S3ObjectStore implements ObjectStore {
    * (services/leftovers.ts); returns how many were aborted.
    */
   async abandonUploads(before: Date): Promise<number> {
+    const { client, s3 } = await this.sdk();
     let n = 0;
     let keyMarker: string | undefined;
     let uploadIdMarker: string | undefined;
     for (;;) {
-      const page = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.settings.bucket, Prefix: this.settings.prefix || undefined, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }));
+      const page = await client.send(new s3.ListMultipartUploadsCommand({ Bucket: this.settings.bucket, Prefix: this.settings.prefix || undefined, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }));
       for (const u of page.Uploads ?? []) {
         if (!u.Key || !u.UploadId || !u.Initiated || u.Initiated >= before) continue;
-        await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.settings.bucket, Key: u.Key, UploadId: u.UploadId })).catch(() => {});
+        await client.send(new s3.AbortMultipartUploadCommand({ Bucket: this.settings.bucket, Key: u.Key, UploadId: u.UploadId })).catch(() => {});
         n++;
       }
       if (!page.IsTruncated) return n;

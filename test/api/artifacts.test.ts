@@ -376,7 +376,7 @@ describe('job artifacts on S3 (s3rver)', () => {
   after(async () => {
     await runner?.stop().catch(() => {});
     // The client's keep-alive sockets would hold the S3 server's close until they time out.
-    if (t) (artifactStore(t.config) as S3ObjectStore).client.destroy();
+    if (t) (artifactStore(t.config) as S3ObjectStore).destroy();
     t?.app.server.closeAllConnections();
     await t?.close();
     await s3?.close();

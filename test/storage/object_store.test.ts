@@ -146,7 +146,7 @@ before(async () => {
   s3Store = S3ObjectStore.fromUrl(s3.url);
 });
 after(async () => {
-  s3Store?.client.destroy();
+  s3Store?.destroy();
   await s3?.close();
 });
 storeCases('S3 (s3rver)', () => s3Store);

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { lintConfig, type LintResult } from '../../ci/config/index.js';
+import type { LintResult } from '../../ci/config/index.js';
 import { ciConfigPath, isProtectedRef, predefinedVariables, repositoryReader } from '../../ci/pipelines/create.js';
 import type { FoundProject } from '../../finders/projects.js';
 import { readRef, resolveCommit } from '../../git/refs.js';
@@ -27,6 +27,8 @@ export default async function ciLintRoutes(fastify: FastifyInstance) {
           userId: request.actor?.user.id ?? null, message: '', author: '', committedAt: null, configPath: ciConfigPath(project),
         })
       : {};
+    // The compiler loads on first use (as for pipeline creation).
+    const { lintConfig } = await import('../../ci/config/index.js');
     const result: LintResult = await lintConfig({
       yaml,
       sha: opts.sha,

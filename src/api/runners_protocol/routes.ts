@@ -6,7 +6,7 @@ import { Type } from 'typebox';
 import { sql } from 'kysely';
 import type { Cairn } from '../../context.js';
 import type { CiBuild, CiRunner } from '../../db/schema/ci.js';
-import { parseDuration } from '../../ci/config/index.js';
+import { parseDuration } from '../../ci/config/duration.js';
 import { jobTokenResolver, findRunningJobByToken } from '../../ci/job_tokens.js';
 import { finishBuild } from '../../ci/jobs/state.js';
 import { buildJobPayload, dependencyJobs, RUNNER_FAILURE_REASONS } from '../../ci/protocol/payload.js';

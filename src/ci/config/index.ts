@@ -6,7 +6,7 @@ import { ConfigError, loadConfig } from './load.js';
 import { analyzeConfig, type PipelineSpec } from './normalize.js';
 import { seedPipeline } from './seed.js';
 import type { CompileInput, CompileResult, IncludeInfo, LintJob, LintResult, RepositoryAccess } from './types.js';
-import { dumpYaml } from './yaml.js';
+import { dumpYaml, loadYamlLibrary } from './yaml.js';
 
 export type * from './types.js';
 export { Expression, ExpressionError, fabricatePattern, Pattern } from './expression.js';
@@ -34,6 +34,7 @@ async function build(
   sha: string | null,
   variables: Record<string, string>,
 ): Promise<Built> {
+  await loadYamlLibrary();
   let loaded;
   try {
     loaded = await loadConfig(yaml, { access, sha, variables });

@@ -2,7 +2,22 @@
 // duplicate keys allowed (the last one wins), and GitLab's `!reference [job, key, ...]` tag, which
 // is kept as a ReferenceTag marker and resolved once includes and extends are applied.
 
-import { isScalar, parseAllDocuments, parseDocument, stringify, YAMLSeq, type CollectionTag, type ScalarTag, type Tags } from 'yaml';
+import type { CollectionTag, ScalarTag, Tags, YAMLSeq } from 'yaml';
+
+/**
+ * The `yaml` package (about 10 MB of memory), loaded by loadYamlLibrary() when the first
+ * configuration is compiled (index.ts build()), not at server start.
+ */
+let yamlLib: typeof import('yaml') | null = null;
+
+export async function loadYamlLibrary(): Promise<void> {
+  yamlLib ??= await import('yaml');
+}
+
+function lib(): typeof import('yaml') {
+  if (!yamlLib) throw new Error('loadYamlLibrary() must be awaited before YAML is parsed');
+  return yamlLib;
+}
 
 /** Upper bound on the configuration text (GitLab's default max total YAML size is 2 MB per file... and we are stricter on depth). */
 export const MAX_YAML_BYTES = 2 * 1024 * 1024;
@@ -23,7 +38,7 @@ const referenceTag: CollectionTag = {
     const items = (seq as YAMLSeq).items;
     const path: string[] = [];
     for (const item of items) {
-      if (isScalar(item) && (typeof item.value === 'string' || typeof item.value === 'number')) path.push(String(item.value));
+      if (lib().isScalar(item) && (typeof item.value === 'string' || typeof item.value === 'number')) path.push(String(item.value));
       else onError('!reference tag must be an array of strings');
     }
     return new ReferenceTag(path);
@@ -81,6 +96,7 @@ export function loadYaml(text: string): YamlResult {
  * followed by `---` and the configuration, as GitLab allows; the header is skipped.
  */
 function configDocument(text: string) {
+  const { parseAllDocuments, parseDocument } = lib();
   const docs = parseAllDocuments(text, PARSE_OPTIONS);
   if (!Array.isArray(docs)) return docs; // an empty stream
   if (docs.length <= 1) return docs[0] ?? parseDocument('', PARSE_OPTIONS);
@@ -108,7 +124,7 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
 
 /** The merged configuration as YAML, as /ci/lint's merged_yaml. */
 export function dumpYaml(value: unknown): string {
-  return stringify(value, { customTags: [referenceTag], lineWidth: 0, aliasDuplicateObjects: false, version: '1.1' });
+  return lib().stringify(value, { customTags: [referenceTag], lineWidth: 0, aliasDuplicateObjects: false, version: '1.1' });
 }
 
 /** Deep copy of plain YAML data (ReferenceTag markers are immutable and shared). */

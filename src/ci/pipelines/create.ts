@@ -10,7 +10,8 @@ import { VISIBILITY_NAMES } from '../../policies/access.js';
 import { projectSettings } from '../../presenters/projects.js';
 import { nextInternalId } from '../../services/internal_ids.js';
 import { projectRepoPath } from '../../services/projects.js';
-import { compilePipeline, matchAnyGlob, type CompiledJob, type CompileResult, type PipelineSource } from '../config/index.js';
+import type { CompiledJob, CompileResult, PipelineSource } from '../config/index.js';
+import { matchAnyGlob } from '../config/glob.js';
 import { processPipeline } from '../jobs/state.js';
 import { mergeRequestVariables } from './lookup.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
@@ -191,6 +192,8 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
   for (const v of await ciVariablesFor(cairn, project, protectedRef)) variables[v.key] = v.value;
   Object.assign(variables, input.inheritedVariables ?? {});
   for (const v of input.variables ?? []) variables[v.key] = v.value;
+  // The compiler (and its YAML parser, about 10 MB of memory) loads with the first pipeline.
+  const { compilePipeline } = await import('../config/index.js');
   const result = await compilePipeline({
     yaml,
     ref: input.ref,
