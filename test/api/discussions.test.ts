@@ -188,6 +188,9 @@ describe('discussions and notes on commits', () => {
     const bad = await t.post(`${c}/discussions`, { body: 'x', created_at: 'not a date' }, { token: admin.token });
     assert.equal(bad.status, 400);
     assert.deepEqual(bad.body, { error: 'created_at is invalid' });
+    // A date JavaScript can hold but ISO 8601 cannot write (found by the fuzzer: it answered 500).
+    const far = await t.post(`${c}/notes`, { body: 'x', created_at: '+275760-09-12T23:59:59.991Z' }, { token: admin.token });
+    assert.equal(far.status, 400);
     // Ignored, not checked, for callers who may not set it.
     assert.equal((await t.post(`${c}/discussions`, { body: 'x', created_at: 'not a date' }, { token: developer.token })).status, 201);
   });

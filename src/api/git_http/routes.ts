@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { PassThrough, type Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
@@ -239,7 +240,7 @@ async function infoRefs(request: FastifyRequest, reply: FastifyReply) {
   }
   const svc = service as GitService;
   const ctx = await authorizeGit(request, svc);
-  const proc = await startService({ gitDir: ctx.gitDir, service: svc, advertiseRefs: true, gitProtocol: ctx.gitProtocol });
+  const proc = await startService({ gitDir: await liveGitDir(request, ctx), service: svc, advertiseRefs: true, gitProtocol: ctx.gitProtocol });
   const exit = superviseService(request, reply, proc, svc);
   proc.stdin.end();
   // Wait for the first bytes, so a repository that cannot be read is an error, not an empty 200.
@@ -255,10 +256,27 @@ async function infoRefs(request: FastifyRequest, reply: FastifyReply) {
   return reply.code(200).header('content-type', `application/x-${svc}-advertisement`).headers(NO_CACHE).send(body);
 }
 
+/**
+ * The repository's directory as the database says now. The row authorizeGit used may come from
+ * the cache and predate a storage move that has just switched the repository and removed the
+ * old copy: reads keep working during and after a move, so a directory that is gone is looked up
+ * again (a read from the database, not the cache).
+ */
+async function liveGitDir(request: FastifyRequest, ctx: GitRequestContext): Promise<string> {
+  if (fs.existsSync(ctx.gitDir)) return ctx.gitDir;
+  const cairn = request.server.cairn;
+  if (ctx.target.kind === 'project') {
+    const row = await cairn.db.selectFrom('projects').select(['repository_storage', 'disk_path']).where('id', '=', ctx.target.project.id).executeTakeFirst();
+    return row ? projectRepoPath(cairn, row) : ctx.gitDir;
+  }
+  const row = await cairn.db.selectFrom('snippets').select(['repository_storage', 'disk_path']).where('id', '=', ctx.target.snippet.id).executeTakeFirst();
+  return row ? snippetRepoPath(cairn, row) : ctx.gitDir;
+}
+
 async function uploadPack(request: FastifyRequest, reply: FastifyReply) {
   const ctx = await authorizeGit(request, 'git-upload-pack');
   const input = requestBody(request, 'git-upload-pack');
-  const proc = await startService({ gitDir: ctx.gitDir, service: 'git-upload-pack', gitProtocol: ctx.gitProtocol });
+  const proc = await startService({ gitDir: await liveGitDir(request, ctx), service: 'git-upload-pack', gitProtocol: ctx.gitProtocol });
   const exit = superviseService(request, reply, proc, 'git-upload-pack');
   pipeInto(input, proc);
   // Headers wait for git's first bytes: a request git cannot read (bad gzip, garbage) is a 400.

@@ -87,7 +87,9 @@ function signedInUser(loaded: Loaded): User {
 function backdate(loaded: Loaded, value: string | undefined): Date | null {
   if (value === undefined || value === '' || !loaded.allowed('setCreatedAt')) return null;
   const date = new Date(value);
-  if (Number.isNaN(date.getTime())) throw invalidParam('created_at');
+  // A year beyond 9999 (JavaScript dates reach +275760) is no ISO 8601 timestamp to answer with.
+  const year = date.getUTCFullYear();
+  if (Number.isNaN(date.getTime()) || year < 1 || year > 9999) throw invalidParam('created_at');
   return date;
 }
 
