@@ -12,6 +12,7 @@ import deployKeyRoutes from './deploy_keys/routes.js';
 import userRoutes from './users/routes.js';
 import applicationRoutes from './applications/routes.js';
 import oauthRoutes from '../oauth/routes.js';
+import webRoutes from '../web/index.js';
 import projectRoutes from './projects/routes.js';
 import groupRoutes from './groups/routes.js';
 import namespaceRoutes from './namespaces/routes.js';
@@ -84,4 +85,6 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(snippetRoutes);
   await app.register(openApiRoutes);
   await app.register(storageMoveRoutes);
+  // Last: the web pages' catch-all routes take only what no route above took.
+  await app.register(webRoutes);
 }

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import type { Cairn } from '../context.js';
 import type { Namespace, User } from '../db/schema/core.js';
 import { findGroup } from '../finders/groups.js';
 import { forbidden, notFound } from '../plugins/errors.js';
@@ -19,8 +20,17 @@ export interface GroupAccess {
  */
 export async function authorizeGroup(request: FastifyRequest, idOrPath: string | number, ability: GroupAbility = 'read_group'): Promise<GroupAccess> {
   const user = request.actor?.user ?? null;
-  const { db, cache } = request.server.cairn;
-  const found = await cache.load(
+  const found = await loadGroupFor(request.server.cairn, user, idOrPath, request.cacheGeneration);
+  if (!found || !can(user, 'read_group', found)) throw notFound('Group');
+  if (!can(user, ability, found)) throw forbidden();
+  // Cached values are frozen and shared.
+  return { group: { ...(found.group as Namespace) }, accessLevel: found.accessLevel, user };
+}
+
+/** A group (by id or full path) with the user's effective level on it, through the shared cache; undefined when missing. */
+export function loadGroupFor(cairn: Cairn, user: User | null, idOrPath: string | number, since: number): Promise<GroupSubject | undefined> {
+  const { db, cache } = cairn;
+  return cache.load(
     `group:${user?.id ?? 0}:${idOrPath}`,
     async (): Promise<GroupSubject | undefined> => {
       const group = await findGroup(db, idOrPath);
@@ -30,10 +40,6 @@ export async function authorizeGroup(request: FastifyRequest, idOrPath: string |
       if (!can(user, 'read_group', subject) && user) subject.accessBelow = await hasAccessBelowGroup(db, user.id, group.id);
       return subject;
     },
-    { since: request.cacheGeneration },
+    { since },
   );
-  if (!found || !can(user, 'read_group', found)) throw notFound('Group');
-  if (!can(user, ability, found)) throw forbidden();
-  // Cached values are frozen and shared.
-  return { group: { ...(found.group as Namespace) }, accessLevel: found.accessLevel, user };
 }

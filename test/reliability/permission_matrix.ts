@@ -493,6 +493,8 @@ async function callCell(t: TestContext, w: World, route: RouteRecord, spec: Retu
           v ??= paramValue(t, w, route.url, n, column);
           url = url.replace(`:${n}`, encodeURIComponent(String(v)));
         }
+        // The web pages' catch-all routes: the world's project page.
+        if (url === '/*') url = `/${w.group.full_path}/${w.project.path}`;
       }
       const col = w.columns[column];
       const headers: Record<string, string> = {};
