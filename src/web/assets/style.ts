@@ -134,6 +134,8 @@ table.diff td.add.ln, table.diff tr.add td.ln { background: var(--add-strong); }
 table.diff td.del.ln, table.diff tr.del td.ln { background: var(--del-strong); }
 table.diff td.empty { background: var(--subtle); }
 table.diff tr.notes td { background: var(--bg); white-space: normal; font-family: system-ui, sans-serif; font-size: .9rem; padding: .5rem 1rem; }
+.added { color: var(--ok); font-weight: 600; } .removed { color: var(--danger); font-weight: 600; }
+table.diff col.ln { width: 3.2rem; }
 table.diff .comment-here { visibility: hidden; }
 table.diff tr:hover .comment-here, table.diff .comment-here:focus { visibility: visible; }
 /* notes and discussions */
