@@ -527,16 +527,16 @@ async function callCell(t: TestContext, w: World, route: RouteRecord, spec: Retu
       } else {
         const consumes = expected === 'ok' && (route.method === 'DELETE' || spec.fresh?.length);
         const freshNames = new Set(spec.fresh ?? (route.method === 'DELETE' && names.length ? [names[names.length - 1]] : []));
-        // A trailing wildcard: a file of the job's artifacts (the only routes with one).
-        if (url.endsWith('/*')) url = `${url.slice(0, -1)}a.txt`;
+        // The web pages' catch-all routes: the world's project page.
+        if (url === '/*') url = `/${w.group.full_path}/${w.project.path}`;
+        // A trailing wildcard of an API route: a file of the job's artifacts (the only ones with one).
+        else if (url.endsWith('/*')) url = `${url.slice(0, -1)}a.txt`;
         for (const n of names) {
           let v: string | number | undefined;
           if (consumes && freshNames.has(n)) v = await freshValue(t, w, route.url, n, column);
           v ??= paramValue(t, w, route.url, n, column);
           url = url.replace(`:${n}`, encodeURIComponent(String(v)));
         }
-        // The web pages' catch-all routes: the world's project page.
-        if (url === '/*') url = `/${w.group.full_path}/${w.project.path}`;
       }
       const col = w.columns[column];
       const headers: Record<string, string> = {};
