@@ -14,7 +14,7 @@ import type { ProjectRow } from '../../presenters/projects.js';
 import { PipelineBasicSchema, PipelineSchema, PipelineVariableSchema } from '../../presenters/schemas/ci.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { artifactStore, deleteObjects } from '../../storage/index.js';
-import { IdParams, RowId } from '../params.js';
+import { IdParams, RowId, timestampParam } from '../params.js';
 import { NoContent, projectOf, route } from '../route.js';
 
 const PipelineParams = Type.Object({ id: Type.String(), pipeline_id: RowId });
@@ -47,13 +47,6 @@ const CreateBody = Type.Object({
 
 const ctxOf = (request: FastifyRequest) => ({ baseUrl: request.server.cairn.config.externalUrl, viewer: request.actor?.user ?? null });
 
-function date(name: string, value: string | undefined): Date | undefined {
-  if (value === undefined) return undefined;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
-}
-
 export default async function pipelineRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const cairn = app.cairn;
@@ -81,10 +74,10 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     if (!ORDER_BY.includes(orderBy)) throw invalidParam('order_by', 'does not have a valid value');
     const sort = q.sort ?? 'desc';
     if (sort !== 'asc' && sort !== 'desc') throw invalidParam('sort', 'does not have a valid value');
-    const after = date('updated_after', q.updated_after);
-    const before = date('updated_before', q.updated_before);
-    const createdAfter = date('created_after', q.created_after);
-    const createdBefore = date('created_before', q.created_before);
+    const after = timestampParam('updated_after', q.updated_after);
+    const before = timestampParam('updated_before', q.updated_before);
+    const createdAfter = timestampParam('created_after', q.created_after);
+    const createdBefore = timestampParam('created_before', q.created_before);
     let query = cairn.db.selectFrom('ci_pipelines as p').where('p.project_id', '=', project.id);
     if (q.scope === 'running') query = query.where('p.status', '=', 'running');
     if (q.scope === 'pending') query = query.where('p.status', '=', 'pending');
