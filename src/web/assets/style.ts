@@ -156,6 +156,14 @@ ul.awards { display: flex; gap: .4rem; margin-top: .3rem; } ul.awards li { borde
 details.reply textarea { min-height: 4rem; }
 .form-actions { margin-top: .5rem; }
 .comment-form { margin-top: 1rem; }
+/* issues and snippets (src/web/pages/issues.ts, snippets.ts) */
+.issuable { display: grid; grid-template-columns: minmax(0, 1fr) 16rem; gap: 1.5rem; align-items: start; }
+@media (max-width: 960px) { .issuable { grid-template-columns: minmax(0, 1fr); } }
+.issue-head { border-bottom: 1px solid var(--line); padding-bottom: .6rem; margin-bottom: .6rem; }
+dl.side-facts { margin: 0; } dl.side-facts dt { font-weight: 600; font-size: .85rem; margin-top: .75rem; } dl.side-facts dt:first-child { margin-top: 0; } dl.side-facts dd { margin: .2rem 0 0; }
+.badge.label { font-weight: 500; margin-right: .2rem; }
+.pagination { justify-content: center; margin: 1rem 0; }
+.snippet-file { margin: 0 0 1rem; }
 /* pipelines and jobs */
 .stages { display: flex; gap: 1.5rem; overflow-x: auto; padding: .5rem 0 1rem; }
 .stage { min-width: 12rem; }

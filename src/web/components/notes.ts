@@ -222,7 +222,7 @@ function awardsOf(note: NoteWithAuthor, awards: NoteAwards | undefined): SafeHtm
 export function renderNote(ctx: PageContext, note: NoteWithAuthor, opts: { awards?: NoteAwards; showPosition?: boolean } = {}): SafeHtml {
   if (note.system) {
     return html`<li class="note system" id="${noteAnchor(note)}">${note.author ? html`<span class="who">${note.author.name || note.author.username}</span>` : ''}
-<span class="md inline-md">${trusted(renderMarkdown(note.body))}</span> ${timeAgo(note.created_at)}</li>`;
+<div class="md inline-md">${trusted(renderMarkdown(note.body))}</div> ${timeAgo(note.created_at)}</li>`;
   }
   const where = opts.showPosition !== false ? positionText(note) : null;
   const edited = note.updated_at && note.created_at && new Date(note.updated_at).getTime() - new Date(note.created_at).getTime() > 1000;
