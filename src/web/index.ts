@@ -4,6 +4,7 @@ import { RawBody, route } from '../api/route.js';
 import { ASSETS } from './layout.js';
 import { registerIssuePages } from './pages/issues.js';
 import { registerProjectPages } from './pages/project.js';
+import { registerSnippetPages } from './pages/snippets.js';
 import { PageRegistry, registerPageRoutes } from './router.js';
 
 /**
@@ -14,6 +15,7 @@ export function pageRegistry(): PageRegistry {
   const pages = new PageRegistry();
   registerProjectPages(pages);
   registerIssuePages(pages);
+  registerSnippetPages(pages);
   return pages;
 }
 

@@ -164,6 +164,8 @@ dl.side-facts { margin: 0; } dl.side-facts dt { font-weight: 600; font-size: .85
 .badge.label { font-weight: 500; margin-right: .2rem; }
 .pagination { justify-content: center; margin: 1rem 0; }
 .snippet-file { margin: 0 0 1rem; }
+fieldset.plain { border: 0; padding: 0; margin: .8rem 0 0; } fieldset.plain legend { font-weight: 600; padding: 0; }
+textarea.tall { min-height: 14rem; }
 /* pipelines and jobs */
 .stages { display: flex; gap: 1.5rem; overflow-x: auto; padding: .5rem 0 1rem; }
 .stage { min-width: 12rem; }

@@ -347,6 +347,7 @@ function postedPosition(ctx: PageContext): DiffPosition | null {
 export function apiErrorText(e: ApiError): string {
   const m = e.body.message ?? e.body.error;
   if (typeof m === 'string') return m.replace(/^\d{3} (Bad request - )?/, '');
+  if (m && typeof m === 'object' && typeof (m as { error?: unknown }).error === 'string') return (m as { error: string }).error;
   if (m && typeof m === 'object') return Object.entries(m as Record<string, unknown>).map(([k, v]) => `${k} ${[v].flat().join(', ')}`).join('; ');
   return e.message;
 }
