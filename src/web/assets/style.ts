@@ -163,6 +163,7 @@ details.reply textarea { min-height: 4rem; }
 dl.side-facts { margin: 0; } dl.side-facts dt { font-weight: 600; font-size: .85rem; margin-top: .75rem; } dl.side-facts dt:first-child { margin-top: 0; } dl.side-facts dd { margin: .2rem 0 0; }
 .badge.label { font-weight: 500; margin-right: .2rem; }
 .pagination { justify-content: center; margin: 1rem 0; }
+.filters input[type=text], .filters input[type=search] { width: 11rem; }
 .snippet-file { margin: 0 0 1rem; }
 fieldset.plain { border: 0; padding: 0; margin: .8rem 0 0; } fieldset.plain legend { font-weight: 600; padding: 0; }
 textarea.tall { min-height: 14rem; }

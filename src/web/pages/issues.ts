@@ -102,10 +102,10 @@ function issueRow(issue: Issue, extras: IssueExtras, url: string, showState: boo
   return html`<li><div class="grow"><div><a class="title" href="${url}">${issue.title}</a>
 ${issue.confidential ? html`<span class="badge warn">Confidential</span>` : ''} ${labelsHtml(extras.labels)}</div>
 <div class="meta">${reference} · opened ${timeAgo(issue.created_at)} by ${extras.author ? extras.author.name || extras.author.username : 'Ghost user'}
-${milestone ? html` · <span title="Milestone">◷ ${milestone.title}</span>` : ''}${issue.due_date ? html` · due ${issue.due_date}` : ''}</div></div>
+${milestone ? html` · milestone ${milestone.title}` : ''}${issue.due_date ? html` · due ${issue.due_date}` : ''}</div></div>
 <div class="meta row">${showState ? html`<span class="badge ${issue.state_id === 2 ? 'closed' : 'opened'}">${issue.state_id === 2 ? 'Closed' : 'Open'}</span>` : ''}
 ${extras.assignees.map((u) => html`<span title="Assigned to ${u.name}">${avatar(u)}</span>`)}
-${extras.userNotesCount ? html`<span title="Comments">💬 ${extras.userNotesCount}</span>` : ''}<span>updated ${timeAgo(issue.updated_at)}</span></div></li>`;
+${extras.userNotesCount ? html`<span>${extras.userNotesCount} comment${extras.userNotesCount === 1 ? '' : 's'}</span>` : ''}<span>updated ${timeAgo(issue.updated_at)}</span></div></li>`;
 }
 
 // ---------------------------------------------------------------------------------------------
