@@ -390,7 +390,8 @@ export async function createNoteAction(ctx: PageContext, target: NoteTarget, opt
     return ctx.reply.redirect(`${target.url}#${noteAnchor(note)}`, 303);
   } catch (e) {
     if (!(e instanceof ApiError) || e.status !== 400) throw e;
-    const message = /is missing$/.test(apiErrorText(e)) ? "Comment can't be blank." : apiErrorText(e);
+    const text = apiErrorText(e);
+    const message = /is missing$/.test(text) ? "Comment can't be blank." : /^Note \{:(line_code|position)/.test(text) ? 'The line of this comment is not in the diff.' : text;
     if (opts.rerender) return opts.rerender(message, draft);
     throw new PageError(400, 'The comment could not be saved', message);
   }
