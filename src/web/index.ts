@@ -2,7 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { RawBody, route } from '../api/route.js';
 import { ASSETS } from './layout.js';
+import { registerIssuePages } from './pages/issues.js';
 import { registerProjectPages } from './pages/project.js';
+import { registerSnippetPages } from './pages/snippets.js';
 import { PageRegistry, registerPageRoutes } from './router.js';
 
 /**
@@ -12,6 +14,8 @@ import { PageRegistry, registerPageRoutes } from './router.js';
 export function pageRegistry(): PageRegistry {
   const pages = new PageRegistry();
   registerProjectPages(pages);
+  registerIssuePages(pages);
+  registerSnippetPages(pages);
   return pages;
 }
 

@@ -163,7 +163,7 @@ function updateActions(value: unknown): NonNullable<UpdateSnippetInput['actions'
 }
 
 /** Text is served as text/plain, never rendered: nosniff, and an attachment when a browser could take it for markup. */
-function sendRaw(reply: FastifyReply, blob: SnippetBlob) {
+export function sendRaw(reply: FastifyReply, blob: SnippetBlob) {
   const name = blob.path.split('/').pop()!;
   const head = blob.content.subarray(0, 1024).toString('latin1').trimStart().toLowerCase();
   const markup = /^(<!doctype|<html|<head|<body|<script|<svg|<\?xml|<iframe|<object)/.test(head) || /\.(html?|svg|xht(ml)?|xml)$/i.test(name);
