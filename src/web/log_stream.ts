@@ -33,6 +33,11 @@ const READ_LIMIT = 512 * 1024;
 /** Streams of each app, stopped when it closes. */
 const open = new WeakMap<Cairn, Set<() => void>>();
 
+/** How many live log streams this app serves now. */
+export function openLogStreams(cairn: Cairn): number {
+  return open.get(cairn)?.size ?? 0;
+}
+
 /** Ends every live log stream of this app (its preClose hook: held responses would hold the close up). */
 export function stopLogStreams(cairn: Cairn) {
   for (const stop of open.get(cairn) ?? []) stop();
