@@ -1,7 +1,7 @@
 /**
  * A job's log as a page shows it: text without the terminal's escape sequences (colours, erase
- * line) and without gitlab-runner's section markers (`section_start:<time>:<name>[opts]\r`),
- * carriage returns and other control characters. The log arrives in pieces (a page's first
+ * line) and without gitlab-runner's section markers (`section_start:<time>:<name>[opts]\r`) and
+ * other control characters. The log arrives in pieces (a page's first
  * read, then what the live stream appends), and a piece may end in the middle of a UTF-8
  * character, an escape sequence or a marker: `LogText` turns only the complete part into text
  * and keeps the rest for the next piece, counting the bytes it has turned into text (`offset`),
@@ -25,9 +25,13 @@ export function unfinishedTail(buf: Buffer): number {
   }
   const from = Math.max(0, end - HOLD_LIMIT);
   const tail = buf.toString('latin1', from, end);
-  // An unfinished escape sequence.
+  // An unfinished escape sequence; an operating system command (a link, a title) runs to its terminator.
   const esc = tail.lastIndexOf('\x1b');
   if (esc >= 0 && !escapeComplete(tail.slice(esc))) end = from + esc;
+  const osc = tail.lastIndexOf('\x1b]', end - from);
+  if (osc >= 0 && !escapeComplete(tail.slice(osc, end - from))) end = from + osc;
+  // A carriage return whose line feed may follow.
+  if (end > 0 && buf[end - 1] === 0x0d) end -= 1;
   // An unfinished section marker (it ends with a carriage return), or the start of one.
   const line = tail.slice(0, end - from);
   const lineStart = Math.max(line.lastIndexOf('\n'), line.lastIndexOf('\r')) + 1;
@@ -56,9 +60,12 @@ const OSC = /\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)/g;
 const OTHER_ESCAPE = /\x1b[@-Z\\-_]?/g;
 const CONTROL = /[\x00-\x08\x0b-\x1f\x7f]/g;
 
-/** Log text without markers, escape sequences, carriage returns and control characters (tabs and newlines stay). */
+/**
+ * Log text without markers, escape sequences and control characters (tabs and newlines stay); a
+ * carriage return that does not end a line (a progress line redrawn) starts a new one.
+ */
 export function cleanLog(text: string): string {
-  return text.replace(MARKER, '').replace(CSI, '').replace(OSC, '').replace(OTHER_ESCAPE, '').replace(CONTROL, '');
+  return text.replace(MARKER, '').replace(CSI, '').replace(OSC, '').replace(OTHER_ESCAPE, '').replace(/\r\n?/g, '\n').replace(CONTROL, '');
 }
 
 /** A log read piece by piece (see the top of this file). */

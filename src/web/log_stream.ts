@@ -64,6 +64,10 @@ export async function jobLogStream(ctx: PageContext, page: ProjectPage) {
   const first = await jobState(cairn, job.id);
   const start = /^\d{1,15}$/.test(asked ?? '') ? Math.min(Number(asked), first?.size ?? 0) : 0;
 
+  const headers = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' };
+  // A HEAD request learns that the stream is there, and follows nothing.
+  if (ctx.request.method === 'HEAD') return ctx.reply.code(200).headers(headers).send('');
+
   const out = new PassThrough();
   const streams = open.get(cairn) ?? new Set<() => void>();
   open.set(cairn, streams);
@@ -148,11 +152,7 @@ export async function jobLogStream(ctx: PageContext, page: ProjectPage) {
     }
   };
 
-  ctx.reply.code(200).headers({
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache',
-    'x-accel-buffering': 'no',
-  });
+  ctx.reply.code(200).headers(headers);
   follow()
     .catch((err) => {
       if (!stopped) ctx.request.log.warn({ err }, 'job log stream failed');

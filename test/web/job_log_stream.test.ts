@@ -217,12 +217,20 @@ describe('web: the live log of a job (server-sent events)', () => {
     const anon = await getPage(t, ANONYMOUS, url);
     assert.equal(anon.status, 302);
     assert.equal((await getPage(t, reporterWeb, `${base}/-/jobs/999999/trace/stream`)).status, 404);
+    const streams = openLogStreams(t.app.cairn);
+    const head = await t.call('HEAD', url, { token: null, headers: { cookie: reporterWeb.cookie } });
+    assert.equal(head.status, 200);
+    assert.match(head.headers['content-type'], /^text\/event-stream/);
+    assert.equal(openLogStreams(t.app.cairn), streams, 'a HEAD request follows nothing');
   });
 
   it('cleans text cut anywhere the same as whole (unit)', () => {
-    const raw = Buffer.from('\x1b[0Ksection_start:1:a[collapsed=true]\r\x1b[0K\x1b[1;32mok ✓\x1b[0m\r\nnext\x1b]8;;http://x\x07link\x1b]8;;\x07\n\x1b[0Ksection_end:2:a\r\x1b[0Kend');
+    const raw = Buffer.from(
+      '\x1b[0Ksection_start:1:a[collapsed=true]\r\x1b[0K\x1b[1;32mok ✓\x1b[0m\r\nnext\x1b]8;;http://x\x07link\x1b]8;;\x07\n' +
+        'fetch 10%\rfetch 100%\r\n\x1b]8;;http://y\x1b\\there\x1b]8;;\x1b\\\n\x1b[0Ksection_end:2:a\r\x1b[0Kend',
+    );
     const whole = cleanLog(raw.toString('utf8'));
-    assert.equal(whole, 'ok ✓\nnextlink\nend');
+    assert.equal(whole, 'ok ✓\nnextlink\nfetch 10%\nfetch 100%\nthere\nend');
     for (let cut = 0; cut <= raw.length; cut++) {
       const log = new LogText();
       const text = log.push(raw.subarray(0, cut)) + log.push(raw.subarray(cut)) + log.flush();
