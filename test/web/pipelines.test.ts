@@ -167,6 +167,9 @@ describe('web: pipelines and jobs pages', () => {
     const newer = await jobsByName(t, pipelineId);
     assert.notEqual(newer.build.id, jobs.build.id);
     assert.equal(retryJob.headers.location, `${base}/-/jobs/${newer.build.id}`);
+    const oldPage = await getPage(t, developerWeb, `${base}/-/jobs/${jobs.build.id}`);
+    assert.ok(oldPage.text.includes(`its latest attempt, #${newer.build.id}`));
+    assert.ok(!oldPage.text.includes(`action="${base}/-/jobs/${jobs.build.id}/retry"`), 'no retry button on an old attempt');
     // An old attempt is not retryable again.
     assert.equal((await postForm(t, developerWeb, `${base}/-/jobs/${jobs.build.id}/retry`, {})).status, 403);
   });

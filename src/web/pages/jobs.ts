@@ -84,12 +84,17 @@ async function jobShow(ctx: PageContext, page: ProjectPage) {
   const db = ctx.cairn.db;
   const job = await loadJob(ctx, page, idParam(ctx));
   const live = LIVE_STATUSES.includes(job.status);
-  const [pipeline, runner, user, log, mayDeploy] = await Promise.all([
+  const [pipeline, runner, user, log, mayDeploy, latest] = await Promise.all([
     db.selectFrom('ci_pipelines').select(['id', 'status', 'ref']).where('id', '=', job.pipeline_id).executeTakeFirst(),
     job.runner_id ? db.selectFrom('ci_runners').select(['id', 'description']).where('id', '=', job.runner_id).executeTakeFirst() : undefined,
     job.user_id ? db.selectFrom('users').select(['id', 'username', 'name']).where('id', '=', job.user_id).executeTakeFirst() : undefined,
     shownLog(ctx, job, live),
     ctx.user && page.can('update_build') ? canDeployTo(db, page.project.id, job.environment, ctx.user, page.subject.accessLevel) : false,
+    // An older attempt: the latest one of the same job.
+    job.retried
+      ? db.selectFrom('ci_builds').select('id').where('pipeline_id', '=', job.pipeline_id).where('name', '=', job.name)
+          .where('retried', '=', false).where('type', '=', 'Ci::Build').orderBy('id', 'desc').limit(1).executeTakeFirst()
+      : undefined,
   ]);
   const base = projectPath(page);
   const href = jobHref(page, job.id);
@@ -112,6 +117,7 @@ async function jobShow(ctx: PageContext, page: ProjectPage) {
     section: 'jobs',
     breadcrumbs: projectCrumbs(page, ['Jobs', `${base}/-/jobs`], [`#${job.id}`]),
     body: html`<div class="spread"><h1>${job.name} ${statusBadge(job.status, { live: true })}</h1>${actions}</div>
+${latest ? html`<div class="alert warn">This job has been retried: see <a href="${jobHref(page, latest.id)}">its latest attempt, #${latest.id}</a>.</div>` : ''}
 ${job.status === 'failed' ? html`<div class="alert error" role="alert">This job failed: ${(job.failure_reason ?? 'unknown_failure').replace(/_/g, ' ')}.</div>` : ''}
 <div class="job-page"><div class="job-log">${note}
 <div class="spread log-head"><span class="muted small">${log.truncated ? 'Showing the end of the log.' : ''}</span><a class="button secondary small" href="${href}/raw">Raw log</a></div>
