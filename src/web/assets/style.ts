@@ -159,7 +159,7 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 .mt0 { margin-top: 0; }
 .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 /* CI pages (pipelines, jobs) and settings (members, protected branches) */
-.scroll-x { overflow-x: auto; }
+.scroll-x { overflow-x: auto; position: relative; }
 .pager { display: flex; gap: 1rem; align-items: center; justify-content: center; margin: 1rem 0; }
 .mini-stages { display: inline-flex; gap: .25rem; flex-wrap: wrap; }
 .stage h3 .badge { text-transform: none; }
