@@ -183,6 +183,17 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 .grow { flex: 1; }
 .mt0 { margin-top: 0; }
 .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+/* CI pages (pipelines, jobs) and settings (members, protected branches) */
+.scroll-x { overflow-x: auto; position: relative; }
+.pager { display: flex; gap: 1rem; align-items: center; justify-content: center; margin: 1rem 0; }
+.mini-stages { display: inline-flex; gap: .25rem; flex-wrap: wrap; }
+.stage h3 .badge { text-transform: none; }
+.stage li .badge { flex: none; }
+.job-page { display: grid; grid-template-columns: minmax(0, 1fr) 18rem; gap: 1rem; align-items: start; }
+.job-page .log-head { margin: 0 0 .4rem; }
+@media (max-width: 960px) { .job-page { grid-template-columns: minmax(0, 1fr); } }
+form.member-edit { flex-wrap: nowrap; gap: .35rem; }
+form.member-edit select, form.member-edit input { padding: .2rem .35rem; }
 /* syntax highlighting (highlight.js class names) */
 .hljs-comment, .hljs-quote { color: #6a737d; font-style: italic; }
 .hljs-keyword, .hljs-selector-tag, .hljs-literal, .hljs-doctag, .hljs-meta .hljs-keyword { color: #a626a4; }
