@@ -3,6 +3,9 @@ import { Type } from 'typebox';
 import { RawBody, route } from '../api/route.js';
 import { ASSETS } from './layout.js';
 import { registerProjectPages } from './pages/project.js';
+import { registerFilesPages } from './pages/files.js';
+import { registerBranchPages } from './pages/branches.js';
+import { registerDashboardPages } from './pages/dashboard.js';
 import { PageRegistry, registerPageRoutes } from './router.js';
 
 /**
@@ -12,6 +15,9 @@ import { PageRegistry, registerPageRoutes } from './router.js';
 export function pageRegistry(): PageRegistry {
   const pages = new PageRegistry();
   registerProjectPages(pages);
+  registerFilesPages(pages);
+  registerBranchPages(pages);
+  registerDashboardPages(pages);
   return pages;
 }
 
