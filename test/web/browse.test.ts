@@ -352,11 +352,11 @@ describe('web: browsing a repository, the dashboard and explore', () => {
       for (let i = 0; i < 23; i++) await t.createProject({ owner: many.user, path: `many-${String(i).padStart(2, '0')}`, visibility: 20 });
       const web = await webSignIn(t, many);
       const first = await getPage(t, web, '/dashboard/projects');
-      assert.equal((first.text.match(/<li><div class="grow"><a class="title"/g) ?? []).length, 20);
+      assert.equal((first.text.match(/<li><span class="avatar project"/g) ?? []).length, 20);
       assert.match(first.text, /Page 1 of 2/);
       assert.ok(first.text.includes('href="/dashboard/projects?page=2" rel="next"'));
       const second = await getPage(t, web, '/dashboard/projects?page=2');
-      assert.equal((second.text.match(/<li><div class="grow"><a class="title"/g) ?? []).length, 3);
+      assert.equal((second.text.match(/<li><span class="avatar project"/g) ?? []).length, 3);
       assert.ok(second.text.includes('href="/dashboard/projects" rel="prev"'));
       const searched = await getPage(t, web, '/explore/projects?name=many&page=2');
       assert.ok(searched.text.includes('href="/explore/projects?name=many" rel="prev"'));

@@ -56,14 +56,14 @@ function shortText(text: string | null | undefined, max = 200): string {
 
 export function projectList(rows: ProjectRow[], empty: string): SafeHtml {
   if (!rows.length) return html`<div class="empty">${empty}</div>`;
-  return html`<ul class="list projects">${rows.map((p) => html`<li><div class="grow"><a class="title" href="/${pathUrl(`${p.namespace.full_path}/${p.path}`)}">${projectFullName(p)}</a> ${visibilityBadge(p.visibility_level)}${p.archived ? html` <span class="badge">archived</span>` : ''}
+  return html`<ul class="list projects">${rows.map((p) => html`<li><span class="avatar project" aria-hidden="true">${(p.name.trim()[0] ?? '?').toUpperCase()}</span><div class="grow"><a class="title" href="/${pathUrl(`${p.namespace.full_path}/${p.path}`)}">${projectFullName(p)}</a> ${visibilityBadge(p.visibility_level)}${p.archived ? html` <span class="badge">archived</span>` : ''}
 ${p.description ? html`<div class="meta">${shortText(p.description)}</div>` : ''}</div>
 <div class="meta">Updated ${timeAgo(p.last_activity_at ?? p.updated_at)}</div></li>`)}</ul>`;
 }
 
 export function groupList(rows: Namespace[], empty: string): SafeHtml {
   if (!rows.length) return html`<div class="empty">${empty}</div>`;
-  return html`<ul class="list groups">${rows.map((g) => html`<li><div class="grow"><a class="title" href="/groups/${pathUrl(g.full_path)}">${g.full_name}</a> ${visibilityBadge(g.visibility_level)}
+  return html`<ul class="list groups">${rows.map((g) => html`<li><span class="avatar project" aria-hidden="true">${(g.name.trim()[0] ?? '?').toUpperCase()}</span><div class="grow"><a class="title" href="/groups/${pathUrl(g.full_path)}">${g.full_name}</a> ${visibilityBadge(g.visibility_level)}
 ${g.description ? html`<div class="meta">${shortText(g.description)}</div>` : ''}</div></li>`)}</ul>`;
 }
 

@@ -105,7 +105,13 @@ export function sortEntries<T extends { type: string }>(entries: T[]): T[] {
   return entries.slice().sort((a, b) => rank(a.type) - rank(b.type));
 }
 
-const ICONS: Record<string, string> = { tree: '📁', commit: '📦', blob: '📄', link: '🔗' };
+/** Small inline icons (SVG elements, not styles: the CSP allows them), coloured by the text. */
+const ICONS: Record<string, SafeHtml> = {
+  tree: trusted('<svg viewBox="0 0 16 16" aria-hidden="true"><path fill="currentColor" d="M1.5 3A1.5 1.5 0 0 1 3 1.5h3.1l1.5 1.5H13A1.5 1.5 0 0 1 14.5 4.5v8A1.5 1.5 0 0 1 13 14H3a1.5 1.5 0 0 1-1.5-1.5z"/></svg>'),
+  blob: trusted('<svg viewBox="0 0 16 16" aria-hidden="true"><path fill="none" stroke="currentColor" stroke-width="1.3" d="M3.5 1.5h6l3 3v10h-9zM9.5 1.5v3h3"/></svg>'),
+  commit: trusted('<svg viewBox="0 0 16 16" aria-hidden="true"><path fill="none" stroke="currentColor" stroke-width="1.3" d="M2 4.5 8 1.5l6 3v7l-6 3-6-3zM2 4.5l6 3 6-3M8 7.5v7"/></svg>'),
+  link: trusted('<svg viewBox="0 0 16 16" aria-hidden="true"><path fill="none" stroke="currentColor" stroke-width="1.3" d="M6.5 9.5l3-3M7 4.5l1.5-1.5a2.5 2.5 0 0 1 3.5 3.5L10.5 8M9 11.5 7.5 13A2.5 2.5 0 0 1 4 9.5L5.5 8"/></svg>'),
+};
 
 /** The table of a tree's entries, each linked to its tree or blob page. */
 export function treeTable(page: ProjectPage, ref: string, path: string, entries: PathEntry[]): SafeHtml {
@@ -116,12 +122,12 @@ export function treeTable(page: ProjectPage, ref: string, path: string, entries:
     const name = e.type === 'commit'
       ? html`${e.name} @ <span class="sha">${e.oid.slice(0, 8)}</span>`
       : html`<a href="${repoUrl(page, e.type === 'tree' ? 'tree' : 'blob', ref, e.path)}">${e.name}</a>`;
-    return html`<tr><td class="name"><span class="icon" role="img" aria-label="${label}">${ICONS[kind]}</span> ${name}</td></tr>`;
+    return html`<tr><td class="name"><span class="icon" role="img" aria-label="${label}">${ICONS[kind]}</span>${name}</td></tr>`;
   });
   return html`<div class="card flush"><table class="tree">
 <caption class="sr-only">Files of ${path || 'the root folder'}</caption>
 <thead><tr><th scope="col">Name</th></tr></thead>
-<tbody>${path ? html`<tr><td class="name"><span class="icon" aria-hidden="true">↰</span> <a href="${repoUrl(page, 'tree', ref, parent)}" aria-label="Parent folder">..</a></td></tr>` : ''}
+<tbody>${path ? html`<tr><td class="name"><span class="icon" aria-hidden="true"></span><a href="${repoUrl(page, 'tree', ref, parent)}" aria-label="Parent folder">..</a></td></tr>` : ''}
 ${rows.length ? rows : html`<tr><td class="empty">This folder is empty.</td></tr>`}</tbody></table></div>`;
 }
 

@@ -17,6 +17,12 @@ export function cloneBox(ctx: PageContext, page: ProjectPage) {
 <div class="row"><input type="text" id="clone-http" readonly value="${url}" class="mono grow"><button type="button" class="secondary" data-copy="clone-http">Copy</button></div></div>`;
 }
 
+/** The clone URL in one line, for the bar above the files. */
+function cloneLine(ctx: PageContext, page: ProjectPage) {
+  const url = `${ctx.cairn.config.externalUrl}/${pathUrl(page.fullPath)}.git`;
+  return html`<div class="clone row"><label for="clone-http">Clone</label><input type="text" id="clone-http" readonly value="${url}" class="mono"><button type="button" class="secondary small" data-copy="clone-http">Copy</button></div>`;
+}
+
 /**
  * The project's page: its name and description, the clone URL, and (for visitors who may read
  * the code) the branch/tag switcher, the default branch's last commit, its root folder and the
@@ -35,7 +41,7 @@ async function projectHome(ctx: PageContext, page: ProjectPage) {
     const entry = findReadme(entries);
     const [switcher, readme] = await Promise.all([refSwitcher(ctx, page, ref), entry ? readmeCard(ctx, page, commit, ref, entry) : null]);
     const browse = html`<a class="button secondary small" href="${repoUrl(page, 'tree', ref)}">Browse files</a>`;
-    files = html`<div class="repo-bar">${switcher}<a href="${projectPath(page)}/-/branches" class="small">Branches</a> <a href="${projectPath(page)}/-/tags" class="small">Tags</a></div>
+    files = html`<div class="repo-bar">${switcher}<a href="${projectPath(page)}/-/branches" class="small">Branches</a> <a href="${projectPath(page)}/-/tags" class="small">Tags</a>${cloneLine(ctx, page)}</div>
 ${commitSummary(page, commit, browse)}
 ${treeTable(page, ref, '', entries)}
 ${readme ?? ''}`;
@@ -52,7 +58,7 @@ git push --set-upstream origin --all</pre></div>`
     body: html`<div class="spread"><h1>${p.name}</h1><span class="badge">${VISIBILITY_NAMES[p.visibility_level] ?? 'private'}</span></div>
 ${p.description ? html`<div class="md muted">${trusted(renderMarkdown(p.description))}</div>` : ''}
 <p class="muted small">Project ID: ${p.id}${p.archived ? ' · Archived' : ''}</p>
-${codeVisible ? cloneBox(ctx, page) : ''}
+${codeVisible && !commit ? cloneBox(ctx, page) : ''}
 ${files}${empty}`,
   });
 }
