@@ -173,7 +173,7 @@ nav.toggle { display: inline-flex; border: 1px solid #89888d; border-radius: .25
 nav.toggle a { padding: .15rem .5rem; font-size: .85rem; color: var(--fg); }
 nav.toggle a[aria-current="page"] { background: var(--subtle); font-weight: 600; }
 .blob-image { text-align: center; } .blob-image img { max-width: 100%; }
-table.code td.line { width: 100%; }
+table.code td.ln + td { width: 100%; }
 table.code.blame tr.blame-start td { border-top: 1px solid var(--line); }
 table.code.blame td.blame { white-space: normal; min-width: 12rem; max-width: 22rem; padding: .15rem .6rem; }
 table.code.blame td.blame .title { display: block; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; color: var(--fg); }
