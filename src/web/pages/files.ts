@@ -20,6 +20,8 @@ import type { PageRegistry } from '../router.js';
 
 /** Files above this size are not shown inline (a link to the raw file instead), as GitLab does. */
 export const MAX_INLINE_BYTES = 1024 * 1024;
+/** How many entries of a folder are listed (GitLab shows a thousand before loading more). */
+const MAX_TREE_ENTRIES = 1000;
 /** How many branches and tags the switcher lists (the current ref is always there). */
 const SWITCHER_LIMIT = 200;
 
@@ -116,7 +118,8 @@ const ICONS: Record<string, SafeHtml> = {
 /** The table of a tree's entries, each linked to its tree or blob page. */
 export function treeTable(page: ProjectPage, ref: string, path: string, entries: PathEntry[]): SafeHtml {
   const parent = path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '';
-  const rows = sortEntries(entries).map((e) => {
+  const shown = sortEntries(entries).slice(0, MAX_TREE_ENTRIES);
+  const rows = shown.map((e) => {
     const kind = e.type === 'tree' ? 'tree' : e.mode === '120000' ? 'link' : e.type === 'commit' ? 'commit' : 'blob';
     const label = e.type === 'tree' ? 'Folder' : e.type === 'commit' ? 'Submodule' : e.mode === '120000' ? 'Symbolic link' : 'File';
     const name = e.type === 'commit'
@@ -128,7 +131,8 @@ export function treeTable(page: ProjectPage, ref: string, path: string, entries:
 <caption class="sr-only">Files of ${path || 'the root folder'}</caption>
 <thead><tr><th scope="col">Name</th></tr></thead>
 <tbody>${path ? html`<tr><td class="name"><span class="icon" aria-hidden="true"></span><a href="${repoUrl(page, 'tree', ref, parent)}" aria-label="Parent folder">..</a></td></tr>` : ''}
-${rows.length ? rows : html`<tr><td class="empty">This folder is empty.</td></tr>`}</tbody></table></div>`;
+${rows.length ? rows : html`<tr><td class="empty">This folder is empty.</td></tr>`}
+${entries.length > shown.length ? html`<tr><td class="muted">${entries.length - shown.length} more entries are not shown.</td></tr>` : ''}</tbody></table></div>`;
 }
 
 /** The path as links: the project (the ref's root), then each folder; the last part as text. */
