@@ -7,7 +7,7 @@ import { isTextBlob } from '../../services/repository.js';
 import { pageNotFound, PageRedirect, requireAbility, type PageContext, type ProjectPage } from '../context.js';
 import { highlightLines } from '../highlight.js';
 import { esc, html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js';
-import { projectCrumbs, projectPath, sendPage } from '../layout.js';
+import { projectCrumbs, projectPath, renderPage, sendPage, WEB_HEADERS, type PageOptions } from '../layout.js';
 import { gitDirOf, splitRefAndPath } from '../refs.js';
 import type { PageRegistry } from '../router.js';
 
@@ -302,6 +302,46 @@ export function codeTable(lines: string[], caption: string): SafeHtml {
   return html`<div class="code"><table class="code"><caption class="sr-only">${caption}</caption><tbody>${lineRows(lines)}</tbody></table></div>`;
 }
 
+/**
+ * The code tables of files as UTF-8 bytes, by blob id and name (the highlighter's language
+ * comes from the name): a 2,000-line file's table is some 600 KB of HTML, which a page would
+ * otherwise rebuild and encode on every view. Content-addressed, so never stale; bounded by size.
+ */
+const codeBytes = new Map<string, Buffer>();
+let codeBytesTotal = 0;
+const CODE_BYTES_MAX = 16 * 1024 * 1024;
+
+async function codeTableBytes(text: string, name: string, blobOid: string): Promise<Buffer> {
+  const key = `${blobOid}\0${name}`;
+  const hit = codeBytes.get(key);
+  if (hit) {
+    codeBytes.delete(key);
+    codeBytes.set(key, hit);
+    return hit;
+  }
+  const bytes = Buffer.from(codeTable(await highlightLines(text, name, blobOid), `Lines of ${name}`).value, 'utf8');
+  if (bytes.length > CODE_BYTES_MAX / 8) return bytes;
+  codeBytes.set(key, bytes);
+  codeBytesTotal += bytes.length;
+  for (const [k, v] of codeBytes) {
+    if (codeBytesTotal <= CODE_BYTES_MAX) break;
+    codeBytes.delete(k);
+    codeBytesTotal -= v.length;
+  }
+  return bytes;
+}
+
+/** Where a page's pre-encoded part goes: the last thing of its body, so found from the end (nothing a user wrote follows it). */
+const SLOT = '\u0000cairn-slot\u0000';
+
+/** Sends a page whose body holds SLOT once, with `bytes` in its place (no re-encoding of them). */
+function sendPageWithBytes(ctx: PageContext, opts: PageOptions, bytes: Buffer) {
+  const page = renderPage(ctx, opts);
+  const at = page.lastIndexOf(SLOT);
+  const body = at < 0 ? Buffer.from(page, 'utf8') : Buffer.concat([Buffer.from(page.slice(0, at), 'utf8'), bytes, Buffer.from(page.slice(at + SLOT.length), 'utf8')]);
+  return ctx.reply.code(200).headers(WEB_HEADERS).send(body);
+}
+
 async function blobPage(ctx: PageContext, page: ProjectPage) {
   requireAbility(ctx, page, 'download_code');
   const { ref, path, commit, entry, gitDir } = await loadFile(ctx, page, ctx.params['*']);
@@ -316,6 +356,7 @@ async function blobPage(ctx: PageContext, page: ProjectPage) {
   const raw = repoUrl(page, 'raw', ref, path);
   const plain = ctx.query.plain === '1' || ctx.query.plain === 'true';
   let content: SafeHtml;
+  let code: Buffer | null = null;
   let text = false;
   let toggle = html``;
   if (info.size > MAX_INLINE_BYTES) {
@@ -337,9 +378,12 @@ async function blobPage(ctx: PageContext, page: ProjectPage) {
         const here = repoUrl(page, 'blob', ref, path);
         toggle = html`<nav class="toggle" aria-label="View"><a href="${here}"${plain ? '' : trusted(' aria-current="page"')}>Rendered</a><a href="${here}?plain=1"${plain ? trusted(' aria-current="page"') : ''}>Source</a></nav>`;
       }
-      content = isMarkdownName(name) && !plain
-        ? html`<div class="pad md">${trusted(await renderRepositoryMarkdown(ctx, page, commit, ref, dir, source))}</div>`
-        : codeTable(await highlightLines(source, name, entry.oid), `Lines of ${name}`);
+      if (isMarkdownName(name) && !plain) {
+        content = html`<div class="pad md">${trusted(await renderRepositoryMarkdown(ctx, page, commit, ref, dir, source))}</div>`;
+      } else {
+        code = await codeTableBytes(source, name, entry.oid);
+        content = trusted(SLOT);
+      }
     }
   }
   const actions = html`<div class="row file-actions">${toggle}
@@ -348,7 +392,7 @@ ${text ? html`<a class="button secondary small" href="${repoUrl(page, 'blame', r
 <a class="button secondary small" href="${repoUrl(page, 'blob', commit.oid, path)}" title="A link to this file at commit ${commit.oid.slice(0, 8)}">Permalink</a>
 <a class="button secondary small" href="${raw}">Raw</a>
 <a class="button secondary small" href="${raw}?inline=false" download>Download</a></div>`;
-  return sendPage(ctx, {
+  const opts: PageOptions = {
     title: `${path} · ${ref}`,
     project: page,
     section: 'files',
@@ -358,7 +402,8 @@ ${text ? html`<a class="button secondary small" href="${repoUrl(page, 'blame', r
 ${commitSummary(page, last)}
 <section class="card flush file" aria-label="${name}"><header><div><strong>${name}</strong> <span class="muted small">${formatBytes(info.size)}</span></div>${actions}</header>
 ${content}</section>`,
-  });
+  };
+  return code ? sendPageWithBytes(ctx, opts, code) : sendPage(ctx, opts);
 }
 
 /** The filename parameter of a Content-Disposition (ASCII fallback and the UTF-8 form). */
