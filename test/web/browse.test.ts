@@ -48,6 +48,8 @@ describe('web: browsing a repository, the dashboard and explore', () => {
     w.write('docs/README.md', '# Docs readme\n\n![pic](../img/logo.png)\n');
     w.write('src/app.ts', bigSource());
     w.write('img/logo.png', PNG);
+    w.write('src/copy.ts', 'const x = 1;\n');
+    w.write('src/copy.txt', 'const x = 1;\n');
     w.write('bin/data.bin', Buffer.from([0, 1, 2, 3, 0, 255]));
     w.write('page.html', '<html><script>alert(1)</script></html>\n');
     w.write('a<b>&"c.txt', 'odd name\n');
@@ -165,6 +167,18 @@ describe('web: browsing a repository, the dashboard and explore', () => {
       assert.ok(res.text.includes(`href="${base}/-/commits/main/src/app.ts"`));
       assert.match(res.text, new RegExp(`href="${base}/-/blob/[0-9a-f]{40}/src/app.ts"[^>]*>Permalink`));
       assert.match(res.text, /Change line two/, 'the last commit of the file');
+      // Viewed again (the code table kept as bytes), the same page.
+      const again = await getPage(t, aliceWeb, `${base}/-/blob/main/src/app.ts`);
+      assert.equal(again.text, res.text);
+      assert.ok(res.text.endsWith('</html>'));
+    });
+
+    it('highlights the same content by each file\'s own name', async () => {
+      const ts = await getPage(t, aliceWeb, `${base}/-/blob/main/src/copy.ts`);
+      const txt = await getPage(t, aliceWeb, `${base}/-/blob/main/src/copy.txt`);
+      assert.match(ts.text, /<span class="hljs-keyword">const<\/span>/);
+      assert.ok(!txt.text.includes('hljs-keyword'));
+      assert.match(txt.text, /<tr id="L1"><td class="ln"><a href="#L1">1<\/a><td>const x = 1;/);
     });
 
     it('renders Markdown, with the source behind ?plain=1', async () => {
@@ -342,6 +356,11 @@ describe('web: browsing a repository, the dashboard and explore', () => {
       assert.ok(!other.text.includes('Open project'));
       assert.match(other.text, /not a member of any project/);
       assert.equal((await getPage(t, ANONYMOUS, '/dashboard/projects')).status, 302);
+      await t.post(`/api/v4/projects/${pub.id}/star`, {}, { token: alice.token });
+      const starred = await getPage(t, aliceWeb, '/dashboard/projects/starred');
+      assert.ok(starred.text.includes('Open project'));
+      assert.ok(!starred.text.includes('Secret &lt;'));
+      assert.match(starred.text, /<a href="\/dashboard\/projects\/starred" aria-current="page">Starred projects<\/a>/);
       const groups = await getPage(t, aliceWeb, '/dashboard/groups');
       assert.ok(groups.text.includes('Team &lt;em&gt;One&lt;/em&gt;'));
       assert.ok(groups.text.includes('Hidden team'));
