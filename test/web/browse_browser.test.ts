@@ -134,12 +134,17 @@ describe('web browsing in Chromium', { skip: noChromium }, () => {
     if (SCREENSHOTS) await page.screenshot({ path: path.join(SHOTS_DIR, 'dashboard.png') });
 
     // The project: root files above the README, whose links point into the repository.
+    // (The clone URL shows a stable address in the screenshot, not this run's port.)
+    if (SCREENSHOTS) t.app.cairn.config.externalUrl = 'https://cairn.example.com';
     await page.getByRole('link', { name: 'Weather / Weather station' }).click();
     await page.waitForURL(projectUrl);
     assert.match(await page.locator('table.tree').innerText(), /docs[\s\S]*src[\s\S]*README\.md/);
     assert.equal(await page.locator('.md a', { hasText: 'configuration guide' }).getAttribute('href'), '/weather/station/-/blob/main/docs/configuration.md');
     assert.match(await page.locator('.last-commit').innerText(), /Serve up to 100 readings at once/);
-    if (SCREENSHOTS) await page.screenshot({ path: path.join(SHOTS_DIR, 'project.png') });
+    if (SCREENSHOTS) {
+      await page.screenshot({ path: path.join(SHOTS_DIR, 'project.png') });
+      t.app.cairn.config.externalUrl = baseUrl;
+    }
 
     // The switcher (the script submits it on change) goes to the chosen ref's tree.
     await Promise.all([page.waitForURL(`${projectUrl}/-/tree/feature/charts`), page.selectOption('#ref-switch', 'feature/charts')]);

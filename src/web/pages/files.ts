@@ -69,19 +69,24 @@ const DESTINATIONS = new Set<SwitchDestination>(['tree', 'blob', 'blame', 'commi
 export async function refSwitcher(ctx: PageContext, page: ProjectPage, current: string, destination: SwitchDestination = 'tree', path = ''): Promise<SafeHtml> {
   const gitDir = gitDirOf(ctx, page);
   const [branches, tags] = await Promise.all([listRefs(gitDir, 'refs/heads/'), listRefs(gitDir, 'refs/tags/')]);
-  const names = (list: { name: string }[]) => list.slice(0, SWITCHER_LIMIT).map((r) => r.name);
-  const branchNames = names(branches);
-  const tagNames = names(tags);
-  const known = branches.some((b) => b.name === current) || tags.some((t) => t.name === current);
-  if (branches.some((b) => b.name === current) && !branchNames.includes(current)) branchNames.unshift(current);
-  else if (tags.some((t) => t.name === current) && !branchNames.includes(current) && !tagNames.includes(current)) tagNames.unshift(current);
-  const option = (name: string) => html`<option value="${name}"${name === current ? trusted(' selected') : ''}>${name}</option>`;
+  const isBranch = branches.some((b) => b.name === current);
+  const isTag = !isBranch && tags.some((t) => t.name === current);
+  // The first names of each, and the current ref wherever it sorts.
+  const names = (list: { name: string }[], mine: boolean) => {
+    const out = list.slice(0, SWITCHER_LIMIT).map((r) => r.name);
+    if (mine && !out.includes(current)) out.unshift(current);
+    return out;
+  };
+  const option = (mine: boolean) => (name: string) => html`<option value="${name}"${mine && name === current ? trusted(' selected') : ''}>${name}</option>`;
+  const branchNames = names(branches, isBranch);
+  const tagNames = names(tags, isTag);
+  const known = isBranch || isTag;
   return html`<form method="get" action="${projectPath(page)}/-/refs/switch" class="switcher row">
 <label for="ref-switch" class="sr-only">Switch branch or tag</label>
 <select id="ref-switch" name="ref" data-autosubmit>
 ${known ? '' : html`<option value="${current}" selected>${current.length === 40 || current.length === 64 ? current.slice(0, 8) : current}</option>`}
-${branchNames.length ? html`<optgroup label="Branches">${branchNames.map(option)}</optgroup>` : ''}
-${tagNames.length ? html`<optgroup label="Tags">${tagNames.map(option)}</optgroup>` : ''}
+${branchNames.length ? html`<optgroup label="Branches">${branchNames.map(option(isBranch))}</optgroup>` : ''}
+${tagNames.length ? html`<optgroup label="Tags">${tagNames.map(option(isTag))}</optgroup>` : ''}
 </select>
 <input type="hidden" name="destination" value="${destination}">
 ${path ? html`<input type="hidden" name="path" value="${path}">` : ''}
