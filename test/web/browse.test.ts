@@ -341,6 +341,7 @@ describe('web: browsing a repository, the dashboard and explore', () => {
       const anon = await getPage(t, ANONYMOUS, '/');
       assert.equal(anon.status, 302);
       assert.equal(anon.headers.location, '/explore');
+      assert.equal((await getPage(t, aliceWeb, '/dashboard')).headers.location, '/dashboard/projects');
     });
 
     it('lists the signed-in user\'s projects, searchable; anonymous visitors sign in', async () => {

@@ -185,6 +185,9 @@ ${pagination(ctx, n, projects.total)}`,
 
 export function registerDashboardPages(pages: PageRegistry) {
   pages.globalPage('GET', '', home);
+  pages.globalPage('GET', '/dashboard', async () => {
+    throw new PageRedirect('/dashboard/projects');
+  });
   pages.globalPage('GET', '/dashboard/projects', (ctx) => dashboardProjects(ctx, false));
   pages.globalPage('GET', '/dashboard/projects/starred', (ctx) => dashboardProjects(ctx, true));
   pages.globalPage('GET', '/dashboard/groups', dashboardGroups);
