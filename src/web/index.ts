@@ -9,6 +9,9 @@ import { registerJobPages } from './pages/jobs.js';
 import { registerPipelinePages } from './pages/pipelines.js';
 import { registerSettingsPages } from './pages/settings.js';
 import { stopLogStreams } from './log_stream.js';
+import { registerFilesPages } from './pages/files.js';
+import { registerBranchPages } from './pages/branches.js';
+import { registerDashboardPages } from './pages/dashboard.js';
 import { PageRegistry, registerPageRoutes } from './router.js';
 
 /**
@@ -23,6 +26,9 @@ export function pageRegistry(): PageRegistry {
   registerPipelinePages(pages);
   registerJobPages(pages);
   registerSettingsPages(pages);
+  registerFilesPages(pages);
+  registerBranchPages(pages);
+  registerDashboardPages(pages);
   return pages;
 }
 

@@ -194,6 +194,31 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 @media (max-width: 960px) { .job-page { grid-template-columns: minmax(0, 1fr); } }
 form.member-edit { flex-wrap: nowrap; gap: .35rem; }
 form.member-edit select, form.member-edit input { padding: .2rem .35rem; }
+/* browsing: ref switcher, path, file header, blame, lists (pages/files.ts, branches.ts, dashboard.ts) */
+.repo-bar { display: flex; gap: .75rem; align-items: center; flex-wrap: wrap; margin: 0 0 .75rem; }
+form.switcher { margin: 0; gap: .35rem; flex-wrap: nowrap; } form.switcher select { max-width: 16rem; }
+.path-crumbs { font-size: 1rem; word-break: break-all; }
+table.tree td.name .icon { margin-right: .4rem; } .icon svg { width: 1rem; height: 1rem; vertical-align: -.15rem; }
+.repo-bar .clone { margin-left: auto; gap: .35rem; flex-wrap: nowrap; } .repo-bar .clone label { margin: 0; font-size: .85rem; }
+.repo-bar .clone input { width: 22rem; padding: .25rem .5rem; font-size: .82rem; }
+.avatar.project { border-radius: .3rem; width: 2rem; height: 2rem; font-size: .95rem; flex: none; }
+ul.list > li > .avatar { margin-top: .1rem; }
+.card.file > header { position: sticky; top: 0; z-index: 1; }
+.file-actions { gap: .35rem; }
+nav.toggle { display: inline-flex; border: 1px solid #89888d; border-radius: .25rem; overflow: hidden; }
+nav.toggle a { padding: .15rem .5rem; font-size: .85rem; color: var(--fg); }
+nav.toggle a[aria-current="page"] { background: var(--subtle); font-weight: 600; }
+.blob-image { text-align: center; } .blob-image img { max-width: 100%; }
+table.code td.ln + td { width: 100%; }
+table.code.blame tr.blame-start td { border-top: 1px solid var(--line); }
+table.code.blame td.blame { white-space: normal; min-width: 12rem; max-width: 22rem; padding: .15rem .6rem; }
+table.code.blame td.blame .title { display: block; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; color: var(--fg); }
+.last-commit .title { font-weight: 600; color: var(--fg); }
+pre.readme-text { white-space: pre-wrap; margin: 0; }
+.pagination { justify-content: center; margin: 1rem 0; }
+.profile .avatar { width: 3.5rem; height: 3.5rem; font-size: 1.5rem; }
+@media (max-width: 760px) { .repo-bar .clone { margin-left: 0; width: 100%; } .repo-bar .clone input { width: auto; flex: 1; min-width: 0; }
+  table.code.blame td.blame { min-width: 8rem; max-width: 10rem; } form.switcher select { max-width: 10rem; } }
 /* syntax highlighting (highlight.js class names) */
 .hljs-comment, .hljs-quote { color: #6a737d; font-style: italic; }
 .hljs-keyword, .hljs-selector-tag, .hljs-literal, .hljs-doctag, .hljs-meta .hljs-keyword { color: #a626a4; }

@@ -1,28 +1,14 @@
-import { listTree, readBlob } from '../../git/refs.js';
-import { resolveCommit } from '../../git/refs.js';
+import { listTree, resolveCommit } from '../../git/refs.js';
 import { renderMarkdown } from '../../lib/markdown.js';
 import { VISIBILITY_NAMES } from '../../policies/access.js';
 import type { PageContext, ProjectPage } from '../context.js';
-import { html, pathUrl, timeAgo, trusted } from '../html.js';
+import { html, pathUrl, trusted } from '../html.js';
 import { projectPath, sendPage } from '../layout.js';
 import { gitDirOf } from '../refs.js';
 import type { PageRegistry } from '../router.js';
+import { commitSummary, findReadme, readmeCard, refSwitcher, repoUrl, treeTable } from './files.js';
 
-/** The README of a tree: the first of GitLab's preferred names found among its entries. */
-export function findReadme<T extends { name: string; type: string }>(entries: T[]): T | undefined {
-  const blobs = entries.filter((e) => e.type === 'blob' && /^readme(\.[a-z0-9]+)?$/i.test(e.name));
-  const rank = (name: string) => (/\.(md|markdown|mdown|mkd)$/i.test(name) ? 0 : /^readme$/i.test(name) ? 1 : /\.txt$/i.test(name) ? 2 : 3);
-  return blobs.sort((a, b) => rank(a.name) - rank(b.name) || a.name.localeCompare(b.name))[0];
-}
-
-/** A README's content as HTML: Markdown rendered (the API's renderer), anything else as plain text. */
-export async function renderReadme(ctx: PageContext, page: ProjectPage, entry: { name: string; oid: string }) {
-  const blob = await readBlob(ctx.cairn.catfile, gitDirOf(ctx, page), entry.oid);
-  if (!blob || blob.size > 1024 * 1024) return null;
-  const text = blob.data.toString('utf8');
-  const body = /\.(md|markdown|mdown|mkd)$/i.test(entry.name) ? html`<div class="md">${trusted(renderMarkdown(text))}</div>` : html`<pre>${text}</pre>`;
-  return html`<section class="card flush" aria-labelledby="readme-title"><header><h2 id="readme-title" class="card-title">${entry.name}</h2></header><div class="pad">${body}</div></section>`;
-}
+export { findReadme };
 
 /** The clone box: HTTP URL of the repository (what `git clone` takes). */
 export function cloneBox(ctx: PageContext, page: ProjectPage) {
@@ -31,24 +17,34 @@ export function cloneBox(ctx: PageContext, page: ProjectPage) {
 <div class="row"><input type="text" id="clone-http" readonly value="${url}" class="mono grow"><button type="button" class="secondary" data-copy="clone-http">Copy</button></div></div>`;
 }
 
+/** The clone URL in one line, for the bar above the files. */
+function cloneLine(ctx: PageContext, page: ProjectPage) {
+  const url = `${ctx.cairn.config.externalUrl}/${pathUrl(page.fullPath)}.git`;
+  return html`<div class="clone row"><label for="clone-http">Clone</label><input type="text" id="clone-http" readonly value="${url}" class="mono"><button type="button" class="secondary small" data-copy="clone-http">Copy</button></div>`;
+}
+
+/**
+ * The project's page: its name and description, the clone URL, and (for visitors who may read
+ * the code) the branch/tag switcher, the default branch's last commit, its root folder and the
+ * README rendered below, with relative links into the repository.
+ */
 async function projectHome(ctx: PageContext, page: ProjectPage) {
   const p = page.project;
-  const base = projectPath(page);
   const codeVisible = page.can('download_code');
-  let readme = html``;
-  let summary = html``;
   // What the repository holds, not the empty_repo flag (a push may be in flight).
   const gitDir = gitDirOf(ctx, page);
-  const commit = codeVisible && p.default_branch ? await resolveCommit(ctx.cairn.catfile, gitDir, `refs/heads/${p.default_branch}`) : null;
-  if (codeVisible && p.default_branch) {
-    if (commit) {
-      const entries = (await listTree(ctx.cairn.catfile, gitDir, commit.oid, '', false)) ?? [];
-      const entry = findReadme(entries);
-      if (entry) readme = (await renderReadme(ctx, page, entry)) ?? html``;
-      summary = html`<div class="card"><div class="spread"><div><a href="${base}/-/commit/${commit.oid}" class="title">${commit.message.split('\n')[0]}</a>
-<div class="muted small">${commit.author.name} authored ${timeAgo(new Date(commit.author.time * 1000))} · <span class="sha">${commit.oid.slice(0, 8)}</span></div></div>
-<div class="row"><a class="button secondary" href="${base}/-/tree/${pathUrl(p.default_branch)}">Browse files</a></div></div></div>`;
-    }
+  const ref = p.default_branch;
+  const commit = codeVisible && ref ? await resolveCommit(ctx.cairn.catfile, gitDir, `refs/heads/${ref}`) : null;
+  let files = html``;
+  if (commit && ref) {
+    const entries = (await listTree(ctx.cairn.catfile, gitDir, commit.oid, '', false)) ?? [];
+    const entry = findReadme(entries);
+    const [switcher, readme] = await Promise.all([refSwitcher(ctx, page, ref), entry ? readmeCard(ctx, page, commit, ref, entry) : null]);
+    const browse = html`<a class="button secondary small" href="${repoUrl(page, 'tree', ref)}">Browse files</a>`;
+    files = html`<div class="repo-bar">${switcher}<a href="${projectPath(page)}/-/branches" class="small">Branches</a> <a href="${projectPath(page)}/-/tags" class="small">Tags</a>${cloneLine(ctx, page)}</div>
+${commitSummary(page, commit, browse)}
+${treeTable(page, ref, '', entries)}
+${readme ?? ''}`;
   }
   const empty = codeVisible && !commit
     ? html`<div class="card"><h2 class="mt0">The repository for this project is empty</h2><p>Push an existing repository:</p>
@@ -62,8 +58,8 @@ git push --set-upstream origin --all</pre></div>`
     body: html`<div class="spread"><h1>${p.name}</h1><span class="badge">${VISIBILITY_NAMES[p.visibility_level] ?? 'private'}</span></div>
 ${p.description ? html`<div class="md muted">${trusted(renderMarkdown(p.description))}</div>` : ''}
 <p class="muted small">Project ID: ${p.id}${p.archived ? ' · Archived' : ''}</p>
-${codeVisible ? cloneBox(ctx, page) : ''}
-${summary}${empty}${readme}`,
+${codeVisible && !commit ? cloneBox(ctx, page) : ''}
+${files}${empty}`,
   });
 }
 
