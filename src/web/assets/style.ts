@@ -146,6 +146,18 @@ table.diff tr:hover .comment-here, table.diff .comment-here:focus { visibility: 
 .note .who { font-weight: 600; }
 .note.system { color: var(--muted); font-size: .9rem; border: 0; padding: .3rem 1rem; }
 details > summary { cursor: pointer; }
+/* discussions component (src/web/components/notes.ts) */
+ul.notes, ul.timeline, ul.awards { list-style: none; margin: 0; padding: 0; }
+ul.timeline { margin: 0 0 .5rem; }
+.note-head { display: flex; gap: .4rem; align-items: baseline; flex-wrap: wrap; }
+.note-body { margin-top: .3rem; } .note-body > :last-child, .inline-md > :last-child { margin-bottom: 0; }
+.inline-md, .inline-md > p { display: inline; margin: 0; }
+ul.awards { display: flex; gap: .4rem; margin-top: .3rem; } ul.awards li { border: 1px solid var(--line); border-radius: 1rem; padding: 0 .5rem; font-size: .8rem; }
+.discussion-foot { padding: .5rem 1rem; border-top: 1px solid var(--line); background: var(--subtle); }
+.discussion-status { display: flex; gap: .5rem; align-items: center; flex-wrap: wrap; margin-bottom: .3rem; }
+details.reply textarea { min-height: 4rem; }
+.form-actions { margin-top: .5rem; }
+.comment-form { margin-top: 1rem; }
 /* pipelines and jobs */
 .stages { display: flex; gap: 1.5rem; overflow-x: auto; padding: .5rem 0 1rem; }
 .stage { min-width: 12rem; }
