@@ -148,7 +148,7 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
     const mr = await open('csrf', 'CSRF target');
     const bad = await postForm(t, devWeb, `${web}/-/merge_requests/${mr.iid}/merge`, { authenticity_token: 'forged', sha: mr.sha });
     assert.equal(bad.status, 422);
-    const none = await postForm(t, devWeb, `${web}/-/merge_requests/${mr.iid}/discussions`, { authenticity_token: '', 'note[note]': 'hi' });
+    const none = await postForm(t, devWeb, `${web}/-/merge_requests/${mr.iid}/notes`, { authenticity_token: '', note: 'hi' });
     assert.equal(none.status, 422);
     assert.equal((await t.get(`${api}/merge_requests/${mr.iid}`)).body.state, 'opened');
     assert.equal((await t.get(`${api}/merge_requests/${mr.iid}/discussions`, { token: dev.token })).body.length, 0);
@@ -168,15 +168,19 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
     assert.equal(withForm.status, 200);
     assert.match(withForm.text, new RegExp(`id="note-form-${code}"`));
     assert.match(withForm.text, /name="position\[new_line\]" value="2"/);
-    assert.match(withForm.text, /name="position\[old_line\]" value=""/);
+    assert.ok(!withForm.text.includes('name="position[old_line]"'), 'an added line has no old line');
 
+    const action = new RegExp(`<form method="post" action="([^"]+)" class="comment-form">(?:(?!</form>)[\\s\\S])*name="position\\[new_line\\]"`).exec(withForm.text);
+    assert.ok(action, 'the form posts the position');
+    assert.equal(action[1], `${web}/-/merge_requests/${mr.iid}/diffs/notes`);
     const fields: Record<string, string> = {};
-    for (const m of withForm.text.matchAll(/<input type="hidden" name="(position\[[a-z_]+\]|back|line_code)" value="([^"]*)">/g)) fields[m[1]] = m[2];
-    const empty = await postForm(t, devWeb, `${web}/-/merge_requests/${mr.iid}/discussions`, { ...fields, 'note[note]': '   ' });
+    for (const m of withForm.text.matchAll(/<input type="hidden" name="(position\[[a-z_]+\]|line_code)" value="([^"]*)">/g)) fields[m[1]] = m[2];
+    const empty = await postForm(t, devWeb, action[1], { ...fields, type: 'DiscussionNote', note: '   ' });
     assert.equal(empty.status, 400);
-    assert.match(empty.text, /The comment is empty/);
+    assert.match(empty.text, /can(&#39;|')t be blank/);
+    assert.match(empty.text, new RegExp(`id="note-form-${code}"`), 'the form is shown again under its line');
 
-    const posted = await postForm(t, devWeb, `${web}/-/merge_requests/${mr.iid}/discussions`, { ...fields, 'note[note]': 'Why <b>quotes</b>?' });
+    const posted = await postForm(t, devWeb, action[1], { ...fields, type: 'DiscussionNote', note: 'Why <b>quotes</b>?' });
     assert.equal(posted.status, 303, posted.text);
     assert.match(posted.headers.location, new RegExp(`/-/merge_requests/${mr.iid}/diffs#note_\\d+$`));
 
@@ -206,9 +210,9 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
     assert.match(overview.text, /Started a thread on/);
 
     const threadId = threads[0].id;
-    const resolve = await postForm(t, devWeb, `${web}/-/merge_requests/${mr.iid}/discussions/${threadId}/resolve`, { back: 'diffs:parallel' });
+    const resolve = await postForm(t, devWeb, `${web}/-/merge_requests/${mr.iid}/diffs/discussions/${threadId}/resolve`, {});
     assert.equal(resolve.status, 303);
-    assert.match(resolve.headers.location, /\/diffs\?view=parallel#discussion_/);
+    assert.match(resolve.headers.location, /\/diffs#discussion_/);
     let after = (await t.get(`${api}/merge_requests/${mr.iid}/discussions/${threadId}`, { token: dev.token })).body;
     assert.equal(after.notes[0].resolved, true);
     assert.equal(after.notes[0].resolved_by.id, dev.user.id);
@@ -216,14 +220,15 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
     assert.match(resolvedPage.text, /Unresolve thread/);
     // A reporter may not resolve someone else's thread.
     assert.equal((await postForm(t, reporterWeb, `${web}/-/merge_requests/${mr.iid}/discussions/${threadId}/unresolve`, {})).status, 403);
-    await postForm(t, devWeb, `${web}/-/merge_requests/${mr.iid}/discussions/${threadId}/unresolve`, {});
+    assert.equal((await postForm(t, devWeb, `${web}/-/merge_requests/${mr.iid}/discussions/${threadId}/unresolve`, {})).status, 303);
     after = (await t.get(`${api}/merge_requests/${mr.iid}/discussions/${threadId}`, { token: dev.token })).body;
     assert.equal(after.notes[0].resolved, false);
 
     // A reply joins the thread; a general comment is its own note.
-    const reply = await postForm(t, reporterWeb, `${web}/-/merge_requests/${mr.iid}/discussions/${threadId}/notes`, { 'note[note]': 'Because.', back: 'diffs' });
+    const reply = await postForm(t, reporterWeb, `${web}/-/merge_requests/${mr.iid}/diffs/notes`, { note: 'Because.', in_reply_to_discussion_id: threadId });
     assert.equal(reply.status, 303);
-    const comment = await postForm(t, reporterWeb, `${web}/-/merge_requests/${mr.iid}/discussions`, { 'note[note]': 'Looks fine' });
+    assert.match(reply.headers.location, /\/diffs#note_\d+$/);
+    const comment = await postForm(t, reporterWeb, `${web}/-/merge_requests/${mr.iid}/notes`, { note: 'Looks fine' });
     assert.equal(comment.status, 303);
     assert.match(comment.headers.location, new RegExp(`/-/merge_requests/${mr.iid}#note_\\d+$`));
     const all = (await t.get(`${api}/merge_requests/${mr.iid}/discussions`, { token: dev.token })).body;
@@ -234,9 +239,9 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
     assert.equal(all[1].individual_note, true);
 
     // A position that is not a line of the diff is refused with the form shown again.
-    const wrong = await postForm(t, devWeb, `${web}/-/merge_requests/${mr.iid}/discussions`, { ...fields, 'position[new_line]': '77', 'note[note]': 'Nowhere' });
+    const wrong = await postForm(t, devWeb, action[1], { ...fields, 'position[new_line]': '77', note: 'Nowhere' });
     assert.equal(wrong.status, 400);
-    assert.match(wrong.text, /could not be placed on that line/);
+    assert.match(wrong.text, /could not be saved: that line is not in the current diff/);
     assert.ok(wrong.text.includes('Nowhere'), 'the text is kept');
   });
 
@@ -283,7 +288,7 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
     await write('threads', 'threads.txt', 't\n', { start_branch: 'main' });
     const threaded = await open('threads', 'Has a thread');
     assert.equal((await t.put(api, { only_allow_merge_if_all_discussions_are_resolved: true })).status, 200);
-    await postForm(t, devWeb, `${web}/-/merge_requests/${threaded.iid}/discussions`, { 'note[note]': 'Fix this', 'note[type]': 'DiscussionNote' });
+    assert.equal((await postForm(t, devWeb, `${web}/-/merge_requests/${threaded.iid}/notes`, { note: 'Fix this', type: 'DiscussionNote' })).status, 303);
     const blocked = await getPage(t, devWeb, `${web}/-/merge_requests/${threaded.iid}`);
     assert.match(blocked.text, /data-blocker="discussions_not_resolved"/);
     assert.equal((await t.put(api, { only_allow_merge_if_all_discussions_are_resolved: false })).status, 200);

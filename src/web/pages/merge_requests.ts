@@ -5,20 +5,23 @@ import { labelListParam } from '../../api/list_filters.js';
 import {
   countMergeRequests, findMergeRequest, findMergeRequestPage, loadMergeRequestExtras, MERGE_REQUEST_COUNT_CAP, type MergeRequestFilters,
 } from '../../finders/merge_requests.js';
-import { listNotes } from '../../finders/notes.js';
 import type { DiffFile } from '../../git/commits.js';
 import { commitsBetween, diffCommits, readCommitsOnce, type DiffEntry } from '../../git/compare.js';
 import { changedPathCount } from '../../git/merge.js';
 import { renderMarkdown } from '../../lib/markdown.js';
 import { mergeRequestNoteable } from '../../noteables/merge_request.js';
+import type { FoundNoteable } from '../../noteables/registry.js';
+import { parseCookies } from '../../oauth/sessions.js';
 import { ApiError } from '../../plugins/errors.js';
-import { AccessLevel } from '../../policies/access.js';
 import type { ProjectAccess } from '../../policies/projects.js';
 import { isDraftTitle, MR_STATES, type MergeRequestExtras } from '../../presenters/merge_requests.js';
 import { acceptMergeRequest, approvalsOf, canAccept, mergeBlockers, reconcileLocked, type MergeBlocker } from '../../services/merge.js';
-import { MR_STATE, mergeRequestNoteScope, refreshMergeRequest, updateMergeRequest } from '../../services/merge_requests.js';
-import { createNote, isResolvableNote, noteText, replyToDiscussion, setDiscussionResolved } from '../../services/notes.js';
-import { field, pageForbidden, pageNotFound, PageRedirect, requireAbility, requireCsrf, requireUser, type PageContext, type ProjectPage } from '../context.js';
+import { MR_STATE, refreshMergeRequest, updateMergeRequest } from '../../services/merge_requests.js';
+import {
+  apiErrorText, loadDiscussions, loadNoteAwards, noteTargetOf, positionFields, registerNoteActions, renderCommentForm, renderDiscussion,
+  type Discussion, type NoteTarget,
+} from '../components/notes.js';
+import { field, pageForbidden, pageNotFound, PageRedirect, requireAbility, requireCsrf, requireUser, signInLocation, type PageContext, type ProjectPage } from '../context.js';
 import { diffViewOf, lineCode, renderDiff, viewSwitch, type DiffLineRef, type DiffView } from '../diff.js';
 import { html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js';
 import { avatar, projectCrumbs, projectPath, sendPage } from '../layout.js';
@@ -216,19 +219,40 @@ async function dashboardList(ctx: PageContext) {
 interface Loaded {
   mr: MergeRequest;
   access: ProjectAccess;
+  /** The merge request's page (`/group/project/-/merge_requests/3`). */
   base: string;
+  /** Its notes as the discussions component sees them, with forms posting below `base`. */
+  target: NoteTarget;
+  /** The same, with forms posting below `base/diffs` (and coming back to the changes). */
+  diffsTarget: NoteTarget;
 }
 
-/** The merge request `:iid` of the project for the visitor: 404 unless they may read merge requests. */
+/**
+ * The merge request `:iid` of the project for the visitor, found by the notes API's registration
+ * (src/noteables/merge_request.ts): 404 unless they may read merge requests. Anonymous visitors
+ * see public projects' merge requests, as on GitLab (the API's signed-in rule is the API's).
+ */
 async function loadMergeRequest(ctx: PageContext, page: ProjectPage): Promise<Loaded> {
   requireAbility(ctx, page, 'read_merge_request');
-  const iid = Number(ctx.params.iid);
-  if (!/^\d{1,9}$/.test(ctx.params.iid ?? '') || !Number.isSafeInteger(iid) || iid <= 0) throw pageNotFound();
+  const raw = ctx.params.iid ?? '';
+  if (!/^\d{1,9}$/.test(raw) || Number(raw) <= 0) throw pageNotFound();
   const access: ProjectAccess = { project: page.project, accessLevel: page.subject.accessLevel, user: ctx.user };
-  let mr = await findMergeRequest(ctx.cairn.db, page.project.id, iid);
-  if (!mr) throw pageNotFound();
-  mr = await reconcileLocked(ctx.cairn, page.project, mr);
-  return { mr, access, base: `${projectPath(page)}/-/merge_requests/${mr.iid}` };
+  let found: FoundNoteable<MergeRequest>;
+  try {
+    found = await mergeRequestNoteable.find({ cairn: ctx.cairn, access, params: { merge_request_iid: Number(raw) } });
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) throw pageNotFound();
+    throw e;
+  }
+  const mr = await reconcileLocked(ctx.cairn, page.project, found.record);
+  const base = `${projectPath(page)}/-/merge_requests/${mr.iid}`;
+  return {
+    mr,
+    access,
+    base,
+    target: noteTargetOf(ctx, page, mergeRequestNoteable, found, base),
+    diffsTarget: noteTargetOf(ctx, page, mergeRequestNoteable, found, `${base}/diffs`),
+  };
 }
 
 /** The merge request as the API's single view shows it: its git facts checked again when its branches moved. */
@@ -245,11 +269,13 @@ type Tab = 'overview' | 'commits' | 'diffs';
 function mrHeader(page: ProjectPage, l: Loaded, extras: MergeRequestExtras, tab: Tab, counts: { notes: number; commits: number | null; changes: number | null }): SafeHtml {
   const { mr, base } = l;
   const tree = (branch: string) => `${projectPath(page)}/-/tree/${pathUrl(branch)}`;
-  const source = extras.sourceProjectFullPath ? html`${extras.sourceProjectFullPath}:${mr.source_branch}` : html`${mr.source_branch}`;
+  const source = extras.sourceProjectFullPath
+    ? html`<span class="mono branch">${extras.sourceProjectFullPath}:${mr.source_branch}</span>`
+    : html`<a class="mono branch" href="${tree(mr.source_branch)}">${mr.source_branch}</a>`;
   const tabLink = (key: Tab, href: string, text: string, count: number | null) =>
     html`<a href="${href}"${key === tab ? trusted(' aria-current="page"') : ''}>${text}${count !== null ? html`<span class="count">${count}</span>` : ''}</a>`;
   return html`<div class="mr-head"><h1>${mr.title} <span class="muted">!${mr.iid}</span></h1>
-<p class="row">${stateBadge(mr)}<span>${userLink(extras.author)} requested to merge <a class="mono branch" href="${extras.sourceProjectFullPath ? '#' : tree(mr.source_branch)}">${source}</a> into <a class="mono branch" href="${tree(mr.target_branch)}">${mr.target_branch}</a> ${timeAgo(mr.created_at)}</span></p>
+<p class="row">${stateBadge(mr)}<span>${userLink(extras.author)} requested to merge ${source} into <a class="mono branch" href="${tree(mr.target_branch)}">${mr.target_branch}</a> ${timeAgo(mr.created_at)}</span></p>
 <nav class="tabs" aria-label="Merge request">${tabLink('overview', base, 'Overview', counts.notes)}${tabLink('commits', `${base}/commits`, 'Commits', counts.commits)}${tabLink('diffs', `${base}/diffs`, 'Changes', counts.changes)}</nav></div>`;
 }
 
@@ -268,115 +294,39 @@ async function gitCounts(ctx: PageContext, page: ProjectPage, mr: MergeRequest):
   return { commits, changes };
 }
 
-/** All notes of the merge request with their authors, in threads (oldest first), in one statement. */
-async function threadsOf(ctx: PageContext, mr: MergeRequest): Promise<NoteWithAuthor[][]> {
-  const { notes } = await listNotes(ctx.cairn.db, mergeRequestNoteScope(mr), { orderBy: 'created_at', sort: 'asc', activity: 'all_notes' }, { offset: 0, limit: 5000 });
-  const byThread = new Map<string, NoteWithAuthor[]>();
-  for (const n of notes) {
-    const list = byThread.get(n.discussion_id);
-    if (list) list.push(n);
-    else byThread.set(n.discussion_id, [n]);
-  }
-  return [...byThread.values()];
-}
-
-// ---- who may do what (the rules of the API's routes)
-
-/** Comment: signed in, read the merge request; on a locked discussion, members only (api/notes/routes.ts). */
-function mayComment(ctx: PageContext, page: ProjectPage, mr: MergeRequest): boolean {
-  if (!ctx.user || !page.can('read_merge_request')) return false;
-  if (mr.discussion_locked === true) return ctx.user.admin || page.subject.accessLevel >= AccessLevel.GUEST;
-  return true;
-}
-
-/** Resolve a thread: the merge request's author or resolve_note (GitLab's Discussion#can_resolve?). */
-function mayResolve(ctx: PageContext, page: ProjectPage, mr: MergeRequest, thread: NoteWithAuthor[]): boolean {
-  if (!ctx.user || !thread.some((n) => isResolvableNote(n))) return false;
-  return mr.author_id === ctx.user.id || page.can('resolve_note');
-}
-
 /** Close and reopen: the author, or update_merge_request (the API's PUT). */
 function mayUpdate(ctx: PageContext, page: ProjectPage, mr: MergeRequest): boolean {
   return !!ctx.user && (mr.author_id === ctx.user.id || page.can('update_merge_request'));
-}
-
-// ---- discussions
-
-/** Where a form goes back to after its post: one of the merge request's tabs, never a URL from the form. */
-function backTo(l: Loaded, value: string, anchor: string): string {
-  if (value === 'diffs' || value === 'diffs:inline') return `${l.base}/diffs#${anchor}`;
-  if (value === 'diffs:parallel') return `${l.base}/diffs?view=parallel#${anchor}`;
-  return `${l.base}#${anchor}`;
-}
-
-interface ThreadView {
-  ctx: PageContext;
-  page: ProjectPage;
-  l: Loaded;
-  /** The tab the thread is shown on ('overview', 'diffs:inline', 'diffs:parallel'). */
-  back: string;
-}
-
-function noteHtml(n: NoteWithAuthor): SafeHtml {
-  if (n.system) {
-    return html`<div class="note system" id="note_${n.id}">${userLink(n.author)} <span class="md inline">${trusted(renderMarkdown(n.body))}</span> · ${timeAgo(n.created_at)}</div>`;
-  }
-  return html`<article class="note" id="note_${n.id}"><div class="row small">${n.author ? avatar(n.author) : ''}<span class="who">${userLink(n.author)}</span>${n.author ? html`<span class="muted">@${n.author.username}</span>` : ''}<span class="muted">· ${timeAgo(n.created_at)}</span></div>
-<div class="md">${trusted(renderMarkdown(n.body))}</div></article>`;
-}
-
-function positionOf(n: NoteWithAuthor): DiffPosition | null {
-  const p = n.position as DiffPosition | null;
-  return n.type === 'DiffNote' && p && typeof p === 'object' && 'position_type' in p ? p : null;
-}
-
-/** A diff thread sits on the merge request's current diff (its diff refs are the merge request's). */
-function isActive(p: DiffPosition, mr: MergeRequest): boolean {
-  return p.head_sha === mr.head_sha && p.base_sha === mr.base_sha;
 }
 
 function csrf(ctx: PageContext): SafeHtml {
   return html`<input type="hidden" name="authenticity_token" value="${ctx.csrfToken}">`;
 }
 
-/** One thread: its notes, who resolved it, a reply form and the Resolve/Unresolve button. */
-function renderThread(v: ThreadView, thread: NoteWithAuthor[], opts: { context?: SafeHtml } = {}): SafeHtml {
-  const first = thread[0];
-  if (first.system && thread.length === 1) return noteHtml(first);
-  const { ctx, page, l } = v;
-  const resolvable = thread.some((n) => isResolvableNote(n));
-  const resolved = resolvable && thread.filter((n) => isResolvableNote(n)).every((n) => n.resolved_at);
-  const resolver = resolved ? thread.find((n) => n.resolved_by)?.resolved_by : null;
-  const action = `${l.base}/discussions/${first.discussion_id}`;
-  const canReply = mayComment(ctx, page, l.mr) && !first.system;
-  const canResolve = mayResolve(ctx, page, l.mr, thread);
-  const reply = canReply
-    ? html`<details class="reply"><summary>Reply…</summary><form method="post" action="${action}/notes">${csrf(ctx)}<input type="hidden" name="back" value="${v.back}">
-<label for="reply-${first.discussion_id}-${v.back}">Reply</label><textarea id="reply-${first.discussion_id}-${v.back}" name="note[note]" required></textarea>
-<div class="row"><button type="submit">Reply</button></div></form></details>`
-    : html``;
-  const resolve = canResolve
-    ? html`<form method="post" action="${action}/${resolved ? 'unresolve' : 'resolve'}" class="inline">${csrf(ctx)}<input type="hidden" name="back" value="${v.back}"><button type="submit" class="secondary small">${resolved ? 'Unresolve thread' : 'Resolve thread'}</button></form>`
-    : html``;
-  const status = resolvable
-    ? html`<div class="row small thread-status">${resolved ? html`<span class="badge success">Resolved</span>${resolver ? html`<span class="muted">by ${resolver.name}</span>` : ''}` : html`<span class="badge warn">Unresolved</span>`}${resolve}</div>`
-    : html``;
-  return html`<section class="discussion${resolved ? ' resolved' : ''}" id="discussion_${first.discussion_id}" aria-label="Thread">${opts.context ?? ''}${thread.map(noteHtml)}<div class="thread-foot">${status}${reply}</div></section>`;
+// ---- diff threads
+
+function positionOf(n: NoteWithAuthor): DiffPosition | null {
+  const p = n.position as DiffPosition | null;
+  return n.type === 'DiffNote' && p && typeof p === 'object' && 'position_type' in p ? p : null;
 }
 
-function diffContext(v: ThreadView, p: DiffPosition, active: boolean): SafeHtml {
+/**
+ * A diff thread is on the merge request's current diff when it was made on the same diff refs
+ * (base and head); others are outdated (the source branch moved since), listed on the overview.
+ */
+function isActive(p: DiffPosition, mr: MergeRequest): boolean {
+  return p.head_sha === mr.head_sha && p.base_sha === mr.base_sha;
+}
+
+/** Where a diff thread was started, above it on the overview: a link to its line, or "outdated". */
+function diffContext(l: Loaded, p: DiffPosition, active: boolean): SafeHtml {
   const path = p.new_path ?? p.old_path ?? '';
   const line = p.new_line ?? p.old_line;
   const code = lineCode(path, p.old_line ?? null, p.new_line ?? null);
   const where = html`<span class="mono">${path}</span>${line ? html`, line ${line}` : ''}`;
-  return html`<header class="thread-context row small">${active ? html`Started a thread on <a href="${v.l.base}/diffs#${code}">${where}</a>` : html`<span class="badge">Outdated</span> Started a thread on an old version of the diff: ${where}`}</header>`;
-}
-
-function commentForm(ctx: PageContext, l: Loaded): SafeHtml {
-  return html`<form method="post" action="${l.base}/discussions" class="card comment-form">${csrf(ctx)}<input type="hidden" name="back" value="overview">
-<label for="note-body" class="mt0">Comment</label><textarea id="note-body" name="note[note]" required placeholder="Write a comment (Markdown)"></textarea>
-<label class="check"><input type="checkbox" name="note[type]" value="DiscussionNote"> Start a thread (resolvable)</label>
-<div class="row"><button type="submit">Comment</button></div></form>`;
+  return html`<p class="thread-context small">${active
+    ? html`Started a thread on <a href="${l.base}/diffs#${code}">${where}</a>`
+    : html`<span class="badge">Outdated</span> Started a thread on an old version of the diff: ${where}`}</p>`;
 }
 
 // ---- overview
@@ -398,6 +348,7 @@ async function headPipeline(ctx: PageContext, page: ProjectPage, mr: MergeReques
   return p && p.sha === mr.head_sha ? p : null;
 }
 
+/** The merge widget: the head pipeline, approvals, and the merge form or why there is none. */
 async function mergeWidget(ctx: PageContext, page: ProjectPage, l: Loaded, extras: MergeRequestExtras, error?: string): Promise<SafeHtml> {
   const { mr } = l;
   const [pipeline, approvers, blockers] = await Promise.all([
@@ -424,7 +375,7 @@ ${mr.merge_commit_sha ? html`<p class="small">The changes were merged into <span
   } else if (blockers.length === 0) {
     const s = (page.project.settings ?? {}) as Record<string, unknown>;
     const squashOption = String(s.squash_option ?? 'default_off');
-    const removeDefault = (mr.merge_params as Record<string, unknown>)?.force_remove_source_branch === true;
+    const removeDefault = (mr.merge_params as Record<string, unknown> | null)?.force_remove_source_branch === true;
     const squash = squashOption === 'never'
       ? html``
       : squashOption === 'always'
@@ -437,7 +388,7 @@ ${squash}
 <div class="row"><button type="submit" class="ok" data-merge>Merge</button></div></form>`);
   } else {
     const shown = ctx.user ? blockers : blockers.filter((b) => b !== 'not_allowed');
-    parts.push(html`<div class="widget-row"><p class="mt0"><strong>This merge request cannot be merged now.</strong></p><ul class="blockers">${shown.map((b) => html`<li data-blocker="${b}">${BLOCKER_TEXT[b]}</li>`)}${ctx.user ? '' : html`<li><a href="/users/sign_in?redirect_to=${encodeURIComponent(l.base)}">Sign in</a> to merge.</li>`}</ul></div>`);
+    parts.push(html`<div class="widget-row"><p class="mt0"><strong>This merge request cannot be merged now.</strong></p><ul class="blockers">${shown.map((b) => html`<li data-blocker="${b}">${BLOCKER_TEXT[b]}</li>`)}${ctx.user ? '' : html`<li><a href="${signInLocation(ctx)}">Sign in</a> to merge.</li>`}</ul></div>`);
   }
   if (mr.merge_error && mr.state_id === MR_STATE.opened) parts.push(html`<p class="alert warn">${mr.merge_error}</p>`);
   return html`<section class="card merge-widget" aria-label="Merge">${parts}</section>`;
@@ -446,10 +397,10 @@ ${squash}
 function stateButtons(ctx: PageContext, page: ProjectPage, l: Loaded): SafeHtml {
   const { mr } = l;
   if (!mayUpdate(ctx, page, mr)) return html``;
-  const button = (event: 'close' | 'reopen', text: string, cls: string) =>
-    html`<form method="post" action="${l.base}" class="inline">${csrf(ctx)}<input type="hidden" name="merge_request[state_event]" value="${event}"><button type="submit" class="${cls}">${text}</button></form>`;
-  if (mr.state_id === MR_STATE.opened) return button('close', 'Close merge request', 'secondary');
-  if (mr.state_id === MR_STATE.closed) return button('reopen', 'Reopen merge request', 'secondary');
+  const button = (event: 'close' | 'reopen', text: string) =>
+    html`<form method="post" action="${l.base}" class="inline">${csrf(ctx)}<input type="hidden" name="merge_request[state_event]" value="${event}"><button type="submit" class="secondary">${text}</button></form>`;
+  if (mr.state_id === MR_STATE.opened) return button('close', 'Close merge request');
+  if (mr.state_id === MR_STATE.closed) return button('reopen', 'Reopen merge request');
   return html``;
 }
 
@@ -460,21 +411,30 @@ function detailsCard(extras: MergeRequestExtras): SafeHtml {
 ${extras.milestone ? html`<dt>Milestone</dt><dd>${(extras.milestone as { title?: string }).title ?? ''}</dd>` : ''}</dl>`;
 }
 
-async function overview(ctx: PageContext, page: ProjectPage, opts: { error?: string; status?: number; loaded?: Loaded } = {}) {
+interface OverviewOptions {
+  status?: number;
+  /** A refused merge or state change, shown in the merge widget. */
+  error?: string;
+  /** A refused comment and its text, shown in the comment form. */
+  commentError?: string;
+  draft?: string;
+  loaded?: Loaded;
+}
+
+async function overview(ctx: PageContext, page: ProjectPage, opts: OverviewOptions = {}) {
   const loaded = opts.loaded ?? (await loadMergeRequest(ctx, page));
   const l = { ...loaded, mr: await freshMergeRequest(ctx, page, loaded.mr) };
   const { mr } = l;
-  const [extras, counts, threads] = await Promise.all([extrasOf(ctx, mr), gitCounts(ctx, page, mr), threadsOf(ctx, mr)]);
-  const widget = await mergeWidget(ctx, page, l, extras, opts.error);
-  const v: ThreadView = { ctx, page, l, back: 'overview' };
-  const activity = threads.map((thread) => {
-    const p = positionOf(thread[0]);
-    return renderThread(v, thread, p ? { context: diffContext(v, p, isActive(p, mr)) } : {});
+  const [extras, counts, discussions] = await Promise.all([extrasOf(ctx, mr), gitCounts(ctx, page, mr), loadDiscussions(ctx, l.target.scope)]);
+  const [widget, awards] = await Promise.all([mergeWidget(ctx, page, l, extras, opts.error), loadNoteAwards(ctx, discussions)]);
+  let outdated = 0;
+  const activity = discussions.map((d) => {
+    const p = positionOf(d.notes[0]);
+    if (!p) return renderDiscussion(ctx, d, { target: l.target, awards });
+    const active = isActive(p, mr);
+    if (!active) outdated++;
+    return html`<div class="diff-thread${active ? '' : ' outdated'}">${diffContext(l, p, active)}${renderDiscussion(ctx, d, { target: l.target, awards, showPosition: false })}</div>`;
   });
-  const outdated = threads.filter((t) => {
-    const p = positionOf(t[0]);
-    return p && !isActive(p, mr);
-  }).length;
   return sendPage(ctx, {
     status: opts.status,
     title: `${mr.title} (!${mr.iid})`,
@@ -487,8 +447,8 @@ ${mr.description ? html`<section class="card md description" aria-label="Descrip
 ${widget}
 <div class="row state-actions">${stateButtons(ctx, page, l)}</div>
 <h2 id="activity">Activity${outdated ? html` <span class="muted small">(${outdated} outdated thread${outdated === 1 ? '' : 's'})</span>` : ''}</h2>
-<div class="discussions">${activity.length ? activity : html`<p class="muted">No comments yet.</p>`}</div>
-${mayComment(ctx, page, mr) ? commentForm(ctx, l) : ctx.user ? '' : html`<p class="muted"><a href="/users/sign_in?redirect_to=${encodeURIComponent(l.base)}">Sign in</a> to comment.</p>`}`,
+${activity.length ? html`<div class="discussions">${activity}</div>` : html`<p class="muted">No comments yet.</p>`}
+${renderCommentForm(ctx, l.target, { error: opts.commentError, draft: opts.draft })}`,
   });
 }
 
@@ -527,13 +487,30 @@ function diffFileOf(e: DiffEntry): DiffFile {
   };
 }
 
-/** The key of a diff line: its file (new path) and its old and new numbers, as a DiffNote's position names it. */
+/** The key of a diff line: its file (new path) and its old and new numbers, as a DiffNote's position names them. */
 const lineKey = (path: string, oldLine: number | null | undefined, newLine: number | null | undefined) => `${path}\u0000${oldLine ?? ''}\u0000${newLine ?? ''}`;
+
+const DIFF_VIEW_COOKIE = 'diff_view';
+
+/**
+ * The diff view: `?view=inline|parallel` (remembered in GitLab's `diff_view` cookie, so a form's
+ * redirect comes back to the same view), else the cookie's, else inline.
+ */
+function diffViewFor(ctx: PageContext): DiffView {
+  const asked = ctx.query.view;
+  if (asked === 'inline' || asked === 'parallel') {
+    if (parseCookies(ctx.request.headers.cookie)[DIFF_VIEW_COOKIE] !== asked) {
+      ctx.reply.header('set-cookie', `${DIFF_VIEW_COOKIE}=${asked}; Path=/; SameSite=Lax; Max-Age=31536000`);
+    }
+    return asked;
+  }
+  return diffViewOf({ view: parseCookies(ctx.request.headers.cookie)[DIFF_VIEW_COOKIE] ?? '' });
+}
 
 interface DiffsOptions {
   status?: number;
+  /** A refused comment: why, its text, and the line it was for. */
   error?: string;
-  /** The text of a comment that was refused, shown again in its form. */
   draft?: string;
   lineCode?: string;
 }
@@ -541,42 +518,43 @@ interface DiffsOptions {
 async function diffsTab(ctx: PageContext, page: ProjectPage, opts: DiffsOptions = {}, loaded?: Loaded) {
   const l = loaded ?? (await loadMergeRequest(ctx, page));
   const { mr } = l;
-  const view: DiffView = diffViewOf(ctx.query);
-  const back = `diffs:${view}`;
-  const [extras, diff, threads] = await Promise.all([
+  const view = diffViewFor(ctx);
+  const [extras, diff, discussions] = await Promise.all([
     extrasOf(ctx, mr),
-    mr.head_sha && mr.base_sha ? diffCommits(gitDirOf(ctx, page), mr.base_sha, mr.head_sha) : Promise.resolve({ diffs: [], overflow: false }),
-    threadsOf(ctx, mr),
+    mr.head_sha && mr.base_sha ? diffCommits(gitDirOf(ctx, page), mr.base_sha, mr.head_sha) : Promise.resolve({ diffs: [] as DiffEntry[], overflow: false }),
+    loadDiscussions(ctx, l.diffsTarget.scope),
   ]);
   const files = diff.diffs.map(diffFileOf);
-  // The threads on the current diff, by line: loaded once for every file.
-  const onLine = new Map<string, NoteWithAuthor[][]>();
-  for (const thread of threads) {
-    const p = positionOf(thread[0]);
+  // The threads on the current diff by line, from the one query above (none per file or line).
+  const onLine = new Map<string, Discussion[]>();
+  for (const d of discussions) {
+    const p = positionOf(d.notes[0]);
     if (!p || p.position_type !== 'text' || !isActive(p, mr)) continue;
     const key = lineKey(p.new_path ?? p.old_path ?? '', p.old_line, p.new_line);
     const list = onLine.get(key);
-    if (list) list.push(thread);
-    else onLine.set(key, [thread]);
+    if (list) list.push(d);
+    else onLine.set(key, [d]);
   }
-  const commenting = mayComment(ctx, page, mr) && !!mr.head_sha && !!mr.base_sha;
+  const target = l.diffsTarget;
+  const commenting = target.mayComment && !!mr.head_sha && !!mr.base_sha;
   const selected = opts.lineCode ?? (commenting ? param(ctx, 'line_code', 200) : '');
-  const v: ThreadView = { ctx, page, l, back };
-  const viewParam = view === 'parallel' ? 'view=parallel&' : '';
   const lineAction = commenting
     ? (ref: DiffLineRef) => {
         const n = ref.row.newLine ?? ref.row.oldLine;
-        return html`<a class="comment-here" href="${l.base}/diffs?${viewParam}line_code=${ref.lineCode}#note-form-${ref.lineCode}" aria-label="Comment on line ${n}" title="Comment on this line">+</a>`;
+        return html`<a class="comment-here" href="${l.base}/diffs?line_code=${ref.lineCode}#note-form-${ref.lineCode}" aria-label="Comment on line ${n}" title="Comment on this line">+</a>`;
       }
     : undefined;
+  let formShown = false;
   const lineExtras = (ref: DiffLineRef): SafeHtml | null => {
-    const list = onLine.get(lineKey(ref.file.newPath, ref.row.oldLine, ref.row.newLine)) ?? [];
-    const form = commenting && selected === ref.lineCode ? newDiffNoteForm(ctx, l, ref, back, opts) : null;
-    if (!list.length && !form) return null;
-    return html`${list.map((t) => renderThread(v, t))}${form ?? ''}`;
+    const list = onLine.get(lineKey(ref.file.newPath, ref.row.oldLine, ref.row.newLine));
+    // One form, under the first cell of its line (side by side shows a changed pair's extras once).
+    const form = commenting && selected === ref.lineCode && !formShown ? newDiffNoteForm(ctx, l, ref, opts) : null;
+    if (form) formShown = true;
+    if (!list && !form) return null;
+    return html`${list?.map((d) => renderDiscussion(ctx, d, { target, showPosition: false })) ?? ''}${form ?? ''}`;
   };
   const body = await renderDiff(files, { view, lineAction, lineExtras });
-  const href = (to: DiffView) => `${l.base}/diffs${to === 'parallel' ? '?view=parallel' : ''}`;
+  const href = (to: DiffView) => `${l.base}/diffs?view=${to}`;
   return sendPage(ctx, {
     status: opts.status,
     title: `Changes · ${mr.title} (!${mr.iid})`,
@@ -584,154 +562,46 @@ async function diffsTab(ctx: PageContext, page: ProjectPage, opts: DiffsOptions 
     section: 'merge_requests',
     breadcrumbs: projectCrumbs(page, ['Merge requests', `${projectPath(page)}/-/merge_requests`], [`!${mr.iid}`, l.base], ['Changes']),
     body: html`${mrHeader(page, l, extras, 'diffs', { notes: extras.userNotesCount, commits: null, changes: files.length })}
-${opts.error ? html`<div class="alert error" role="alert">${opts.error}</div>` : ''}
+${opts.error && !formShown ? html`<div class="alert error" role="alert">${opts.error}</div>` : ''}
 <div class="spread">${viewSwitch(view, href)}${mr.head_sha ? html`<span class="muted small">Compared <span class="mono">${mr.target_branch}</span> with <span class="sha">${mr.head_sha.slice(0, 8)}</span></span>` : ''}</div>
 ${diff.overflow ? html`<p class="alert warn">This diff is too large to show in full: some files are collapsed or left out.</p>` : ''}
 ${files.length ? body : html`<p class="empty">No changes.</p>`}`,
   });
 }
 
-/** The form of a new thread on one diff line, with the position GitLab's API takes. */
-function newDiffNoteForm(ctx: PageContext, l: Loaded, ref: DiffLineRef, back: string, opts: DiffsOptions): SafeHtml {
+/** The form of a new thread on one diff line, with the position GitLab's API takes (the merge request's diff refs). */
+function newDiffNoteForm(ctx: PageContext, l: Loaded, ref: DiffLineRef, opts: DiffsOptions): SafeHtml {
   const { mr } = l;
   const { row, file } = ref;
-  const hidden = (name: string, value: string | number | null) => html`<input type="hidden" name="position[${name}]" value="${value ?? ''}">`;
-  const n = row.newLine ?? row.oldLine;
-  return html`<form method="post" action="${l.base}/discussions" class="diff-note-form" id="note-form-${ref.lineCode}">${csrf(ctx)}
-<input type="hidden" name="back" value="${back}"><input type="hidden" name="line_code" value="${ref.lineCode}">
-${hidden('base_sha', mr.base_sha)}${hidden('start_sha', mr.start_sha)}${hidden('head_sha', mr.head_sha)}${hidden('position_type', 'text')}
-${hidden('old_path', file.oldPath)}${hidden('new_path', file.newPath)}${hidden('old_line', row.oldLine)}${hidden('new_line', row.newLine)}
-${opts.error && opts.lineCode === ref.lineCode ? html`<p class="alert error" role="alert">${opts.error}</p>` : ''}
-<label for="diff-note-${ref.lineCode}">Comment on line ${n} of <span class="mono">${file.newPath}</span></label>
-<textarea id="diff-note-${ref.lineCode}" name="note[note]" required>${opts.draft ?? ''}</textarea>
-<div class="row"><button type="submit">Start a thread</button><a href="${l.base}/diffs${back === 'diffs:parallel' ? '?view=parallel' : ''}#${ref.lineCode}">Cancel</a></div></form>`;
+  const position: DiffPosition = {
+    position_type: 'text', base_sha: mr.base_sha, start_sha: mr.start_sha, head_sha: mr.head_sha,
+    old_path: file.oldPath, new_path: file.newPath, old_line: row.oldLine, new_line: row.newLine,
+  };
+  const mine = opts.lineCode === ref.lineCode;
+  const form = renderCommentForm(ctx, l.diffsTarget, {
+    hidden: { ...positionFields(position), line_code: ref.lineCode },
+    thread: true,
+    id: `diff-note-${ref.lineCode}`,
+    label: `Comment on line ${row.newLine ?? row.oldLine} of ${file.newPath}`,
+    error: mine ? opts.error : undefined,
+    draft: mine ? opts.draft : undefined,
+  });
+  return html`<div class="diff-note-form" id="note-form-${ref.lineCode}">${form}<p class="small"><a href="${l.base}/diffs#${ref.lineCode}">Cancel</a></p></div>`;
 }
 
 // ---- writes
-
-/** The text of a note form (`note[note]`, or `body`). */
-function noteBody(ctx: PageContext): string {
-  const note = ctx.body.note;
-  if (note && typeof note === 'object' && !Array.isArray(note) && typeof (note as Record<string, unknown>).note === 'string') return (note as Record<string, string>).note;
-  return field(ctx, 'body');
-}
-
-function noteTypeField(ctx: PageContext): string {
-  const note = ctx.body.note;
-  return note && typeof note === 'object' && !Array.isArray(note) && typeof (note as Record<string, unknown>).type === 'string' ? (note as Record<string, string>).type : '';
-}
-
-/** `position[...]` of the form as the API's DiffPosition; null when the form has none. */
-function positionField(ctx: PageContext): DiffPosition | null {
-  const raw = ctx.body.position;
-  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return null;
-  const p = raw as Record<string, unknown>;
-  const str = (k: string) => (typeof p[k] === 'string' && p[k] !== '' ? (p[k] as string) : null);
-  const num = (k: string) => {
-    const s = str(k);
-    return s !== null && /^\d{1,9}$/.test(s) ? Number(s) : null;
-  };
-  return {
-    base_sha: str('base_sha'), start_sha: str('start_sha'), head_sha: str('head_sha'),
-    old_path: str('old_path'), new_path: str('new_path'), position_type: 'text', old_line: num('old_line'), new_line: num('new_line'),
-  };
-}
 
 /** The message of an API error for a page (GitLab's bodies: message as text, list or fields). */
 function errorText(e: ApiError): string {
   const body = e.body as { message?: unknown; error?: unknown };
   const m = body.message ?? body.error;
   if (Array.isArray(m)) return m.join(', ');
-  if (m && typeof m === 'object') return Object.entries(m).map(([k, v]) => `${k} ${[v].flat().join(', ')}`).join('; ');
-  return String(m ?? e.message);
-}
-
-function assertMayComment(ctx: PageContext, page: ProjectPage, mr: MergeRequest) {
-  if (!mayComment(ctx, page, mr)) throw pageForbidden();
-}
-
-/** POST .../discussions: a comment, a thread, or a thread on a diff line (the API's POST .../discussions and .../notes). */
-async function createDiscussion(ctx: PageContext, page: ProjectPage) {
-  const user = requireCsrf(ctx);
-  const l = await loadMergeRequest(ctx, page);
-  assertMayComment(ctx, page, l.mr);
-  const position = positionField(ctx);
-  const back = field(ctx, 'back');
-  const code = field(ctx, 'line_code').slice(0, 200);
-  const text = noteBody(ctx);
-  const refuse = async (message: string) => {
-    if (position) return diffsTab(ctx, page, { status: 400, error: message, draft: text, lineCode: code }, l);
-    return overview(ctx, page, { status: 400, error: message, loaded: l });
-  };
-  let body: string;
-  try {
-    body = noteText(text);
-  } catch (e) {
-    if (e instanceof ApiError) return refuse(text.trim() ? errorText(e) : 'The comment is empty.');
-    throw e;
-  }
-  let note: NoteWithAuthor;
-  const scope = mergeRequestNoteScope(l.mr);
-  if (position) {
-    // The same check of the position as the API's (the noteable's registration).
-    const found = await mergeRequestNoteable.find({ cairn: ctx.cairn, access: l.access, params: { merge_request_iid: l.mr.iid } });
-    let checked: { position: DiffPosition; lineCode: string | null };
-    try {
-      checked = await found.checkPosition!(position);
-    } catch (e) {
-      if (e instanceof ApiError) return refuse(`The comment could not be placed on that line (${errorText(e)}). The diff may have changed: reload it.`);
-      throw e;
-    }
-    note = await createNote(ctx.cairn, scope, { author: user, body, type: 'DiffNote', position: checked.position, lineCode: checked.lineCode });
-  } else {
-    note = await createNote(ctx.cairn, scope, { author: user, body, type: noteTypeField(ctx) === 'DiscussionNote' ? 'DiscussionNote' : null });
-  }
-  throw new PageRedirect(backTo(l, back, `note_${note.id}`), 303);
-}
-
-async function threadOf(ctx: PageContext, l: Loaded): Promise<NoteWithAuthor[]> {
-  const id = ctx.params.discussion_id ?? '';
-  if (!/^[0-9a-f]{1,64}$/i.test(id)) throw pageNotFound();
-  const { notes } = await listNotes(ctx.cairn.db, mergeRequestNoteScope(l.mr), { orderBy: 'created_at', sort: 'asc', activity: 'all_notes' }, { offset: 0, limit: 5000 });
-  const thread = notes.filter((n) => n.discussion_id === id);
-  if (!thread.length) throw pageNotFound();
-  return thread;
-}
-
-/** POST .../discussions/:id/notes: a reply (the API's POST .../discussions/:id/notes). */
-async function replyPost(ctx: PageContext, page: ProjectPage) {
-  const user = requireCsrf(ctx);
-  const l = await loadMergeRequest(ctx, page);
-  const thread = await threadOf(ctx, l);
-  assertMayComment(ctx, page, l.mr);
-  if (thread[0].system) throw pageForbidden('System notes take no replies.');
-  const text = noteBody(ctx);
-  let body: string;
-  try {
-    body = noteText(text);
-  } catch (e) {
-    if (e instanceof ApiError) return overview(ctx, page, { status: 400, error: text.trim() ? errorText(e) : 'The reply is empty.', loaded: l });
-    throw e;
-  }
-  const note = await replyToDiscussion(ctx.cairn, mergeRequestNoteScope(l.mr), thread, { author: user, body });
-  throw new PageRedirect(backTo(l, field(ctx, 'back'), `note_${note.id}`), 303);
-}
-
-/** POST .../discussions/:id/resolve and /unresolve (the API's PUT .../discussions/:id?resolved=). */
-function resolvePost(resolved: boolean) {
-  return async (ctx: PageContext, page: ProjectPage) => {
-    const user = requireCsrf(ctx);
-    const l = await loadMergeRequest(ctx, page);
-    const thread = await threadOf(ctx, l);
-    if (!mayResolve(ctx, page, l.mr, thread)) throw pageForbidden();
-    await setDiscussionResolved(ctx.cairn, mergeRequestNoteScope(l.mr), thread[0].discussion_id, user, resolved);
-    throw new PageRedirect(backTo(l, field(ctx, 'back'), `discussion_${thread[0].discussion_id}`), 303);
-  };
+  return apiErrorText(e);
 }
 
 const truthy = (v: string) => v === 'true' || v === '1' || v === 'on';
 
-/** POST .../merge: the API's PUT .../merge (the same service, the same checks). */
+/** POST .../merge: the API's PUT .../merge (the same service, the same checks and refusals). */
 async function mergePost(ctx: PageContext, page: ProjectPage) {
   const user = requireCsrf(ctx);
   const l = await loadMergeRequest(ctx, page);
@@ -779,8 +649,18 @@ export function registerMergeRequestPages(pages: PageRegistry) {
   pages.projectPage('GET', 'merge_requests/:iid/diffs', (ctx, page) => diffsTab(ctx, page));
   pages.projectPage('POST', 'merge_requests/:iid', updatePost);
   pages.projectPage('POST', 'merge_requests/:iid/merge', mergePost);
-  pages.projectPage('POST', 'merge_requests/:iid/discussions', createDiscussion);
-  pages.projectPage('POST', 'merge_requests/:iid/discussions/:discussion_id/notes', replyPost);
-  pages.projectPage('POST', 'merge_requests/:iid/discussions/:discussion_id/resolve', resolvePost(true));
-  pages.projectPage('POST', 'merge_requests/:iid/discussions/:discussion_id/unresolve', resolvePost(false));
+  // Comments, replies, threads on diff lines, resolve/unresolve: the discussions component's
+  // actions (the notes services), posted from the overview or from the changes (and back there).
+  registerNoteActions(pages, 'merge_requests/:iid', async (ctx, page) => (await loadMergeRequest(ctx, page)).target, {
+    rerender: (ctx, page, error, draft) => overview(ctx, page, { status: 400, commentError: error, draft }),
+  });
+  registerNoteActions(pages, 'merge_requests/:iid/diffs', async (ctx, page) => (await loadMergeRequest(ctx, page)).diffsTarget, {
+    rerender: (ctx, page, error, draft) => {
+      // The notes service's words for a position off the diff are its model's ("Note {:line_code=>...}").
+      const message = /line_code|position/.test(error)
+        ? 'The comment could not be saved: that line is not in the current diff (the branches may have moved). Reload the changes and try again.'
+        : `The comment could not be saved: ${error}`;
+      return diffsTab(ctx, page, { status: 400, error: message, draft, lineCode: field(ctx, 'line_code').slice(0, 200) });
+    },
+  });
 }
