@@ -164,9 +164,10 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
     const link = /href="([^"]*line_code=([0-9a-f]{40}_0_2)[^"]*)"/.exec(diffs.text);
     assert.ok(link, 'a comment link on the added line');
     const code = link[2];
-    const withForm = await getPage(t, devWeb, link[1].replace(/&amp;/g, '&').split('#')[0]);
+    assert.ok(link[1].startsWith('?line_code='), 'a short link, relative to the changes tab');
+    const withForm = await getPage(t, devWeb, `${web}/-/merge_requests/${mr.iid}/diffs${link[1].replace(/&amp;/g, '&').split('#')[0]}`);
     assert.equal(withForm.status, 200);
-    assert.match(withForm.text, new RegExp(`id="note-form-${code}"`));
+    assert.match(withForm.text, new RegExp(`<tr class="add" id="${code}">[\\s\\S]*?</tr><tr class="notes"><td colspan="3"><div class="diff-note-form" id="new-diff-note">`), 'the form is under its line');
     assert.match(withForm.text, /name="position\[new_line\]" value="2"/);
     assert.ok(!withForm.text.includes('name="position[old_line]"'), 'an added line has no old line');
 
@@ -178,7 +179,8 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
     const empty = await postForm(t, devWeb, action[1], { ...fields, type: 'DiscussionNote', note: '   ' });
     assert.equal(empty.status, 400);
     assert.match(empty.text, /can(&#39;|')t be blank/);
-    assert.match(empty.text, new RegExp(`id="note-form-${code}"`), 'the form is shown again under its line');
+    assert.match(empty.text, /id="new-diff-note"/, 'the form is shown again');
+    assert.ok(empty.text.includes(`href="${web}/-/merge_requests/${mr.iid}/diffs?line_code=`), 'links are absolute on the answer to a post');
 
     const posted = await postForm(t, devWeb, action[1], { ...fields, type: 'DiscussionNote', note: 'Why <b>quotes</b>?' });
     assert.equal(posted.status, 303, posted.text);

@@ -22,7 +22,7 @@ import {
   type Discussion, type NoteTarget,
 } from '../components/notes.js';
 import { field, pageForbidden, pageNotFound, PageRedirect, requireAbility, requireCsrf, requireUser, signInLocation, type PageContext, type ProjectPage } from '../context.js';
-import { diffViewOf, lineCode, renderDiff, viewSwitch, type DiffLineRef, type DiffView } from '../diff.js';
+import { diffStats, diffViewOf, fileHash, lineCode, renderDiffFile, viewSwitch, type DiffLineRef, type DiffView } from '../diff.js';
 import { html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js';
 import { avatar, projectCrumbs, projectPath, sendPage } from '../layout.js';
 import { gitDirOf } from '../refs.js';
@@ -287,11 +287,14 @@ async function extrasOf(ctx: PageContext, mr: MergeRequest): Promise<MergeReques
 async function gitCounts(ctx: PageContext, page: ProjectPage, mr: MergeRequest): Promise<{ commits: number | null; changes: number | null }> {
   if (!mr.head_sha) return { commits: 0, changes: 0 };
   const gitDir = gitDirOf(ctx, page);
-  const [commits, changes] = await Promise.all([
-    commitsBetween(gitDir, mr.base_sha ?? mr.start_sha, mr.head_sha, { limit: 10_000 }).then((l) => l.length).catch(() => null),
-    mr.base_sha ? changedPathCount(gitDir, mr.base_sha, mr.head_sha).catch(() => null) : Promise.resolve(0),
-  ]);
-  return { commits, changes };
+  const [from, head] = [mr.base_sha ?? mr.start_sha, mr.head_sha];
+  return cachedByContent(`counts\u0000${gitDir}\u0000${from}\u0000${head}`, async () => {
+    const [commits, changes] = await Promise.all([
+      commitsBetween(gitDir, from, head, { limit: 10_000 }).then((l) => l.length).catch(() => null),
+      mr.base_sha ? changedPathCount(gitDir, mr.base_sha, head).catch(() => null) : Promise.resolve(0),
+    ]);
+    return { commits, changes };
+  }, () => 64, (c) => c.commits !== null && c.changes !== null);
 }
 
 /** Close and reopen: the author, or update_merge_request (the API's PUT). */
@@ -406,9 +409,9 @@ function stateButtons(ctx: PageContext, page: ProjectPage, l: Loaded): SafeHtml 
 
 function detailsCard(extras: MergeRequestExtras): SafeHtml {
   const people = (users: User[]) => (users.length ? html`${users.map((u, i) => html`${i ? ', ' : ''}${userLink(u)}`)}` : html`<span class="muted">None</span>`);
-  return html`<dl class="facts card mr-facts"><dt>Assignees</dt><dd>${people(extras.assignees)}</dd><dt>Reviewers</dt><dd>${people(extras.reviewers)}</dd>
+  return html`<section class="card" aria-label="Details"><dl class="facts"><dt>Assignees</dt><dd>${people(extras.assignees)}</dd><dt>Reviewers</dt><dd>${people(extras.reviewers)}</dd>
 <dt>Labels</dt><dd>${extras.labels.length ? labelBadges(extras) : html`<span class="muted">None</span>`}</dd>
-${extras.milestone ? html`<dt>Milestone</dt><dd>${(extras.milestone as { title?: string }).title ?? ''}</dd>` : ''}</dl>`;
+${extras.milestone ? html`<dt>Milestone</dt><dd>${(extras.milestone as { title?: string }).title ?? ''}</dd>` : ''}</dl></section>`;
 }
 
 interface OverviewOptions {
@@ -507,6 +510,65 @@ function diffViewFor(ctx: PageContext): DiffView {
   return diffViewOf({ view: parseCookies(ctx.request.headers.cookie)[DIFF_VIEW_COOKIE] ?? '' });
 }
 
+/**
+ * Diffs and counts between two commits never change, nor does the HTML of a diff file without
+ * threads, so they are kept by the repository and the two commit ids (content-addressed: every
+ * process computes the same, nothing goes stale), in a small LRU bounded by their size. Viewing a
+ * merge request again runs no git and renders only the files that have threads.
+ */
+const CONTENT_CACHE_CHARS = 32 * 1024 * 1024;
+const contentCache = new Map<string, { value: unknown; size: number }>();
+let contentCacheChars = 0;
+
+async function cachedByContent<T>(key: string, compute: () => Promise<T>, sizeOf: (value: T) => number, keep: (value: T) => boolean = () => true): Promise<T> {
+  const hit = contentCache.get(key);
+  if (hit) {
+    contentCache.delete(key);
+    contentCache.set(key, hit);
+    return hit.value as T;
+  }
+  const value = await compute();
+  const size = sizeOf(value) + key.length;
+  if (size > CONTENT_CACHE_CHARS / 4 || !keep(value)) return value;
+  contentCache.set(key, { value, size });
+  contentCacheChars += size;
+  for (const [k, v] of contentCache) {
+    if (contentCacheChars <= CONTENT_CACHE_CHARS) break;
+    contentCache.delete(k);
+    contentCacheChars -= v.size;
+  }
+  return value;
+}
+
+interface MergeRequestDiff {
+  files: DiffFile[];
+  overflow: boolean;
+  additions: number;
+  deletions: number;
+  /** What identifies this diff for good: the repository and the two commits. */
+  key: string;
+}
+
+/** The merge request's diff (its latest version: base_sha..head_sha, as GET .../diffs and .../changes). */
+function mergeRequestDiff(ctx: PageContext, page: ProjectPage, mr: MergeRequest): Promise<MergeRequestDiff> {
+  if (!mr.head_sha || !mr.base_sha) return Promise.resolve({ files: [], overflow: false, additions: 0, deletions: 0, key: '' });
+  const gitDir = gitDirOf(ctx, page);
+  const [base, head] = [mr.base_sha, mr.head_sha];
+  const key = `diff\u0000${gitDir}\u0000${base}\u0000${head}`;
+  return cachedByContent(key, async () => {
+    const d = await diffCommits(gitDir, base, head);
+    const files = d.diffs.map(diffFileOf);
+    let additions = 0;
+    let deletions = 0;
+    for (const f of files) {
+      const n = diffStats(f);
+      additions += n.additions;
+      deletions += n.deletions;
+    }
+    return { files, overflow: d.overflow, additions, deletions, key };
+  }, (d) => d.files.reduce((n, f) => n + f.diff.length + f.newPath.length * 2 + 64, 0));
+}
+
 interface DiffsOptions {
   status?: number;
   /** A refused comment: why, its text, and the line it was for. */
@@ -521,10 +583,10 @@ async function diffsTab(ctx: PageContext, page: ProjectPage, opts: DiffsOptions 
   const view = diffViewFor(ctx);
   const [extras, diff, discussions] = await Promise.all([
     extrasOf(ctx, mr),
-    mr.head_sha && mr.base_sha ? diffCommits(gitDirOf(ctx, page), mr.base_sha, mr.head_sha) : Promise.resolve({ diffs: [] as DiffEntry[], overflow: false }),
+    mergeRequestDiff(ctx, page, mr),
     loadDiscussions(ctx, l.diffsTarget.scope),
   ]);
-  const files = diff.diffs.map(diffFileOf);
+  const files = diff.files;
   // The threads on the current diff by line, from the one query above (none per file or line).
   const onLine = new Map<string, Discussion[]>();
   for (const d of discussions) {
@@ -538,11 +600,10 @@ async function diffsTab(ctx: PageContext, page: ProjectPage, opts: DiffsOptions 
   const target = l.diffsTarget;
   const commenting = target.mayComment && !!mr.head_sha && !!mr.base_sha;
   const selected = opts.lineCode ?? (commenting ? param(ctx, 'line_code', 200) : '');
+  // A link on every line, so kept short: relative to the changes tab (absolute on a form's answer, whose URL is another).
+  const linkBase = ctx.request.method === 'GET' ? '' : `${l.base}/diffs`;
   const lineAction = commenting
-    ? (ref: DiffLineRef) => {
-        const n = ref.row.newLine ?? ref.row.oldLine;
-        return html`<a class="comment-here" href="${l.base}/diffs?line_code=${ref.lineCode}#note-form-${ref.lineCode}" aria-label="Comment on line ${n}" title="Comment on this line">+</a>`;
-      }
+    ? (ref: DiffLineRef) => html`<a class="comment-here" href="${linkBase}?line_code=${ref.lineCode}#${NEW_NOTE_ID}" aria-label="Comment on line ${ref.row.newLine ?? ref.row.oldLine}">+</a>`
     : undefined;
   let formShown = false;
   const lineExtras = (ref: DiffLineRef): SafeHtml | null => {
@@ -553,7 +614,17 @@ async function diffsTab(ctx: PageContext, page: ProjectPage, opts: DiffsOptions 
     if (!list && !form) return null;
     return html`${list?.map((d) => renderDiscussion(ctx, d, { target, showPosition: false })) ?? ''}${form ?? ''}`;
   };
-  const body = await renderDiff(files, { view, lineAction, lineExtras });
+  // Files with no thread and no form look the same to every visitor who may (or may not) comment:
+  // their HTML is kept with the diff's key; the others are rendered for this view.
+  const threadPaths = new Set([...onLine.keys()].map((k) => k.split('\u0000')[0]));
+  const selectedFile = selected.split('_')[0];
+  const renderOpts = { view, lineAction, lineExtras };
+  const rendered = await Promise.all(files.map((f, i) =>
+    threadPaths.has(f.newPath) || fileHash(f.newPath) === selectedFile || linkBase || !diff.key
+      ? renderDiffFile(f, renderOpts)
+      : cachedByContent(`html\u0000${diff.key}\u0000${i}\u0000${view}\u0000${commenting}`, () => renderDiffFile(f, renderOpts), (h) => h.value.length)));
+  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+  const body = html`<p class="muted">Showing <strong>${plural(files.length, 'changed file')}</strong> with <span class="added">${plural(diff.additions, 'addition')}</span> and <span class="removed">${plural(diff.deletions, 'deletion')}</span></p>${rendered}`;
   const href = (to: DiffView) => `${l.base}/diffs?view=${to}`;
   return sendPage(ctx, {
     status: opts.status,
@@ -568,6 +639,9 @@ ${diff.overflow ? html`<p class="alert warn">This diff is too large to show in f
 ${files.length ? body : html`<p class="empty">No changes.</p>`}`,
   });
 }
+
+/** The anchor of the (one) new thread form of the changes tab. */
+const NEW_NOTE_ID = 'new-diff-note';
 
 /** The form of a new thread on one diff line, with the position GitLab's API takes (the merge request's diff refs). */
 function newDiffNoteForm(ctx: PageContext, l: Loaded, ref: DiffLineRef, opts: DiffsOptions): SafeHtml {
@@ -586,7 +660,7 @@ function newDiffNoteForm(ctx: PageContext, l: Loaded, ref: DiffLineRef, opts: Di
     error: mine ? opts.error : undefined,
     draft: mine ? opts.draft : undefined,
   });
-  return html`<div class="diff-note-form" id="note-form-${ref.lineCode}">${form}<p class="small"><a href="${l.base}/diffs#${ref.lineCode}">Cancel</a></p></div>`;
+  return html`<div class="diff-note-form" id="${NEW_NOTE_ID}">${form}<p class="small"><a href="${l.base}/diffs#${ref.lineCode}">Cancel</a></p></div>`;
 }
 
 // ---- writes
