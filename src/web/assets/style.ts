@@ -194,6 +194,9 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 /* merge requests (src/web/pages/merge_requests.ts) */
 .mr-head h1 .muted { font-weight: 400; }
 .mr-head .branch { background: var(--subtle); border-radius: .2rem; padding: 0 .3rem; overflow-wrap: anywhere; }
+.mr-layout { display: grid; grid-template-columns: minmax(0, 1fr) 15rem; gap: 1.25rem; align-items: start; }
+@media (max-width: 1000px) { .mr-layout { grid-template-columns: minmax(0, 1fr); } .mr-side { order: -1; } }
+dl.mr-facts { margin: 0; } dl.mr-facts dt { color: var(--muted); font-size: .85rem; } dl.mr-facts dd { margin: 0 0 .6rem; } dl.mr-facts dd:last-child { margin: 0; }
 .merge-widget .widget-row { padding: .5rem 0; border-bottom: 1px solid var(--line); }
 .merge-widget .widget-row:last-child { border-bottom: 0; padding-bottom: 0; }
 .merge-widget .widget-row:first-child { padding-top: 0; }

@@ -409,7 +409,7 @@ function stateButtons(ctx: PageContext, page: ProjectPage, l: Loaded): SafeHtml 
 
 function detailsCard(extras: MergeRequestExtras): SafeHtml {
   const people = (users: User[]) => (users.length ? html`${users.map((u, i) => html`${i ? ', ' : ''}${userLink(u)}`)}` : html`<span class="muted">None</span>`);
-  return html`<section class="card" aria-label="Details"><dl class="facts"><dt>Assignees</dt><dd>${people(extras.assignees)}</dd><dt>Reviewers</dt><dd>${people(extras.reviewers)}</dd>
+  return html`<section class="card" aria-label="Details"><dl class="mr-facts"><dt>Assignees</dt><dd>${people(extras.assignees)}</dd><dt>Reviewers</dt><dd>${people(extras.reviewers)}</dd>
 <dt>Labels</dt><dd>${extras.labels.length ? labelBadges(extras) : html`<span class="muted">None</span>`}</dd>
 ${extras.milestone ? html`<dt>Milestone</dt><dd>${(extras.milestone as { title?: string }).title ?? ''}</dd>` : ''}</dl></section>`;
 }
@@ -445,13 +445,14 @@ async function overview(ctx: PageContext, page: ProjectPage, opts: OverviewOptio
     section: 'merge_requests',
     breadcrumbs: projectCrumbs(page, ['Merge requests', `${projectPath(page)}/-/merge_requests`], [`!${mr.iid}`]),
     body: html`${mrHeader(page, l, extras, 'overview', { notes: extras.userNotesCount, ...counts })}
-${detailsCard(extras)}
+<div class="mr-layout"><div class="mr-main">
 ${mr.description ? html`<section class="card md description" aria-label="Description">${trusted(renderMarkdown(mr.description))}</section>` : ''}
 ${widget}
 <div class="row state-actions">${stateButtons(ctx, page, l)}</div>
 <h2 id="activity">Activity${outdated ? html` <span class="muted small">(${outdated} outdated thread${outdated === 1 ? '' : 's'})</span>` : ''}</h2>
 ${activity.length ? html`<div class="discussions">${activity}</div>` : html`<p class="muted">No comments yet.</p>`}
-${renderCommentForm(ctx, l.target, { error: opts.commentError, draft: opts.draft })}`,
+${renderCommentForm(ctx, l.target, { error: opts.commentError, draft: opts.draft })}
+</div><aside class="mr-side">${detailsCard(extras)}</aside></div>`,
   });
 }
 
