@@ -309,4 +309,27 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
     assert.equal(reopen.status, 303);
     assert.equal((await t.get(`${api}/merge_requests/${mr.iid}`)).body.state, 'opened');
   });
+  it('shows a public project\'s merge requests to anonymous visitors, without forms', async () => {
+    const pub = await t.createProject({ owner: alice.user, visibility: 20 });
+    const pubApi = `/api/v4/projects/${pub.id}`;
+    const res1 = await t.post(`${pubApi}/repository/commits`, { branch: 'main', commit_message: 'init', actions: [{ action: 'create', file_path: 'a.txt', content: 'a\n' }] });
+    assert.equal(res1.status, 201);
+    await t.post(`${pubApi}/repository/commits`, { branch: 'topic', start_branch: 'main', commit_message: 'topic', actions: [{ action: 'update', file_path: 'a.txt', content: 'b\n' }] });
+    const mr = (await t.post(`${pubApi}/merge_requests`, { source_branch: 'topic', target_branch: 'main', title: 'Public change' })).body;
+    const pubWeb = `/${alice.user.username}/${pub.path}/-/merge_requests`;
+    const list = await getPage(t, ANONYMOUS, pubWeb);
+    assert.equal(list.status, 200);
+    assert.ok(list.text.includes('Public change'));
+    const view = await getPage(t, ANONYMOUS, `${pubWeb}/${mr.iid}`);
+    assert.equal(view.status, 200);
+    assert.ok(!view.text.includes('data-merge'), 'no merge button');
+    assert.ok(!view.text.includes('authenticity_token'), 'no forms');
+    assert.match(view.text, /Sign in<\/a> to merge/);
+    const diffs = await getPage(t, ANONYMOUS, `${pubWeb}/${mr.iid}/diffs`);
+    assert.equal(diffs.status, 200);
+    assert.ok(!diffs.text.includes('comment-here'), 'no comment links');
+    // Posting needs a session: sent to sign in.
+    const post = await postForm(t, ANONYMOUS, `${pubWeb}/${mr.iid}/notes`, { note: 'hi' });
+    assert.equal(post.status, 302);
+  });
 });
