@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `cairn`: runs src/cli.ts. No build step is needed: the sources are bundled by esbuild into
+// `cairn`: runs src/cli/index.ts. No build step is needed: the sources are bundled by esbuild into
 // .cache/dist/cairn.mjs on the first start after any file under src/ changed (about a second),
 // and that bundle runs. Running the bundle instead of TypeScript through tsx's loader saves the
 // loader's thread and its per-module transforms: about 80 MB of memory for the life of the
@@ -39,7 +39,7 @@ async function build() {
   // renames them into place, so a reader never sees half a bundle.
   const tmp = `${out}.${process.pid}.tmp.mjs`;
   await esbuild.build({
-    entryPoints: [path.join(src, 'cli.ts')],
+    entryPoints: [path.join(src, 'cli', 'index.ts')],
     outfile: tmp,
     bundle: true,
     platform: 'node',
@@ -64,7 +64,7 @@ async function build() {
 if (/^(1|true|yes|on)$/i.test(process.env.CAIRN_TSX ?? '')) {
   const { register } = await import('tsx/esm/api');
   register();
-  await import('../src/cli.ts');
+  await import('../src/cli/index.ts');
 } else {
   if (builtAt() < newestSource(src)) await build();
   await import(pathToFileURL(out).href);

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,37 +9,12 @@ import { dateAfterDays } from '../src/services/tokens.js';
 import { insertUser } from '../src/services/users.js';
 import { CAIRN_VERSION } from '../src/version.js';
 import { createTestContext, type TestContext } from './helpers/app.js';
+import { runCairn } from './helpers/cli.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs `cairn ...` (bin/cairn.mjs) as a user would, with `env` on top of a clean environment. */
-function cairn(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
-  const base = { ...process.env };
-  delete base.DATABASE_URL;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), ...args], {
-      cwd: ROOT,
-      env: { ...base, CAIRN_LOG_LEVEL: 'error', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b) => (stdout += b));
-    child.stderr.on('data', (b) => (stderr += b));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+/** Runs `cairn ...` (bin/cairn.mjs) as a user would, with `env` on top of a clean environment; logs only errors. */
+const cairn = (args: string[], env: NodeJS.ProcessEnv = {}) => runCairn(args, { CAIRN_LOG_LEVEL: 'error', ...env });
 
 /** The command names `cairn --help` lists. */
 function listedCommands(usage: string): string[] {

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { checkSettings, ConfigError, loadConfig, SETTINGS, setting, settingsHelp } from '../src/config.js';
 import { README, withGeneratedTable } from '../scripts/config-docs.js';
+import { runCairn as cairn } from './helpers/cli.js';
 import { freePort } from './helpers/serve.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -75,30 +75,6 @@ function errorOf(name: string, value: string): ConfigError {
     return err;
   }
   assert.fail(`${name}=${JSON.stringify(value)} was accepted`);
-}
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function cairn(args: string[], env: NodeJS.ProcessEnv): Promise<Run> {
-  const base = { ...process.env };
-  delete base.DATABASE_URL;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), ...args], { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b) => (stdout += b));
-    child.stderr.on('data', (b) => (stderr += b));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
 }
 
 describe('configuration schema', () => {

@@ -1,3 +1,4 @@
+import { timestampParam } from './params.js';
 import { invalidParam } from '../plugins/errors.js';
 
 /**
@@ -5,12 +6,9 @@ import { invalidParam } from '../plugins/errors.js';
  * None/Any, comma lists, labels with None/Any. A bad value is GitLab's 400 naming the parameter.
  */
 
-/** A date-time parameter; '' counts as absent. */
+/** A date-time parameter; '' counts as absent (api/params.ts timestampParam). */
 export function dateParam(value: string | undefined, name: string): Date | undefined {
-  if (value === undefined || value === '') return undefined;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
+  return timestampParam(name, value);
 }
 
 /** A user filter: an id, or None (nobody) / Any (somebody), any case. */

@@ -65,12 +65,14 @@ const COLUMN_LEVEL: Partial<Record<UserColumn, number>> = { guest: 10, reporter:
 
 /**
  * The presets. For a project or group route (the private one of the matrix, or the public and
- * internal ones of the long form):
+ * internal ones of the long form), the world decides who sees it: a private one its members and
+ * administrators, an internal one every signed-in user but external ones, a public one everyone;
+ * who does not see it gets 404. Then:
  * - 'read': whoever sees it (a private one: its members).
  * - 'readCode': whoever sees it, but on a private project only reporters and up (code, merge
  *   requests, pipelines and jobs: GitLab's guests of private projects do not see them).
  * - 'contribute': signed-in callers who see it (issues, comments, emoji, stars; a private one: its members).
- * - a role: members of at least that role (admins always; others who see it 403).
+ * - a role: members of at least that role (admins always; others who see it 403, or `refused`).
  * For the rest:
  * - 'public': everyone (anonymous callers too).
  * - 'signedIn': any signed-in caller (their own records; a `self` param is the caller's own).
@@ -83,6 +85,19 @@ export type Preset = 'read' | 'readCode' | 'contribute' | Role | 'public' | 'sig
 
 export interface MatrixSpec {
   is?: Preset;
+  /**
+   * Who may see the thing the route acts on, where that is not everyone who sees the project or
+   * group: callers this preset refuses get its answer, those it lets in but `is` does not get
+   * `refused` (e.g. merging: `{ is: 'developer', reads: 'readCode', refused: 401 }`; removing an
+   * award: `{ is: 'admin', reads: 'contribute' }`, only its author and administrators may).
+   */
+  reads?: Preset;
+  /**
+   * What a signed-in caller who sees the project or group (and the thing, see `reads`) but lacks
+   * the role of `is` gets, in every world: 403 unless GitLab answers otherwise there (400 where
+   * it calls bad_request!, 401 unauthorized!, 404 where membership itself is the condition).
+   */
+  refused?: Expect;
   own?: Expect;
   /** Cells that differ from the preset (every world). */
   cells?: Partial<Record<string, Expect>>;
@@ -157,16 +172,25 @@ export function expectedCell(route: RouteFacts, column: string, world: WorldName
     if (!scopeAllows(route, token.scopes)) return 403;
     return expectedCell(route, token.user, world);
   }
-  return userCell(route, spec.is!, column as UserColumn, world);
+  return userCell(route, spec, column as UserColumn, world);
 }
 
-function userCell(route: RouteFacts, preset: Preset, column: UserColumn, world: WorldName): Expect {
+function userCell(route: RouteFacts, spec: MatrixSpec, column: UserColumn, world: WorldName): Expect {
+  const preset = spec.is!;
   const access = route.access as any;
   if (preset === 'git:read' || preset === 'git:write') return gitCell(preset, column, world);
   if (route.config?.skipApiAuth) column = 'anonymous';
   const anonymous = column === 'anonymous';
   if (anonymous && signedInRoute(access)) return 401;
   if (column === 'blocked') return 401;
+  if (spec.reads) {
+    // First whether the caller sees the thing, then whether they may do this to it.
+    const reads = userCell(route, { is: spec.reads }, column, world);
+    if (reads !== 'ok') return reads;
+    const allowed = preset === 'admin' ? column === 'admin' : userCell(route, { is: preset }, column, world) === 'ok';
+    if (allowed) return 'ok';
+    return anonymous && route.method !== 'GET' ? 401 : (spec.refused ?? 403);
+  }
   switch (preset) {
     case 'public':
       return 'ok';
@@ -178,7 +202,7 @@ function userCell(route: RouteFacts, preset: Preset, column: UserColumn, world: 
   // A project or group of the world.
   const level = COLUMN_LEVEL[column] ?? 0;
   const sees = level > 0 || world === 'public' || (world === 'internal' && !anonymous && column !== 'external');
-  if (!sees) return anonymous ? 404 : 404;
+  if (!sees) return 404;
   let needed: number | 'anyone' | 'signedIn';
   if (preset === 'read') needed = world === 'private' ? ROLE_LEVEL.guest : 'anyone';
   else if (preset === 'readCode') needed = world === 'private' ? ROLE_LEVEL.reporter : 'anyone';
@@ -187,7 +211,7 @@ function userCell(route: RouteFacts, preset: Preset, column: UserColumn, world: 
   if (needed === 'anyone') return 'ok';
   if (needed === 'signedIn') return anonymous ? 401 : 'ok';
   if (level >= needed) return 'ok';
-  return anonymous && route.method !== 'GET' ? 401 : 403;
+  return anonymous && route.method !== 'GET' ? 401 : (spec.refused ?? 403);
 }
 
 /**

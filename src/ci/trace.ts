@@ -28,3 +28,42 @@ export async function readTrace(db: Database, buildId: number): Promise<Buffer |
   if (!rows.length) return null;
   return Buffer.concat(rows.map((r) => Buffer.from(r.data)));
 }
+
+/**
+ * Part of the log from byte `offset` on (at most `limit` bytes): the chunks' lengths first (no
+ * data read), then only the chunks that hold the bytes asked for. What pages and the live log
+ * stream read, so a long log is never loaded whole to show its end.
+ */
+export async function readTraceFrom(db: Database, buildId: number, offset: number, limit = Number.MAX_SAFE_INTEGER): Promise<Buffer> {
+  const sizes = await sql<{ chunk_index: number; len: number }>`
+    select chunk_index, octet_length(data)::int as len from ci_build_trace_chunks where build_id = ${buildId} order by chunk_index`.execute(db);
+  let start = 0;
+  let first: number | null = null;
+  let skip = 0;
+  let last: number | null = null;
+  let wanted = 0;
+  for (const c of sizes.rows) {
+    const end = start + Number(c.len);
+    if (end > offset && wanted < limit) {
+      if (first === null) {
+        first = c.chunk_index;
+        skip = Math.max(0, offset - start);
+      }
+      last = c.chunk_index;
+      wanted = end - offset;
+    }
+    start = end;
+  }
+  if (first === null || last === null) return Buffer.alloc(0);
+  const rows = await db.selectFrom('ci_build_trace_chunks').select('data')
+    .where('build_id', '=', buildId).where('chunk_index', '>=', first).where('chunk_index', '<=', last)
+    .orderBy('chunk_index').execute();
+  const all = Buffer.concat(rows.map((r) => Buffer.from(r.data)));
+  return all.subarray(skip, skip + Math.min(limit, all.length - skip));
+}
+
+/** The log's length in bytes, from its chunks (the chunks' data is not read). */
+export async function traceLength(db: Database, buildId: number): Promise<number> {
+  const r = await sql<{ n: number }>`select coalesce(sum(octet_length(data)), 0)::bigint as n from ci_build_trace_chunks where build_id = ${buildId}`.execute(db);
+  return Number(r.rows[0]?.n ?? 0);
+}

@@ -18,6 +18,8 @@ export interface SnippetFilter {
   onlyPersonal?: boolean;
   /** Public ones only. */
   onlyPublic?: boolean;
+  /** At least this visible (10: internal and public; the explore page). */
+  minVisibility?: number;
   createdAfter?: Date;
   createdBefore?: Date;
 }
@@ -31,6 +33,7 @@ function filtered(db: Database, viewer: User | null, f: SnippetFilter) {
     .$if(f.projectId !== undefined, (q) => q.where('s.project_id', '=', f.projectId!))
     .$if(!!f.onlyPersonal, (q) => q.where('s.project_id', 'is', null))
     .$if(!!f.onlyPublic, (q) => q.where('s.visibility_level', '=', 20))
+    .$if(f.minVisibility !== undefined, (q) => q.where('s.visibility_level', '>=', f.minVisibility!))
     .$if(f.createdAfter !== undefined, (q) => q.where('s.created_at', '>', f.createdAfter!))
     .$if(f.createdBefore !== undefined, (q) => q.where('s.created_at', '<', f.createdBefore!));
 }

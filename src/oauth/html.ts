@@ -102,7 +102,7 @@ export function layout(opts: LayoutOptions, body: string): string {
 <style>${CSS}</style>
 </head>
 <body>
-<header class="top"><a class="brand" href="/users/sign_in">${LOGO}<span>Cairn</span></a>${signOut}</header>
+<header class="top"><a class="brand" href="/">${LOGO}<span>Cairn</span></a>${signOut}</header>
 <main${opts.wide ? ' class="wide"' : ''} id="content">
 ${body}
 </main>

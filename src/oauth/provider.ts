@@ -35,12 +35,25 @@ const DESCRIPTIONS: Record<string, string> = {
 
 const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
 
-/** An error in RFC 6749 shape: {"error": ..., "error_description": ...}. */
-export function oauthError(error: string, description?: string): ApiError {
+/** A value fit for an auth-param's quoted-string (RFC 6750 section 3: no '"' or '\\', printable ASCII). */
+function quotable(value: string): string {
+  return value.replace(/[^\x20-\x7e]|["\\]/g, '');
+}
+
+/**
+ * An error in RFC 6749 shape: {"error": ..., "error_description": ...}. invalid_client is a 401;
+ * `basicChallenge` (the client tried HTTP Basic client authentication) adds the challenge RFC 6749
+ * section 5.2 requires then, in the scheme the client used, naming the error as RFC 6750 section 3
+ * does. A client that sent its credentials in the body gets no challenge (as Doorkeeper).
+ */
+export function oauthError(error: string, description?: string, opts: { basicChallenge?: boolean } = {}): ApiError {
   const status = error === 'invalid_client' ? 401 : error === 'unauthorized_client' ? 403 : 400;
+  const errorDescription = description ?? DESCRIPTIONS[error] ?? error;
   const headers: Record<string, string> = { ...NO_STORE };
-  if (status === 401) headers['www-authenticate'] = 'Basic realm="Cairn OAuth"';
-  return new ApiError(status, { error, error_description: description ?? DESCRIPTIONS[error] ?? error }, headers);
+  if (status === 401 && opts.basicChallenge) {
+    headers['www-authenticate'] = `Basic realm="Cairn OAuth", error="${quotable(error)}", error_description="${quotable(errorDescription)}"`;
+  }
+  return new ApiError(status, { error, error_description: errorDescription }, headers);
 }
 
 export function describeError(error: string): string {
@@ -60,6 +73,13 @@ export function str(params: Record<string, unknown>, name: string): string | und
 export interface ClientCredentials {
   clientId?: string;
   clientSecret?: string;
+  /** The request carried `Authorization: Basic ...`: a client authentication failure is challenged. */
+  basic?: boolean;
+}
+
+/** invalid_client for these credentials: challenged when they came (or were meant to come) by HTTP Basic. */
+function invalidClient(creds: ClientCredentials): ApiError {
+  return oauthError('invalid_client', undefined, { basicChallenge: creds.basic === true });
 }
 
 function decodeFormComponent(s: string): string {
@@ -73,12 +93,13 @@ function decodeFormComponent(s: string): string {
 /** client_id / client_secret from HTTP Basic (preferred, RFC 6749 2.3.1) or the form. */
 export function clientCredentials(request: FastifyRequest, params: Record<string, unknown>): ClientCredentials {
   const authz = request.headers.authorization;
-  if (typeof authz === 'string' && /^basic\s+/i.test(authz)) {
-    const decoded = Buffer.from(authz.replace(/^basic\s+/i, '').trim(), 'base64').toString('utf8');
+  const basic = typeof authz === 'string' && /^basic(\s|$)/i.test(authz);
+  if (basic) {
+    const decoded = Buffer.from(authz.replace(/^basic\s*/i, '').trim(), 'base64').toString('utf8');
     const i = decoded.indexOf(':');
-    if (i > 0) return { clientId: decodeFormComponent(decoded.slice(0, i)), clientSecret: decodeFormComponent(decoded.slice(i + 1)) };
+    if (i > 0) return { clientId: decodeFormComponent(decoded.slice(0, i)), clientSecret: decodeFormComponent(decoded.slice(i + 1)), basic };
   }
-  return { clientId: str(params, 'client_id'), clientSecret: str(params, 'client_secret') };
+  return { clientId: str(params, 'client_id'), clientSecret: str(params, 'client_secret'), basic };
 }
 
 export interface AuthenticatedClient {
@@ -93,16 +114,16 @@ export interface AuthenticatedClient {
  */
 async function requestClient(cairn: Cairn, creds: ClientCredentials): Promise<AuthenticatedClient | null> {
   if (!creds.clientId) {
-    if (creds.clientSecret) throw oauthError('invalid_client');
+    if (creds.clientSecret || creds.basic) throw invalidClient(creds);
     return null;
   }
   const app = await findApplicationByUid(cairn.db, creds.clientId);
-  if (!app) throw oauthError('invalid_client');
+  if (!app) throw invalidClient(creds);
   if (creds.clientSecret !== undefined) {
-    if (!secretMatches(app, creds.clientSecret)) throw oauthError('invalid_client');
+    if (!secretMatches(app, creds.clientSecret)) throw invalidClient(creds);
     return { app, authenticated: true };
   }
-  if (app.confidential) throw oauthError('invalid_client');
+  if (app.confidential) throw invalidClient(creds);
   return { app, authenticated: false };
 }
 
@@ -194,7 +215,7 @@ export const TOO_MANY_TOKEN_REQUESTS = 'Too many requests from your address. Try
 
 async function authorizationCodeGrant(cairn: Cairn, creds: ClientCredentials, params: Record<string, unknown>) {
   const client = await requestClient(cairn, creds);
-  if (!client) throw oauthError('invalid_client');
+  if (!client) throw invalidClient(creds);
   const code = str(params, 'code');
   if (!code) throw missing('code');
   const redirectUri = str(params, 'redirect_uri');

@@ -39,7 +39,8 @@ import { epochSeconds, findAccessToken, oauthAccessTokenResolver, secondsLeft, t
 import { personalAccessTokenPages } from './personal_access_tokens_page.js';
 import { oauthTokenThrottle, signInAddressThrottle } from '../services/auth_failures.js';
 
-const HOME = '/-/user_settings/applications';
+/** Where sign-in leads without a redirect_to: the home page (the signed-in user's dashboard). */
+const HOME = '/';
 const APPLICATION_PATHS = ['/-/user_settings/applications', '/oauth/applications'];
 /** Pages and OAuth endpoints authenticate on their own (session cookie, client credentials, the bearer token itself). */
 const ownAuth = { skipApiAuth: true };

@@ -1,21 +1,13 @@
 import type { DeployAccessLevel, ProtectedEnvironment } from '../db/schema/environments.js';
-import type { AccessLevelNames } from './protected_branches.js';
-
-const ROLE_DESCRIPTIONS: Record<number, string> = {
-  30: 'Developers + Maintainers',
-  40: 'Maintainers',
-  60: 'Administrators',
-};
+import { accessLevelDescription, type AccessLevelNames } from './access_levels.js';
 
 /** A deploy access level: a role's description, or the user's or group's name (GitLab's humanize). */
 export function presentDeployAccessLevel(l: DeployAccessLevel, names: AccessLevelNames) {
-  const description =
-    l.user_id !== null ? (names.users.get(l.user_id) ?? '') : l.group_id !== null ? (names.groups.get(l.group_id) ?? '') : (ROLE_DESCRIPTIONS[l.access_level ?? 40] ?? String(l.access_level));
   return {
     id: l.id,
     // GitLab's column default: user and group levels show 40.
     access_level: l.access_level ?? 40,
-    access_level_description: description,
+    access_level_description: accessLevelDescription(l, names),
     user_id: l.user_id,
     group_id: l.group_id,
     group_inheritance_type: l.group_inheritance_type,

@@ -1,24 +1,12 @@
 import type { ProtectedBranch, ProtectedBranchAccessLevel } from '../db/schema/branches.js';
+import { accessLevelDescription, type AccessLevelNames } from './access_levels.js';
 
-const ROLE_DESCRIPTIONS: Record<number, string> = {
-  0: 'No one',
-  30: 'Developers + Maintainers',
-  40: 'Maintainers',
-  60: 'Administrators',
-};
-
-export interface AccessLevelNames {
-  users: Map<number, string>;
-  groups: Map<number, string>;
-}
-
+/** A push, merge or unprotect access level of a protected branch. */
 export function presentAccessLevel(l: ProtectedBranchAccessLevel, names: AccessLevelNames) {
-  const description =
-    l.user_id !== null ? (names.users.get(l.user_id) ?? '') : l.group_id !== null ? (names.groups.get(l.group_id) ?? '') : (ROLE_DESCRIPTIONS[l.access_level ?? 40] ?? String(l.access_level));
   return {
     id: l.id,
     access_level: l.access_level ?? 40,
-    access_level_description: description,
+    access_level_description: accessLevelDescription(l, names),
     user_id: l.user_id,
     group_id: l.group_id,
   };

@@ -44,22 +44,15 @@ export function presentBasicSnippet(ctx: PresentContext, s: Snippet, projectPath
   };
 }
 
-/** GitLab's Snippet entity (PersonalSnippet and ProjectSnippet have the same fields). */
+/** GitLab's Snippet entity (PersonalSnippet and ProjectSnippet have the same fields): a BasicSnippet and more. */
 export function presentSnippet(ctx: PresentContext, s: Snippet, x: SnippetExtras) {
-  const urls = snippetUrls(ctx, s, x.projectPath);
+  const basic = presentBasicSnippet(ctx, s, x.projectPath);
   return {
-    id: s.id,
-    title: s.title,
+    ...basic,
     file_name: x.files[0] ?? null,
-    description: s.description,
-    visibility: VISIBILITY_NAMES[s.visibility_level] ?? 'private',
     author: presentUserBasic(ctx, x.author),
     expires_at: iso(s.expires_at),
-    created_at: iso(s.created_at)!,
-    updated_at: iso(s.updated_at)!,
-    project_id: s.project_id,
-    ...urls,
-    files: x.files.map((path) => ({ path, raw_url: `${urls.web_url}/raw/${x.defaultBranch}/${encodePath(path)}` })),
+    files: x.files.map((path) => ({ path, raw_url: `${basic.web_url}/raw/${x.defaultBranch}/${encodePath(path)}` })),
     imported: false,
     imported_from: 'none',
   };

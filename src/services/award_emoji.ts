@@ -66,6 +66,7 @@ export async function addAward(db: Database, input: { type: string; id: number; 
 
 /** Removes an award: its awarder or an administrator (403 for anyone else). */
 export async function removeAward(db: Database, award: AwardEmoji, user: User): Promise<void> {
-  if (award.user_id !== user.id && !user.admin) throw new ApiError(403, { message: '403 Forbidden' });
+  // GitLab: unauthorized! unless the award is the caller's or they are an administrator.
+  if (award.user_id !== user.id && !user.admin) throw new ApiError(401, { message: '401 Unauthorized' });
   await db.deleteFrom('award_emoji').where('id', '=', award.id).execute();
 }

@@ -8,6 +8,7 @@ import { listHistory, pathEntry } from '../git/commits.js';
 import { listRefs, readBlob, readCommits, resolveCommit } from '../git/refs.js';
 import { isReadableRefName, isSafeRevision, normalizeRepoPath } from '../git/validate.js';
 import { strftime, type ZonedTime } from '../lib/strftime.js';
+import { inTimestampRange } from '../lib/timestamps.js';
 import { parseTemplate, renderTemplate, TemplateError, type TemplateNode } from '../lib/template_parser.js';
 import { ApiError } from '../plugins/errors.js';
 import { can, effectiveLevel } from '../policies/abilities.js';
@@ -529,7 +530,7 @@ export async function commitChangelog(cairn: Cairn, project: ProjectWithNamespac
 /**
  * The release date as a caller writes it (Grape's DateTime): ISO 8601, a date alone meaning
  * midnight UTC, with its UTC offset kept (the heading shows the date where it was given).
- * Null when it is not a date.
+ * Null when it is not a date, or not within years 1 to 9999 (lib/timestamps.ts).
  */
 export function parseReleaseDate(text: string): ZonedTime | null {
   const m = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?\s*(Z|[+-]\d{2}(?::?\d{2})?)?$/i.exec(text.trim());
@@ -542,12 +543,16 @@ export function parseReleaseDate(text: string): ZonedTime | null {
       if (Math.abs(offset) >= 24 * 60) return null;
     }
     const fields = [Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s)];
-    const utc = Date.UTC(fields[0], fields[1], fields[2], fields[3], fields[4], fields[5], Number(frac.slice(0, 3).padEnd(3, '0')));
-    const check = new Date(utc);
-    // Date.UTC rolls 2021-02-30 over to March; a date that does not exist is refused.
+    // Not Date.UTC, which reads years 0 to 99 as 1900 to 1999.
+    const check = new Date(0);
+    check.setUTCFullYear(fields[0], fields[1], fields[2]);
+    check.setUTCHours(fields[3], fields[4], fields[5], Number(frac.slice(0, 3).padEnd(3, '0')));
+    const utc = check.getTime();
+    // Dates roll 2021-02-30 over to March; a date that does not exist is refused.
     if (check.getUTCMonth() !== fields[1] || check.getUTCDate() !== fields[2] || fields[3] > 23 || fields[4] > 59 || fields[5] > 60) return null;
-    return { epochMs: utc - offset * 60000, offsetMinutes: offset };
+    const epochMs = utc - offset * 60000;
+    return inTimestampRange(new Date(epochMs)) ? { epochMs, offsetMinutes: offset } : null;
   }
   const loose = Date.parse(text);
-  return Number.isNaN(loose) || !/\d/.test(text) ? null : { epochMs: loose, offsetMinutes: 0 };
+  return !/\d/.test(text) || !inTimestampRange(new Date(loose)) ? null : { epochMs: loose, offsetMinutes: 0 };
 }

@@ -301,11 +301,17 @@ export interface PickInput {
 
 export type PickOutcome = { dryRun: true } | { dryRun: false; commit: ParsedCommit };
 
-function pickError(kind: 'cherry_pick' | 'revert', code: 'empty' | 'conflict') {
+/**
+ * The service's own failure (GitLab's CherryPickService/RevertService error result): on a dry
+ * run the same body plus `dry_run: "error"`, as GitLab's API adds. Failures found before the
+ * service runs (no such branch or commit, no push rights) are answered alike either way.
+ */
+function pickError(kind: 'cherry_pick' | 'revert', code: 'empty' | 'conflict', dryRun: boolean) {
   const act = kind === 'cherry_pick' ? 'cherry-pick' : 'revert';
   return new ApiError(400, {
     message: `Sorry, we cannot ${act} this commit automatically. This commit may already have been ${act}ed, or a more recent commit may have updated some of its content.`,
     error_code: code,
+    ...(dryRun ? { dry_run: 'error' } : {}),
   });
 }
 
@@ -334,7 +340,7 @@ export async function pickCommit(cairn: Cairn, kind: 'cherry_pick' | 'revert', i
       if (!tipOid) throw notFound('Branch');
       const tip = (await resolveCommit(cairn.catfile, gitDir, tipOid))!;
       const merged = await mergeTrees(gitDir, base, tip.tree, theirs);
-      if (merged.status !== 'ok') throw pickError(kind, merged.status);
+      if (merged.status !== 'ok') throw pickError(kind, merged.status, input.dryRun);
       if (input.dryRun) return { dryRun: true };
       let message: string;
       let author: Identity;

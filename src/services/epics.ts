@@ -4,7 +4,7 @@ import type { User } from '../db/schema/core.js';
 import type { Epic } from '../db/schema/work_items.js';
 import type { NoteableScope } from '../finders/notes.js';
 import { ApiError } from '../plugins/errors.js';
-import { castDate } from './milestones.js';
+import { afterYear9999, castDate } from './milestones.js';
 import { nextInternalId } from './internal_ids.js';
 import { setLabels, type LabelChange } from './label_links.js';
 import { deleteWorkItemDependents } from './work_items.js';
@@ -53,11 +53,11 @@ function check(p: EpicParams, creating: boolean) {
   if (Object.keys(errors).length) throw invalid(errors);
 }
 
-/** A date parameter: null clears it; a value that is not a date is refused. */
+/** A date parameter: null clears it; a value that is not a date (within years 1 to 9999) is refused. */
 function dateParam(name: string, value: string | null | undefined): string | null | undefined {
   if (value === undefined || value === null || value === '') return value === '' ? null : value;
   const date = castDate(value);
-  if (!date) throw new ApiError(400, { error: `${name} is invalid` });
+  if (!date || afterYear9999(date)) throw new ApiError(400, { error: `${name} is invalid` });
   return date;
 }
 

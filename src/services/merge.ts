@@ -513,8 +513,10 @@ defineJob('merge_request.rebase', async (cairn, payload) => {
  */
 export async function approve(cairn: Cairn, subject: ProjectSubject, user: User, mr: MergeRequest, sha: string | undefined): Promise<void> {
   const settings = (subject.project.settings ?? {}) as Record<string, unknown>;
+  // GitLab's find_merge_request_with_access(:approve_merge_request): without the ability, 403;
+  // the approval service's refusals (not open, the author, approved already) are 401.
+  assertMayApprove(user, subject);
   if (mr.state_id !== MR_STATE.opened) throw unauthorized();
-  if (!can(user, 'update_merge_request', subject)) throw unauthorized();
   if (mr.author_id === user.id && settings.merge_requests_author_approval !== true) throw unauthorized();
   if (sha !== undefined && sha !== mr.head_sha) throw apiError(409, 'SHA does not match HEAD of source branch: ' + (mr.head_sha ?? ''));
   const inserted = await cairn.db.transaction().execute(async (trx) => {
@@ -526,7 +528,14 @@ export async function approve(cairn: Cairn, subject: ProjectSubject, user: User,
   if (!inserted) throw unauthorized();
 }
 
-export async function unapprove(cairn: Cairn, user: User, mr: MergeRequest): Promise<void> {
+/** GitLab's approve_merge_request (update_merge_request): 403 without it. */
+function assertMayApprove(user: User, subject: ProjectSubject): void {
+  if (!can(user, 'update_merge_request', subject)) throw forbidden();
+}
+
+export async function unapprove(cairn: Cairn, subject: ProjectSubject, user: User, mr: MergeRequest): Promise<void> {
+  // As approving: 403 without the ability, then 404 when the caller had not approved it.
+  assertMayApprove(user, subject);
   const removed = await cairn.db.transaction().execute(async (trx) => {
     const row = await trx.deleteFrom('merge_request_approvals').where('merge_request_id', '=', mr.id).where('user_id', '=', user.id).returning('user_id').executeTakeFirst();
     if (row) await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, 'unapproved this merge request');

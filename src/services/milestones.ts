@@ -24,7 +24,8 @@ export interface MilestoneInput {
 
 /**
  * A date parameter as Rails casts it into a date column: `YYYY-MM-DD` or an ISO timestamp (its
- * date); anything else, and '' or null, is no date.
+ * date); anything else, and '' or null, is no date. Year 0 is none either (PostgreSQL has no year
+ * 0); years past 9999 are kept, for the validations to name (afterYear9999).
  */
 export function castDate(value: string | null | undefined): string | null {
   if (value === null || value === undefined) return null;
@@ -32,10 +33,15 @@ export function castDate(value: string | null | undefined): string | null {
   if (!m) return null;
   const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
   const d = new Date(Date.UTC(2000, month - 1, day));
-  if (month < 1 || month > 12 || d.getUTCMonth() !== month - 1) return null;
+  if (year < 1 || month < 1 || month > 12 || d.getUTCMonth() !== month - 1) return null;
   // February 29th needs a leap year.
   if (month === 2 && day === 29 && !(year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0))) return null;
   return `${String(year).padStart(4, '0')}-${String(month).padStart(2, '0')}-${String(day).padStart(2, '0')}`;
+}
+
+/** Is this date (castDate's form) after 9999-12-31? Years of five digits and more do not compare as strings. */
+export function afterYear9999(date: string): boolean {
+  return Number(date.split('-')[0]) > 9999;
 }
 
 /** Ruby's Hash#inspect of validation errors, which GitLab puts in "Failed to ... milestone" messages. */
@@ -71,8 +77,8 @@ async function validate(db: Database, parent: MilestoneParent, next: { title: st
     add('title', 'already being used for another group or project milestone.');
   }
   if (next.start_date && next.due_date && next.due_date <= next.start_date) add('due_date', 'must be greater than start date');
-  if (next.start_date && next.start_date > '9999-12-31') add('start_date', 'date must not be after 9999-12-31');
-  if (next.due_date && next.due_date > '9999-12-31') add('due_date', 'date must not be after 9999-12-31');
+  if (next.start_date && afterYear9999(next.start_date)) add('start_date', 'date must not be after 9999-12-31');
+  if (next.due_date && afterYear9999(next.due_date)) add('due_date', 'date must not be after 9999-12-31');
   return errors;
 }
 

@@ -5,7 +5,7 @@ import type { User } from '../db/schema/core.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import { apiError, conflict, forbidden, invalidParam, missingParam, notFound } from '../plugins/errors.js';
 import { admitted } from '../policies/branches.js';
-import type { AccessLevelNames } from '../presenters/protected_branches.js';
+import type { AccessLevelNames } from '../presenters/access_levels.js';
 
 /** Roles a protected branch level may name: no one, developers, maintainers, admins. */
 export const PROTECTED_LEVELS = [0, 30, 40, 60];

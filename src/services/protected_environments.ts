@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { DeployAccessLevel, ProtectedEnvironment } from '../db/schema/environments.js';
 import { apiError, conflict, invalidParam, missingParam, notFound } from '../plugins/errors.js';
-import type { AccessLevelNames } from '../presenters/protected_branches.js';
+import type { AccessLevelNames } from '../presenters/access_levels.js';
 
 /** Roles a deploy access level may name (GitLab's DeployAccessLevel::ALLOWED_ACCESS_LEVELS): developers, maintainers, admins. */
 export const DEPLOY_ACCESS_LEVELS = [30, 40, 60];

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { PersonalAccessToken } from '../db/schema/core.js';
+import { parseCalendarDate } from '../lib/timestamps.js';
 import { randomToken, tokenDigest } from '../lib/secrets.js';
 
 export const PERSONAL_ACCESS_TOKEN_PREFIX = 'glpat-';
@@ -138,9 +139,7 @@ export async function revokeTokenFamily(db: Database, tokenId: number): Promise<
  * sentence; null when the date is good.
  */
 export function expiryDateError(value: string, today = dateAfterDays(0)): string | null {
-  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
-  const d = m ? new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))) : null;
-  if (!d || d.toISOString().slice(0, 10) !== value) return `expiry date "${value}" is not a date (YYYY-MM-DD)`;
+  if (parseCalendarDate(value) !== value) return `expiry date "${value}" is not a date (YYYY-MM-DD)`;
   if (value <= today) return 'expiry date must be in the future';
   const max = dateAfterDays(MAX_TOKEN_LIFETIME_DAYS, new Date(`${today}T00:00:00Z`));
   if (value > max) return `expiry date must be before ${max}`;

@@ -3,7 +3,13 @@ import { Type } from 'typebox';
 import { RawBody, route } from '../api/route.js';
 import { ASSETS } from './layout.js';
 import { registerMergeRequestPages } from './pages/merge_requests.js';
+import { registerIssuePages } from './pages/issues.js';
 import { registerProjectPages } from './pages/project.js';
+import { registerSnippetPages } from './pages/snippets.js';
+import { registerJobPages } from './pages/jobs.js';
+import { registerPipelinePages } from './pages/pipelines.js';
+import { registerSettingsPages } from './pages/settings.js';
+import { stopLogStreams } from './log_stream.js';
 import { PageRegistry, registerPageRoutes } from './router.js';
 
 /**
@@ -14,6 +20,11 @@ export function pageRegistry(): PageRegistry {
   const pages = new PageRegistry();
   registerProjectPages(pages);
   registerMergeRequestPages(pages);
+  registerIssuePages(pages);
+  registerSnippetPages(pages);
+  registerPipelinePages(pages);
+  registerJobPages(pages);
+  registerSettingsPages(pages);
   return pages;
 }
 
@@ -26,5 +37,7 @@ export default async function webRoutes(app: FastifyInstance) {
     }), async (_request, reply) =>
       reply.headers({ 'content-type': asset.type, 'cache-control': 'public, max-age=31536000, immutable' }).send(asset.body));
   }
+  // Live job logs are held responses: they end before the server waits for its connections.
+  app.addHook('preClose', async () => stopLogStreams(app.cairn));
   registerPageRoutes(app, pageRegistry());
 }

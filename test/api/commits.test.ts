@@ -439,7 +439,7 @@ describe('commits API', () => {
     assert.equal(paged.headers['x-total'], String(diff.body.length));
   });
 
-  it('cherry-picks and reverts with dry_run, messages and GitLab error codes', async () => {
+  it('cherry-picks and reverts with dry_run (a failing dry run adds dry_run: error), messages and GitLab error codes', async () => {
     const pick = await commit({ branch: 'topic', start_branch: 'main', commit_message: 'Add topic file', actions: [{ action: 'create', file_path: 'topic.txt', content: 'topic\n' }] });
     assert.equal(pick.status, 201);
     const sha = pick.body.id;
@@ -459,15 +459,39 @@ describe('commits API', () => {
     assert.equal(again.status, 400);
     assert.equal(again.body.error_code, 'empty');
     assert.match(again.body.message, /^Sorry, we cannot cherry-pick this commit automatically\. This commit may already have been cherry-picked/);
+    // A failing dry run answers as the real failure does, plus GitLab's dry_run: "error".
     const againDry = await t.post(`${url}/repository/commits/${sha}/cherry_pick`, { branch: 'main', dry_run: true });
-    assert.deepEqual(againDry.body, again.body);
+    assert.equal(againDry.status, 400);
+    assert.deepEqual(againDry.body, { ...again.body, dry_run: 'error' });
+    const againNotDry = await t.post(`${url}/repository/commits/${sha}/cherry_pick`, { branch: 'main', dry_run: false });
+    assert.deepEqual([againNotDry.status, againNotDry.body], [400, again.body]);
 
     // conflicting change on main
     await commit({ branch: 'main', commit_message: 'conflict', actions: [{ action: 'update', file_path: 'topic.txt', content: 'main version\n' }] });
     const topic2 = await commit({ branch: 'topic', commit_message: 'topic edit', actions: [{ action: 'update', file_path: 'topic.txt', content: 'topic version\n' }] });
     const conflict = await t.post(`${url}/repository/commits/${topic2.body.id}/cherry_pick`, { branch: 'main' });
     assert.equal(conflict.status, 400);
-    assert.equal(conflict.body.error_code, 'conflict');
+    assert.deepEqual(conflict.body, {
+      message: 'Sorry, we cannot cherry-pick this commit automatically. This commit may already have been cherry-picked, or a more recent commit may have updated some of its content.',
+      error_code: 'conflict',
+    });
+    const mainTip = gitIn(project, 'rev-parse', 'main').trim();
+    const conflictDry = await t.post(`${url}/repository/commits/${topic2.body.id}/cherry_pick`, { branch: 'main', dry_run: true });
+    assert.deepEqual([conflictDry.status, conflictDry.body], [400, { ...conflict.body, dry_run: 'error' }]);
+    const conflictNotDry = await t.post(`${url}/repository/commits/${topic2.body.id}/cherry_pick`, { branch: 'main', dry_run: false });
+    assert.deepEqual([conflictNotDry.status, conflictNotDry.body], [400, conflict.body]);
+    assert.equal(gitIn(project, 'rev-parse', 'main').trim(), mainTip);
+    // Reverting main's change to topic.txt conflicts once a later commit changed the same line.
+    const mainEdit = JSON.parse(gitIn(project, 'log', '-1', '--format="%H"', 'main', '--', 'topic.txt').trim());
+    await commit({ branch: 'main', commit_message: 'later edit', actions: [{ action: 'update', file_path: 'topic.txt', content: 'later version\n' }] });
+    const revertConflict = await t.post(`${url}/repository/commits/${mainEdit}/revert`, { branch: 'main' });
+    assert.equal(revertConflict.status, 400, revertConflict.text);
+    assert.deepEqual(revertConflict.body, {
+      message: 'Sorry, we cannot revert this commit automatically. This commit may already have been reverted, or a more recent commit may have updated some of its content.',
+      error_code: 'conflict',
+    });
+    const revertConflictDry = await t.post(`${url}/repository/commits/${mainEdit}/revert`, { branch: 'main', dry_run: true });
+    assert.deepEqual([revertConflictDry.status, revertConflictDry.body], [400, { ...revertConflict.body, dry_run: 'error' }]);
 
     const custom = await commit({ branch: 'topic', commit_message: 'other file', actions: [{ action: 'create', file_path: 'other.txt', content: 'o\n' }] });
     const withMessage = await t.post(`${url}/repository/commits/${custom.body.id}/cherry_pick`, { branch: 'main', message: 'Custom message' });
@@ -478,10 +502,20 @@ describe('commits API', () => {
     assert.equal(revert.status, 201, revert.text);
     assert.equal(revert.body.message, `Revert "Custom message"\n\nThis reverts commit ${withMessage.body.id}`);
     assert.throws(() => gitIn(project, 'show', 'main:other.txt'));
-    const revertAgain = await t.post(`${url}/repository/commits/${withMessage.body.id}/revert`, { branch: 'main', dry_run: true });
-    assert.equal(revertAgain.status, 400);
-    assert.equal(revertAgain.body.error_code, 'empty');
-    assert.match(revertAgain.body.message, /cannot revert this commit automatically\. This commit may already have been reverted/);
+    const revertAgain = await t.post(`${url}/repository/commits/${withMessage.body.id}/revert`, { branch: 'main' });
+    assert.deepEqual([revertAgain.status, revertAgain.body], [400, {
+      message: 'Sorry, we cannot revert this commit automatically. This commit may already have been reverted, or a more recent commit may have updated some of its content.',
+      error_code: 'empty',
+    }]);
+    const revertAgainDry = await t.post(`${url}/repository/commits/${withMessage.body.id}/revert`, { branch: 'main', dry_run: true });
+    assert.deepEqual([revertAgainDry.status, revertAgainDry.body], [400, { ...revertAgain.body, dry_run: 'error' }]);
+    const revertAgainNotDry = await t.post(`${url}/repository/commits/${withMessage.body.id}/revert`, { branch: 'main', dry_run: false });
+    assert.deepEqual([revertAgainNotDry.status, revertAgainNotDry.body], [400, revertAgain.body]);
+    // Failures found before the pick (no branch, no push rights) carry no dry_run field.
+    assert.deepEqual((await t.post(`${url}/repository/commits/${sha}/revert`, { branch: 'nope', dry_run: true })).body, { message: '404 Branch Not Found' });
+    const deniedDry = await t.post(`${url}/repository/commits/${sha}/cherry_pick`, { branch: 'main', dry_run: true }, { token: reporter.token });
+    assert.equal(deniedDry.status, 403);
+    assert.equal(deniedDry.body.dry_run, undefined);
 
     assert.deepEqual((await t.post(`${url}/repository/commits/${sha}/cherry_pick`, { branch: 'nope' })).body, { message: '404 Branch Not Found' });
     assert.deepEqual((await t.post(`${url}/repository/commits/${'a'.repeat(40)}/cherry_pick`, { branch: 'main' })).body, { message: '404 Commit Not Found' });

@@ -149,7 +149,10 @@ describe('merge requests: merge, merge_ref, merge when pipeline succeeds, rebase
     await write('ap', 'ap.txt', 'ap\n', { start_branch: 'main' });
     const mr = await open('ap');
     assert.equal((await t.post(`${base}/merge_requests/${mr.iid}/approve`, {}, { token: dev.token })).status, 401, 'the author');
-    assert.equal((await t.post(`${base}/merge_requests/${mr.iid}/approve`, {}, { token: reporter.token })).status, 401, 'a reporter');
+    // Without approve_merge_request (update_merge_request): GitLab's authorize!, 403; for unapprove too.
+    assert.equal((await t.post(`${base}/merge_requests/${mr.iid}/approve`, {}, { token: reporter.token })).status, 403, 'a reporter');
+    assert.equal((await t.post(`${base}/merge_requests/${mr.iid}/unapprove`, {}, { token: reporter.token })).status, 403, 'a reporter unapproves');
+    assert.equal((await t.post(`${base}/merge_requests/${mr.iid}/unapprove`, {}, { token: dev.token })).status, 404, 'no approval of theirs');
     const ok = await t.post(`${base}/merge_requests/${mr.iid}/approve`, {}, { token: maintainer.token });
     assert.equal(ok.status, 201);
     assert.equal(ok.body.approved, true);

@@ -80,3 +80,48 @@ export async function runJob(t: TestContext, build: CiBuild | number, status: 's
   if (opts.trace) await t.db.insertInto('ci_build_trace_chunks').values({ build_id: id, chunk_index: 0, data: Buffer.from(opts.trace) }).execute();
   assert.equal(await finishBuild(t.app.cairn, id, { status, exitCode: opts.exitCode, failureReason: opts.failureReason }), true);
 }
+
+/**
+ * A runner that speaks the runner protocol over HTTP, as gitlab-runner does: registers with the
+ * instance registration token, takes a pending job (POST /jobs/request), appends to its log
+ * (PATCH /jobs/:id/trace with Content-Range) and finishes it (PUT /jobs/:id). `app` is the
+ * Cairn it talks to (another app on the same database plays another process).
+ */
+export class ProtocolRunner {
+  private constructor(readonly app: TestContext['app'], readonly token: string) {}
+
+  static async register(t: TestContext, app: TestContext['app'] = t.app): Promise<ProtocolRunner> {
+    const { registrationToken } = await import('../../src/ci/runners.js');
+    const reg = await registrationToken(app.cairn, { type: 'instance_type' });
+    const res = await app.inject({ method: 'POST', url: '/api/v4/runners', payload: { token: reg, description: 'protocol runner', run_untagged: true, locked: false, paused: false } });
+    assert.equal(res.statusCode, 201, res.body);
+    return new ProtocolRunner(app, JSON.parse(res.body).token);
+  }
+
+  /** Takes the pending job the queue gives this runner (null when there is none). */
+  async takeJob(): Promise<{ id: number; token: string; sent: number } | null> {
+    const res = await this.app.inject({ method: 'POST', url: '/api/v4/jobs/request', payload: { token: this.token, info: { name: 'gitlab-runner', features: { trace_sections: true } } } });
+    if (res.statusCode === 204) return null;
+    assert.equal(res.statusCode, 201, res.body);
+    const job = JSON.parse(res.body);
+    return { id: job.id, token: job.token, sent: 0 };
+  }
+
+  /** Appends text to the job's log where the last append stopped. */
+  async append(job: { id: number; token: string; sent: number }, text: string | Buffer) {
+    const data = Buffer.isBuffer(text) ? text : Buffer.from(text);
+    const res = await this.app.inject({
+      method: 'PATCH',
+      url: `/api/v4/jobs/${job.id}/trace`,
+      headers: { 'job-token': job.token, 'content-type': 'text/plain', 'content-range': `${job.sent}-${job.sent + data.length - 1}` },
+      payload: data,
+    });
+    assert.equal(res.statusCode, 202, res.body);
+    job.sent += data.length;
+  }
+
+  async finish(job: { id: number; token: string }, state: 'success' | 'failed' = 'success') {
+    const res = await this.app.inject({ method: 'PUT', url: `/api/v4/jobs/${job.id}`, payload: { token: job.token, state, ...(state === 'failed' ? { failure_reason: 'script_failure' } : {}) } });
+    assert.equal(res.statusCode, 200, res.body);
+  }
+}

@@ -172,6 +172,34 @@ describe('OAuth flows', () => {
       const ok = await tokenRequest(t, { ...base, client_secret: confidentialApp.secret });
       assert.equal(ok.status, 200);
     });
+
+    it('invalid_client: a client that tried HTTP Basic gets a Basic challenge naming the error; body credentials get none', async () => {
+      const description = 'Client authentication failed: the client is unknown, sent no authentication, or used an unsupported method.';
+      const challenge = `Basic realm="Cairn OAuth", error="invalid_client", error_description="${description}"`;
+      const code = await codeFor(confidentialApp);
+      const base = { grant_type: 'authorization_code', code, redirect_uri: REDIRECT };
+      const check = (res: Awaited<ReturnType<typeof tokenRequest>>, challenged: boolean, what: string) => {
+        assert.equal(res.status, 401, what);
+        assert.deepEqual(res.body, { error: 'invalid_client', error_description: description }, what);
+        assert.equal(res.headers['cache-control'], 'no-store', what);
+        assert.equal(res.headers['www-authenticate'], challenged ? challenge : undefined, what);
+      };
+      // HTTP Basic: a wrong secret, an unknown client, a header that is no id:secret pair.
+      check(await tokenRequest(t, base, basic(confidentialApp.application_id, 'wrong')), true, 'wrong secret, Basic');
+      check(await tokenRequest(t, base, basic('nope', 'x')), true, 'unknown client, Basic');
+      check(await tokenRequest(t, base, { authorization: `Basic ${Buffer.from('no-colon').toString('base64')}` }), true, 'malformed Basic');
+      check(await tokenRequest(t, { grant_type: 'password', username: alice.user.username, password: alice.password }, basic(confidentialApp.application_id, 'wrong')), true, 'password grant, Basic');
+      check(await tokenRequest(t, { grant_type: 'refresh_token', refresh_token: 'r'.repeat(64) }, basic('nope', 'x')), true, 'refresh grant, Basic');
+      // Credentials in the body (or none): the same 401 and body, no challenge.
+      check(await tokenRequest(t, { ...base, client_id: confidentialApp.application_id, client_secret: 'wrong' }), false, 'wrong secret, body');
+      check(await tokenRequest(t, { ...base, client_id: 'nope' }), false, 'unknown client, body');
+      check(await tokenRequest(t, { ...base, client_id: confidentialApp.application_id }), false, 'no secret, body');
+      check(await tokenRequest(t, base), false, 'no client at all');
+      // Nothing of that consumed the code.
+      const ok = await tokenRequest(t, base, basic(confidentialApp.application_id, confidentialApp.secret));
+      assert.equal(ok.status, 200, ok.text);
+      assert.equal(ok.headers['www-authenticate'], undefined);
+    });
   });
 
   describe('authorization endpoint', () => {

@@ -37,7 +37,7 @@ describe('sign-in, sign-out and the applications settings page', () => {
       const { cookie, csrf } = await signInForm();
       const res = await postSignIn(cookie, { 'user[login]': login, 'user[password]': alice.password, authenticity_token: csrf });
       assert.equal(res.status, 302);
-      assert.equal(res.headers.location, '/-/user_settings/applications');
+      assert.equal(res.headers.location, '/');
       const newCookie = sessionCookieFrom(res.headers)!;
       assert.notEqual(newCookie, cookie);
       const id = newCookie.split('=')[1];
@@ -55,7 +55,7 @@ describe('sign-in, sign-out and the applications settings page', () => {
 
   it('returns to a local redirect_to only', async () => {
     const alice = await t.createUser();
-    for (const [target, expected] of [['/oauth/authorize?client_id=x', '/oauth/authorize?client_id=x'], ['https://evil.example/', '/-/user_settings/applications'], ['//evil.example', '/-/user_settings/applications']]) {
+    for (const [target, expected] of [['/oauth/authorize?client_id=x', '/oauth/authorize?client_id=x'], ['https://evil.example/', '/'], ['//evil.example', '/']]) {
       const page = await t.get(`/users/sign_in?redirect_to=${encodeURIComponent(target)}`, { token: null });
       const cookie = sessionCookieFrom(page.headers)!;
       const hiddenTarget = /name="redirect_to" value="([^"]*)"/.exec(page.text)![1].replace(/&amp;/g, '&');

@@ -2,12 +2,15 @@
 // the param values of every route in it, and a walk of the route table calling each route as
 // each column of src/api/permissions.ts.
 import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import yazl from 'yazl';
 import { assignBuild } from '../../src/ci/jobs/state.js';
 import { columnsOf, expectedCell, specOf, tokenColumn, USER_COLUMNS, type Expect, type TokenColumn, type WorldName } from '../../src/api/permissions.js';
 import type { Namespace, Project } from '../../src/db/schema/core.js';
 import type { RouteRecord } from '../../src/plugins/responses.js';
 import { issueAccessToken } from '../../src/oauth/tokens.js';
 import { insertPersonalAccessToken } from '../../src/services/tokens.js';
+import { artifactStore } from '../../src/storage/index.js';
 import type { TestContext, TestUser } from '../helpers/app.js';
 import { commitFiles, jobsByName, latestPipeline, runJob, testRunner } from '../helpers/ci.js';
 import { makeNodeSshKey } from '../helpers/ssh-keys.js';
@@ -62,6 +65,7 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
     admin: await u('admin', { admin: true }),
     victim: await u('victim'),
     member: await u('member'),
+    requester: await u('requester'),
   };
   const group = await t.createGroup({ visibility: vis });
   for (const [role, level] of [['guest', 10], ['reporter', 20], ['developer', 30], ['maintainer', 40], ['owner', 50], ['member', 30]] as const) await t.addMember(group, users[role].user, level);
@@ -106,7 +110,8 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
   const mrEvents = await ok(await t.get(`${P}/merge_requests/${mr.iid}/resource_label_events`), 'MR label events');
   const commitNote = await ok(await t.post(`${P}/repository/commits/${sha}/notes`, { body: 'a note' }), 'commit note', [200, 201]);
   const commitDisc = await ok(await t.post(`${P}/repository/commits/${sha}/discussions`, { body: 'a thread' }), 'commit thread');
-  const snippet = await ok(await t.post(`${P}/snippets`, { title: 's', visibility: 'private', files: [{ file_path: 'a.txt', content: 'a' }] }), 'snippet');
+  // Project snippets as visible as their project (a private snippet is its members' only, everywhere).
+  const snippet = await ok(await t.post(`${P}/snippets`, { title: 's', visibility: name, files: [{ file_path: 'a.txt', content: 'a' }] }), 'snippet');
   const snippetNote = await ok(await t.post(`${P}/snippets/${snippet.id}/notes`, { body: 'a note' }), 'snippet note');
   const snippetDisc = await ok(await t.post(`${P}/snippets/${snippet.id}/discussions`, { body: 'a thread' }), 'snippet thread');
   const snippetAward = await ok(await t.post(`${P}/snippets/${snippet.id}/award_emoji`, { name: 'thumbsup' }), 'snippet award');
@@ -120,7 +125,14 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
   const blob = (await ok(await t.get(`${P}/repository/tree`, { query: { ref: 'main' } }), 'tree')).find((e: any) => e.path === 'README.md').id;
   await t.db.insertInto('ci_build_trace_chunks').values({ build_id: jobs.test.id, chunk_index: 0, data: Buffer.from('a log\n') }).execute();
   await ok(await t.put(`/api/v4/users/${users.victim.user.id}/custom_attributes/VAR1`, { value: 'v' }), 'custom attribute');
-  await t.db.insertInto('identities').values({ user_id: users.victim.user.id, provider: 'github', extern_uid: 'victim', saml_provider_id: null } as any).execute();
+  await t.db.insertInto('identities').values({ user_id: users.victim.user.id, provider: 'github', extern_uid: t.unique('victim'), saml_provider_id: null } as any).execute();
+
+  // A pending access request of its own on the group and the project (the :user_id of access_requests).
+  for (const [type, id] of [['Namespace', group.id], ['Project', project.id]] as const) {
+    await t.db.insertInto('members').values({ source_type: type, source_id: id, user_id: users.requester.user.id, access_level: 30, requested_at: new Date() } as any).execute();
+  }
+  // The "test" job's artifacts: an archive with a.txt (GitLab's default artifacts:access, all).
+  await storeArtifacts(t, jobs.test.id, project.id, { 'a.txt': 'an artifact\n' });
 
   const awaiting = (await t.db.insertInto('members').values({ source_type: 'Namespace', source_id: group.id, user_id: users.victim.user.id, access_level: 30, state: 1 } as any).returning('id').executeTakeFirstOrThrow()).id;
 
@@ -234,7 +246,7 @@ function paramValue(t: TestContext, w: World, url: string, name: string, column:
       return 1;
     case 'user_id':
       if (under('/members/') || under('/billable_members/')) return w.users.member.user.id;
-      if (under('/access_requests/')) return w.users.nonmember.user.id;
+      if (under('/access_requests/')) return w.users.requester.user.id;
       return w.users.victim.user.id;
     case 'issue_iid': return i.issue;
     case 'merge_request_iid': return i.mr;
@@ -327,7 +339,7 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
       await commitFiles(t, w.project, { [`${branch}.txt`]: 'x\n' }, { branch });
       return (await body(t.post(`${P}/merge_requests`, { source_branch: branch, target_branch: 'main', title: 'fresh' }), 'MR')).iid;
     }
-    case 'snippet_id': return (await body(t.post(`${P}/snippets`, { title: 's', visibility: 'private', files: [{ file_path: 'a.txt', content: 'a' }] }), 'snippet')).id;
+    case 'snippet_id': return (await body(t.post(`${P}/snippets`, { title: 's', visibility: w.name, files: [{ file_path: 'a.txt', content: 'a' }] }), 'snippet')).id;
     case 'epic_iid': return (await body(t.post(`${G}/epics`, { title: 'fresh' }), 'epic')).iid;
     case 'label_id': return (await body(t.post(url.startsWith('/api/v4/groups/') ? `${G}/labels` : `${P}/labels`, { name: t.unique('l'), color: '#123456' }), 'label')).id;
     case 'milestone_id': return (await body(t.post(url.startsWith('/api/v4/groups/') ? `${G}/milestones` : `${P}/milestones`, { title: t.unique('m') }), 'milestone')).id;
@@ -378,10 +390,21 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
       return g.id;
     }
     case 'runner_id': return freshRunner(t, w, true);
+    case 'provider': {
+      const provider = t.unique('prov');
+      await t.db.insertInto('identities').values({ user_id: w.users.victim.user.id, provider, extern_uid: provider, saml_provider_id: null } as any).execute();
+      return provider;
+    }
     case 'award_id': {
       const base = url.slice(0, url.indexOf('/award_emoji/:award_id'));
       const real = base.replace(/:([a-z_]+)/g, (_m, n) => String(paramValue(t, w, url, n, column)));
-      return (await body(t.post(`${real}/award_emoji`, { name: t.unique('e').length % 2 ? 'thumbsdown' : 'smile' }), 'award')).id;
+      // An emoji root has not awarded there yet (an award refused to a column stays).
+      for (const emoji of AWARD_NAMES) {
+        const res = await t.post(`${real}/award_emoji`, { name: emoji });
+        if (res.status === 201) return res.body.id;
+        if (!/has already been taken/.test(JSON.stringify(res.body))) return body(Promise.resolve(res), 'award');
+      }
+      throw new Error(`fresh award: every emoji of ${real} is taken`);
     }
     case 'name':
       if (url.includes('/protected_environments/')) {
@@ -416,6 +439,23 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
       return undefined;
   }
   return undefined;
+}
+
+const AWARD_NAMES = ['thumbsdown', 'smile', 'tada', 'heart', 'rocket', 'eyes', 'star', 'fire', 'clap', 'wave', 'sunny', 'coffee', 'cake', 'cat', 'dog', 'apple', 'bell', 'gift', 'key', 'moon'];
+
+/** Artifacts of a job (the archive), stored as the runner protocol stores an upload. */
+async function storeArtifacts(t: TestContext, jobId: number, projectId: number, files: Record<string, string>) {
+  const zip = new yazl.ZipFile();
+  for (const [name, content] of Object.entries(files)) zip.addBuffer(Buffer.from(content), name);
+  zip.end();
+  const chunks: Buffer[] = [];
+  for await (const chunk of zip.outputStream) chunks.push(chunk as Buffer);
+  const key = `${projectId}/${jobId}/file-matrix${t.unique()}`;
+  const stored = await artifactStore(t.app.cairn.config).put(key, Readable.from([Buffer.concat(chunks)]));
+  await t.db.insertInto('ci_job_artifacts').values({
+    job_id: jobId, project_id: projectId, file_type: 'archive', file_format: 'zip', file_name: 'artifacts.zip',
+    size: stored.size, file_sha256: stored.sha256, store_key: key, expire_at: null, created_at: new Date(),
+  } as any).execute();
 }
 
 async function freshRunner(t: TestContext, w: World, shared: boolean): Promise<number> {
@@ -487,14 +527,16 @@ async function callCell(t: TestContext, w: World, route: RouteRecord, spec: Retu
       } else {
         const consumes = expected === 'ok' && (route.method === 'DELETE' || spec.fresh?.length);
         const freshNames = new Set(spec.fresh ?? (route.method === 'DELETE' && names.length ? [names[names.length - 1]] : []));
+        // The web pages' catch-all routes: the world's project page.
+        if (url === '/*') url = `/${w.group.full_path}/${w.project.path}`;
+        // A trailing wildcard of an API route: a file of the job's artifacts (the only ones with one).
+        else if (url.endsWith('/*')) url = `${url.slice(0, -1)}a.txt`;
         for (const n of names) {
           let v: string | number | undefined;
           if (consumes && freshNames.has(n)) v = await freshValue(t, w, route.url, n, column);
           v ??= paramValue(t, w, route.url, n, column);
           url = url.replace(`:${n}`, encodeURIComponent(String(v)));
         }
-        // The web pages' catch-all routes: the world's project page.
-        if (url === '/*') url = `/${w.group.full_path}/${w.project.path}`;
       }
       const col = w.columns[column];
       const headers: Record<string, string> = {};

@@ -243,7 +243,7 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
     // A position that is not a line of the diff is refused with the form shown again.
     const wrong = await postForm(t, devWeb, action[1], { ...fields, 'position[new_line]': '77', note: 'Nowhere' });
     assert.equal(wrong.status, 400);
-    assert.match(wrong.text, /could not be saved: that line is not in the current diff/);
+    assert.match(wrong.text, /could not be saved: The line of this comment is not in the diff/);
     assert.ok(wrong.text.includes('Nowhere'), 'the text is kept');
   });
 

@@ -88,8 +88,9 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
       });
 
       app.delete(`${base}/:award_id`, route({
-        // Only whoever awarded it (the fixture's are root's) and administrators remove an award: 403 to others.
-        matrix: { is: contributePreset(kind.read), cells: { guest: 403, reporter: 403, developer: 403, maintainer: 403, owner: 403 } },
+        // Only whoever awarded it (the fixture's are root's) and administrators remove an award:
+        // others who may react get GitLab's unauthorized! (401).
+        matrix: { is: 'admin', reads: contributePreset(kind.read), refused: 401 },
         access: { project: kind.read, signedIn: true },
         schema: { params: AwardParams, response: { 204: NoContent } },
       }), async (request, reply) => {

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { contentBodyLimit } from '../../config.js';
 import { projectFullPath, type ProjectWithNamespace } from '../../finders/projects.js';
-import { ApiError, invalidParam, notFound, unauthorized } from '../../plugins/errors.js';
+import { ApiError, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, paginateArray, PaginationQuery, setPaginationHeaders } from '../../plugins/pagination.js';
 import { authorizeProject } from '../../policies/projects.js';
 import {
@@ -35,7 +35,7 @@ import { latestPipelineForSha } from '../../ci/pipelines/lookup.js';
 import type { ProjectAccess } from '../../policies/projects.js';
 import { can } from '../../policies/abilities.js';
 import { presentPipelineSummary } from '../../presenters/ci.js';
-import { IdParams, ShaParams } from '../params.js';
+import { IdParams, ShaParams, timestampParam } from '../params.js';
 import { projectOf, route } from '../route.js';
 
 const ListQuery = Type.Object({
@@ -96,10 +96,7 @@ async function lastPipeline(request: FastifyRequest, access: ProjectAccess, sha:
 }
 
 function parseDate(value: string | undefined, name: string): Date | null {
-  if (value === undefined || value === '') return null;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
+  return timestampParam(name, value) ?? null;
 }
 
 function requireUser(request: FastifyRequest) {

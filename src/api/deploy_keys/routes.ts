@@ -22,7 +22,7 @@ import {
   ProjectKeyParams,
   UpdateProjectDeployKeyBody,
 } from '../keys/schemas.js';
-import { dateTimeParam } from '../personal_access_tokens/schemas.js';
+import { timestampParam } from '../params.js';
 import { IdParams } from '../params.js';
 import { NoContent, projectOf, route } from '../route.js';
 import { DeployKeySchema, DeployKeysProjectSchema, DeployKeyWithProjectsSchema } from '../../presenters/schemas/keys.js';
@@ -55,7 +55,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
     const result = await insertPublicDeployKey(db(), admin.id, {
       title: body.title,
       key: body.key,
-      expiresAt: dateTimeParam('expires_at', body.expires_at ?? undefined) ?? null,
+      expiresAt: timestampParam('expires_at', body.expires_at ?? undefined) ?? null,
     });
     if (!result.key) throw validationFailed(result.errors);
     return reply.code(201).send(presentDeployKey(ctx(), result.key));
@@ -100,7 +100,7 @@ export default async function deployKeyRoutes(fastify: FastifyInstance) {
         title: body.title,
         key: body.key,
         canPush: body.can_push === true,
-        expiresAt: dateTimeParam('expires_at', body.expires_at ?? undefined) ?? null,
+        expiresAt: timestampParam('expires_at', body.expires_at ?? undefined) ?? null,
       });
       if (!result.link) throw validationFailed(result.errors);
       return reply.code(201).send(presentDeployKeysProject(ctx(), result.link, result.key));

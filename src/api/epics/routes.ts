@@ -6,7 +6,7 @@ import { findEpic, listEpics, loadEpicExtras, type EpicFilters } from '../../fin
 import { labelEventsOf } from '../../finders/labels.js';
 import { can } from '../../policies/abilities.js';
 import type { GroupAccess } from '../../policies/groups.js';
-import { invalidParam, notFound } from '../../plugins/errors.js';
+import { notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentEpic } from '../../presenters/epics.js';
 import { presentResourceLabelEvent } from '../../presenters/labels.js';
@@ -14,7 +14,7 @@ import { EpicSchema } from '../../presenters/schemas/epics.js';
 import { ResourceLabelEventSchema } from '../../presenters/schemas/labels.js';
 import type { PresentContext } from '../../presenters/users.js';
 import { createEpic, deleteEpic, epicDates, updateEpic, type EpicParams } from '../../services/epics.js';
-import { IdParams, RowId } from '../params.js';
+import { IdParams, RowId, timestampParam } from '../params.js';
 import { groupOf, NoContent, route } from '../route.js';
 
 /**
@@ -63,10 +63,7 @@ const ListQuery = Type.Object({
 });
 
 function dateFilter(value: string | undefined, name: string): Date | undefined {
-  if (value === undefined) return undefined;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
+  return timestampParam(name, value);
 }
 
 function labelFilter(value: string | undefined): EpicFilters['labels'] {
@@ -152,6 +149,8 @@ export default async function epicRoutes(fastify: FastifyInstance) {
     schema: { params: IdParams, body: CreateBody, response: { 201: EpicSchema } },
   }), async (request, reply) => {
     const access = groupOf(request);
+    // Checked as GitLab's DateTime parameter is, though Cairn keeps the time of creation.
+    timestampParam('created_at', request.body.created_at);
     const epic = await createEpic(cairn, access.group.id, access.user!, writeParams(request.body));
     return reply.code(201).send((await present(request, [epic]))[0]);
   });

@@ -25,7 +25,7 @@ import { syncClosingIssues } from '../../services/closing_issues.js';
 import { createIssue, deleteIssue, updateIssue, type IssueParams } from '../../services/issues.js';
 import { mergeRequestNotFound } from '../../services/merge_requests.js';
 import { isSubscribed, setSubscription } from '../../services/subscriptions.js';
-import { IdParams, RowId } from '../params.js';
+import { calendarDateParam, IdParams, RowId, timestampParam } from '../params.js';
 import { groupOf, NoContent, projectOf, route } from '../route.js';
 import { issueFilters, IssueListQuery } from './filters.js';
 
@@ -72,21 +72,11 @@ function userIdList(value: unknown): number[] | undefined {
   return raw.map((v) => Number(String(v).trim())).filter((n) => Number.isInteger(n) && n > 0);
 }
 
-function dateTime(value: string | undefined, name: string): Date | undefined {
-  if (value === undefined || value === '') return undefined;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
-}
-
 /** A calendar date `YYYY-MM-DD`; '' or null clears it. */
 function dueDate(value: string | null | undefined): string | null | undefined {
   if (value === undefined) return undefined;
   if (value === null || value === '') return null;
-  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value.trim());
-  const d = m ? new Date(`${m[1]}-${m[2]}-${m[3]}T00:00:00Z`) : null;
-  if (!m || !d || Number.isNaN(d.getTime()) || d.toISOString().slice(0, 10) !== m[0]) throw invalidParam('due_date');
-  return m[0];
+  return calendarDateParam('due_date', value)!;
 }
 
 function milestoneId(value: number | string | null | undefined): number | null | undefined {
@@ -112,8 +102,8 @@ function writeParams(body: Record<string, any>, access: ProjectAccess, creating:
   const backdate = can(user, 'set_issue_created_at', access);
   const due = dueDate(body.due_date);
   const milestone = milestoneId(body.milestone_id);
-  const createdAt = dateTime(body.created_at, 'created_at');
-  const updatedAt = dateTime(body.updated_at, 'updated_at');
+  const createdAt = timestampParam('created_at', body.created_at);
+  const updatedAt = timestampParam('updated_at', body.updated_at);
   return {
     title: body.title,
     description: body.description,

@@ -96,8 +96,7 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
   }
 
   app.get('/api/v4/projects/:id/jobs/:job_id/artifacts', route({
-    // The matrix's job has no artifacts: whoever may read them gets 404 there.
-    matrix: { is: 'read', job: 404, cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
+    matrix: 'read',
     access: { project: 'read_build' },
     config: { jobToken: true },
     schema: { params: JobParams, querystring: JobTokenQuery, response: { 200: RawBody('application/zip') } },
@@ -109,8 +108,7 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
   });
 
   app.get('/api/v4/projects/:id/jobs/:job_id/artifacts/*', route({
-    // The matrix's job has no artifacts: whoever may read them gets 404 there.
-    matrix: { is: 'read', job: 404, cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
+    matrix: 'read',
     access: { project: 'read_build' },
     config: { jobToken: true },
     schema: { params: JobFileParams, querystring: JobTokenQuery, response: { 200: RawBody('application/octet-stream') } },
@@ -141,8 +139,7 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
   });
 
   app.post('/api/v4/projects/:id/jobs/:job_id/artifacts/keep', route({
-    // The matrix's job has no artifacts to keep: 404 to whoever may keep them.
-    matrix: { is: 'developer', cells: { developer: 404, maintainer: 404, owner: 404, admin: 404 } },
+    matrix: 'developer',
     access: { project: 'update_build', signedIn: true },
     schema: { params: JobParams, response: { 200: JobSchema } },
   }), async (request, reply) => {

@@ -5,6 +5,7 @@ import { artifactStore, deleteObjects } from '../../storage/index.js';
 import { cancelBuild, eraseBuild, isPlayable, isRetryable, JOB_SCOPES, playBuild, retryBuild } from '../../ci/jobs/state.js';
 import { readTrace } from '../../ci/trace.js';
 import type { CiBuild } from '../../db/schema/ci.js';
+import { projectJobsQuery } from '../../finders/pipelines.js';
 import { encryptSecret } from '../../lib/secrets.js';
 import { can } from '../../policies/abilities.js';
 import { AccessLevel } from '../../policies/access.js';
@@ -68,8 +69,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     const { project } = projectOf(request);
     const scopes = jobScopes(request.query.scope);
     const page = pageParams(request);
-    let q = cairn.db.selectFrom('ci_builds').where('project_id', '=', project.id).where('type', '=', 'Ci::Build');
-    if (scopes) q = q.where('status', 'in', scopes as any);
+    const q = projectJobsQuery(cairn.db, project.id, scopes);
     const [rows, total] = await Promise.all([
       q.selectAll().orderBy('id', 'desc').limit(page.perPage).offset(page.offset).execute(),
       q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),

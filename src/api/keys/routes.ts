@@ -15,7 +15,7 @@ import { apiError, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentDeployKeyWithUser, presentSshKey, presentSshKeyWithUser } from '../../presenters/keys.js';
 import { deleteKey, insertUserKey } from '../../services/keys.js';
-import { dateTimeParam } from '../personal_access_tokens/schemas.js';
+import { timestampParam } from '../params.js';
 import {
   CreateKeyBody,
   FingerprintQuery,
@@ -58,7 +58,7 @@ export default async function keyRoutes(fastify: FastifyInstance) {
     const result = await insertUserKey(db(), owner.id, {
       title: body.title,
       key: body.key,
-      expiresAt: dateTimeParam('expires_at', body.expires_at ?? undefined) ?? null,
+      expiresAt: timestampParam('expires_at', body.expires_at ?? undefined) ?? null,
       usageType: body.usage_type,
     });
     if (!result.key) throw validationFailed(result.errors);

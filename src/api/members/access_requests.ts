@@ -35,8 +35,9 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
     });
 
     app.post(base, route({
-      // Who is not a member yet asks (a private source is 404 to them); members 403.
-      matrix: { is: 'signedIn', cells: { external: 404, nonmember: 404, guest: 403, reporter: 403, developer: 403, maintainer: 403, owner: 403, admin: 403 } },
+      // Who sees it and is not a member yet asks (GitLab's request_access: a private source is 404
+      // to non-members, an internal one to external users); members and administrators 403.
+      matrix: { is: 'contribute', cells: { guest: 403, reporter: 403, developer: 403, maintainer: 403, owner: 403, admin: 403 } },
       access: sourceAccess(kind, 'request_access', 'request_access'),
       schema: { params: IdParams, response: { 201: AccessRequesterSchema } },
     }), async (request, reply) => {
@@ -68,7 +69,7 @@ export default async function accessRequestRoutes(fastify: FastifyInstance) {
     });
 
     // The requester may withdraw their own request; the request is looked up first (404 before 403).
-    app.delete(`${base}/:user_id`, route({ matrix: kind === 'projects' ? { is: 'maintainer', cells: { guest: 404, reporter: 404, developer: 404 } } : { is: 'owner', cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404 } },
+    app.delete(`${base}/:user_id`, route({ matrix: kind === 'projects' ? 'maintainer' : 'owner',
       access: { custom: `${kind === 'projects' ? 'admin_project_member' : 'admin_group_member'}, or the requester themselves`, signedIn: true },
       schema: { params: MemberParams, response: { 204: NoContent } },
     }), async (request, reply) => {

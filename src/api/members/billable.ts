@@ -23,7 +23,7 @@ export default async function billableRoutes(fastify: FastifyInstance) {
   // GitLab answers 400 rather than 403 to callers without admin_group_member here, and for subgroups.
   const access = { custom: 'admin_group_member on a top-level group (400 otherwise)', signedIn: true } as const;
 
-  app.get('/api/v4/groups/:id/billable_members', route({ matrix: { is: 'owner', cells: { guest: 400, reporter: 400, developer: 400, maintainer: 400 } },
+  app.get('/api/v4/groups/:id/billable_members', route({ matrix: { is: 'owner', refused: 400 },
     access,
     paginated: true,
     schema: { params: IdParams, querystring: BillableMembersQuery, response: { 200: Type.Array(BillableMemberSchema) } },
@@ -41,7 +41,7 @@ export default async function billableRoutes(fastify: FastifyInstance) {
     return rows.map((r) => presentBillableMember(presentContext(request), { ...r, is_last_owner: lastOwners.has(r.user.id) }, admin));
   });
 
-  app.get('/api/v4/groups/:id/billable_members/:user_id/memberships', route({ matrix: { is: 'owner', cells: { guest: 400, reporter: 400, developer: 400, maintainer: 400 } },
+  app.get('/api/v4/groups/:id/billable_members/:user_id/memberships', route({ matrix: { is: 'owner', refused: 400 },
     access,
     paginated: true,
     schema: { params: MemberParams, response: { 200: Type.Array(BillableMembershipSchema) } },
@@ -58,7 +58,7 @@ export default async function billableRoutes(fastify: FastifyInstance) {
     return memberships.map((m) => presentBillableMembership(presentContext(request), m));
   });
 
-  app.delete('/api/v4/groups/:id/billable_members/:user_id', route({ matrix: { is: 'owner', cells: { guest: 400, reporter: 400, developer: 400, maintainer: 400 } },
+  app.delete('/api/v4/groups/:id/billable_members/:user_id', route({ matrix: { is: 'owner', refused: 400 },
     access,
     schema: { params: MemberParams, response: { 204: NoContent } },
   }), async (request, reply) => {

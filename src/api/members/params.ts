@@ -7,6 +7,7 @@ import type { GroupAbility, ProjectAbility } from '../../policies/abilities.js';
 import { groupOf, projectOf, type Access } from '../route.js';
 import type { User } from '../../db/schema/core.js';
 import { MAX_ROW_ID, rowId } from '../../lib/ids.js';
+import { calendarDateParam } from '../params.js';
 import type { PresentContext } from '../../presenters/users.js';
 
 export type SourceKind = 'groups' | 'projects';
@@ -63,13 +64,8 @@ export function dateParam(params: Record<string, unknown>, name: string): string
   if (!(name in params) || params[name] === undefined) return undefined;
   const v = params[name];
   if (v === null || v === '') return null;
-  if (typeof v !== 'string') throw invalidParam(name);
-  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$/.exec(v.trim());
-  if (!m) throw invalidParam(name);
-  const date = `${m[1]}-${m[2]}-${m[3]}`;
-  const parsed = new Date(`${date}T00:00:00Z`);
-  if (Number.isNaN(parsed.getTime()) || parsed.toISOString().slice(0, 10) !== date) throw invalidParam(name);
-  return date;
+  if (typeof v !== 'string' || !/^\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$/.test(v.trim())) throw invalidParam(name);
+  return calendarDateParam(name, v, { time: 'allowed' });
 }
 
 /** An integer array: `name[]=1&name[]=2`, a JSON array, or "1,2" (CommaSeparatedToIntegerArray). */

@@ -263,7 +263,7 @@ export default async function memberRoutes(fastify: FastifyInstance) {
 
   app.put('/api/v4/groups/:id/members/:member_id/approve', route({
     // member_id is a membership row; callers without admin_group_member get GitLab's 400.
-    matrix: { is: 'owner', fresh: ['member_id'], cells: { guest: 400, reporter: 400, developer: 400, maintainer: 400 } },
+    matrix: { is: 'owner', fresh: ['member_id'], refused: 400 },
     access: approvalAccess,
     schema: { params: MemberIdParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -281,7 +281,7 @@ export default async function memberRoutes(fastify: FastifyInstance) {
     app.route({
       method,
       url: '/api/v4/groups/:id/members/approve_all',
-      ...route({ matrix: { is: 'owner', cells: { guest: 400, reporter: 400, developer: 400, maintainer: 400 } },  access: approvalAccess, schema: { params: IdParams, response: { 204: NoContent } } }),
+      ...route({ matrix: { is: 'owner', refused: 400 }, access: approvalAccess, schema: { params: IdParams, response: { 204: NoContent } } }),
       handler: async (request, reply) => {
         const { group, accessLevel, user } = await authorizeGroup(request, request.params.id);
         if (group.parent_id !== null || !can(user, 'admin_group_member', { group, accessLevel })) throw apiError(400, '400 Bad request');

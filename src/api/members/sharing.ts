@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { listGroupShares } from '../../finders/groups.js';
-import { forbidden, notFound } from '../../plugins/errors.js';
+import { apiError, notFound } from '../../plugins/errors.js';
 import { can } from '../../policies/abilities.js';
 import { authorizeGroup } from '../../policies/groups.js';
 import { presentProjectGroupLink, presentSharedGroup } from '../../presenters/members.js';
@@ -39,17 +39,17 @@ export default async function sharingRoutes(fastify: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  // Both groups are looked up before the ability is checked (404 before 403, as GitLab does).
+  // Both groups are looked up first (find_group!), then GitLab's GroupLinks::CreateService answers
+  // "Not Found" (404) to a caller without admin_group_member, not 403.
   app.post('/api/v4/groups/:id/share', route({
-    // The group shared with is looked up first: a private one the caller cannot see is 404 (GitLab's find_group!).
-    matrix: { is: 'owner', cells: { guest: 404, reporter: 404, developer: 404, maintainer: 404 } },
+    matrix: { is: 'owner', refused: 404 },
     access: { custom: 'admin_group_member on :id, once both groups are found', signedIn: true },
     schema: { params: IdParams, body: GroupShareBody, response: { 201: GroupSharesSchema } },
   }), async (request, reply) => {
     const expiresAt = dateParam(request.body, 'expires_at') ?? null;
     const { group: shared, accessLevel, user } = await authorizeGroup(request, request.params.id);
     const { group: sharedWith } = await authorizeGroup(request, request.body.group_id);
-    if (!can(user, 'admin_group_member', { group: shared, accessLevel })) throw forbidden();
+    if (!can(user, 'admin_group_member', { group: shared, accessLevel })) throw apiError(404, 'Not Found');
     await shareGroupWithGroup(db(), shared, sharedWith, request.body.group_access, expiresAt);
     reply.code(201);
     return presentSharedGroup(presentContext(request), shared, await listGroupShares(db(), shared.id));

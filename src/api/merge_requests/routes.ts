@@ -365,7 +365,8 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     });
   }
 
-  app.put(`${base}/:merge_request_iid/merge`, route({ matrix: { is: 'developer', fresh: ['merge_request_iid'], cells: { reporter: 401 } },
+  // Whoever reads the merge request but may not merge it gets GitLab's unauthorized! (401).
+  app.put(`${base}/:merge_request_iid/merge`, route({ matrix: { is: 'developer', reads: 'readCode', refused: 401, fresh: ['merge_request_iid'] },
     access: read,
     schema: {
       params: IidParams,
@@ -399,7 +400,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   });
 
   for (const path of ['cancel_merge_when_pipeline_succeeds', 'cancel_auto_merge']) {
-    app.post(`${base}/:merge_request_iid/${path}`, route({ matrix: { is: 'developer', cells: { reporter: 401 } },
+    app.post(`${base}/:merge_request_iid/${path}`, route({ matrix: { is: 'developer', reads: 'readCode', refused: 401 },
       access: read,
       schema: { params: IidParams, response: { 201: MergeRequestSingleSchema } },
     }), async (request, reply) => {
@@ -456,7 +457,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return approvalsResponse(request, access, mr);
   });
 
-  app.post(`${base}/:merge_request_iid/approve`, route({ matrix: { is: 'developer', fresh: ['merge_request_iid'], cells: { reporter: 401 } },
+  app.post(`${base}/:merge_request_iid/approve`, route({ matrix: { is: 'developer', fresh: ['merge_request_iid'] },
     access: read,
     schema: { params: IidParams, body: Type.Object({ sha: Type.Optional(Type.String()), approval_password: Type.Optional(Type.String()) }), response: { 201: ApprovalStateSchema } },
   }), async (request, reply) => {
@@ -465,12 +466,13 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await approvalsResponse(request, access, mr));
   });
 
-  app.post(`${base}/:merge_request_iid/unapprove`, route({ matrix: { is: 'readCode', cells: { reporter: 404, developer: 404, maintainer: 404, owner: 404, admin: 404 } },
+  // The matrix's merge request is approved by no one: 404 (GitLab's not_found!) to whoever may unapprove.
+  app.post(`${base}/:merge_request_iid/unapprove`, route({ matrix: { is: 'developer', cells: { developer: 404, maintainer: 404, owner: 404, admin: 404 } },
     access: read,
     schema: { params: IidParams, response: { 201: ApprovalStateSchema } },
   }), async (request, reply) => {
     const { access, mr } = await loadMergeRequest(request);
-    await unapprove(cairn, access.user!, mr);
+    await unapprove(cairn, access, access.user!, mr);
     return reply.code(201).send(await approvalsResponse(request, access, mr));
   });
 

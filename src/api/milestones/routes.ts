@@ -16,7 +16,7 @@ import { presentMilestone, today } from '../../presenters/milestones.js';
 import { GroupMilestoneSchema, MilestoneSchema, ProjectMilestoneSchema } from '../../presenters/schemas/milestones.js';
 import { createMilestone, deleteMilestone, updateMilestone, type MilestoneParent } from '../../services/milestones.js';
 import { presentContext } from '../projects/present.js';
-import { IdParams, RowId } from '../params.js';
+import { IdParams, RowId, timestampParam } from '../params.js';
 import { groupOf, NoContent, projectOf, route } from '../route.js';
 
 const enumOf = <T extends string>(values: readonly T[]) => Type.Union(values.map((v) => Type.Literal(v)));
@@ -61,13 +61,6 @@ type ListQueryValues = {
   updated_after?: string;
 };
 
-function dateTimeParam(name: string, value: string | undefined): Date | undefined {
-  if (value === undefined || value === '') return undefined;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
-}
-
 /** The list filters; `include_parent_milestones` is GitLab's deprecated name of `include_ancestors`. */
 function listParams(q: ListQueryValues): { filters: MilestoneFilters; includeAncestors: boolean } {
   if (q.include_ancestors !== undefined && q.include_parent_milestones !== undefined) {
@@ -87,8 +80,8 @@ function listParams(q: ListQueryValues): { filters: MilestoneFilters; includeAnc
       iids: includeAncestors ? undefined : iids,
       title: q.title,
       search: q.search,
-      updatedBefore: dateTimeParam('updated_before', q.updated_before),
-      updatedAfter: dateTimeParam('updated_after', q.updated_after),
+      updatedBefore: timestampParam('updated_before', q.updated_before),
+      updatedAfter: timestampParam('updated_after', q.updated_after),
     },
   };
 }

@@ -45,7 +45,8 @@ export default async function namespaceRoutes(fastify: FastifyInstance) {
     return rows.map((r) => presentNamespace(ctx, r, counts.get(r.id)!));
   });
 
-  app.get('/api/v4/namespaces/:id', route({ matrix: 'guest',
+  // Members only, whatever the group's visibility: 404 to others who see it.
+  app.get('/api/v4/namespaces/:id', route({ matrix: { is: 'guest', refused: 404 },
     access: { custom: 'the owner of a personal namespace; read_namespace_via_membership on a group (404 otherwise)', signedIn: true },
     schema: { params: IdParams, response: { 200: NamespaceSchema } },
   }), async (request) => {

@@ -24,7 +24,7 @@ import {
   setNoteResolved,
   updateNoteBody,
 } from '../../services/notes.js';
-import { RowId } from '../params.js';
+import { RowId, timestampParam } from '../params.js';
 import { groupOf, NoContent, projectOf, route, type Access } from '../route.js';
 import commitCommentRoutes from './commit_comments.js';
 
@@ -86,11 +86,7 @@ function signedInUser(loaded: Loaded): User {
 /** `created_at` counts only for callers who may backdate notes; for others GitLab drops it silently. */
 function backdate(loaded: Loaded, value: string | undefined): Date | null {
   if (value === undefined || value === '' || !loaded.allowed('setCreatedAt')) return null;
-  const date = new Date(value);
-  // A year beyond 9999 (JavaScript dates reach +275760) is no ISO 8601 timestamp to answer with.
-  const year = date.getUTCFullYear();
-  if (Number.isNaN(date.getTime()) || year < 1 || year > 9999) throw invalidParam('created_at');
-  return date;
+  return timestampParam('created_at', value) ?? null;
 }
 
 /** Only the author, or a caller who administers notes, edits or deletes a note; nobody edits a system note. */

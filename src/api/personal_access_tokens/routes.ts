@@ -26,14 +26,13 @@ import {
   CreateImpersonationTokenBody,
   CreateTokenBody,
   dateParam,
-  dateTimeParam,
   ImpersonationListQuery,
   ImpersonationTokenParams,
   RotateBody,
   scopeList,
   TokenListQuery,
 } from './schemas.js';
-import { RowIdParams, UserIdParams } from '../params.js';
+import { RowIdParams, timestampParam, UserIdParams } from '../params.js';
 import { NoContent, route } from '../route.js';
 import {
   ImpersonationTokenSchema,
@@ -94,10 +93,10 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
     const filters: TokenFilters = {
       revoked: q.revoked,
       state: q.state,
-      createdBefore: dateTimeParam('created_before', q.created_before),
-      createdAfter: dateTimeParam('created_after', q.created_after),
-      lastUsedBefore: dateTimeParam('last_used_before', q.last_used_before),
-      lastUsedAfter: dateTimeParam('last_used_after', q.last_used_after),
+      createdBefore: timestampParam('created_before', q.created_before),
+      createdAfter: timestampParam('created_after', q.created_after),
+      lastUsedBefore: timestampParam('last_used_before', q.last_used_before),
+      lastUsedAfter: timestampParam('last_used_after', q.last_used_after),
       expiresBefore: dateParam('expires_before', q.expires_before),
       expiresAfter: dateParam('expires_after', q.expires_after),
       search: q.search || undefined,

@@ -1,6 +1,5 @@
 import { Type } from 'typebox';
-import { invalidParam } from '../../plugins/errors.js';
-import { RowId } from '../params.js';
+import { calendarDateParam, RowId } from '../params.js';
 
 const Str = Type.String();
 const Bool = Type.Boolean();
@@ -52,22 +51,5 @@ export function scopeList(v: string[] | string | undefined): string[] {
 
 /** A Grape `Date` parameter: YYYY-MM-DD (a datetime is cut to its date); 400 "<name> is invalid" otherwise. */
 export function dateParam(name: string, v: string | null | undefined): string | undefined {
-  if (v === undefined || v === null || v === '') return undefined;
-  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[T ].*)?$/.exec(v.trim());
-  if (!m) throw invalidParam(name);
-  const d = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
-  if (d.getUTCFullYear() !== Number(m[1]) || d.getUTCMonth() !== Number(m[2]) - 1 || d.getUTCDate() !== Number(m[3])) {
-    throw invalidParam(name);
-  }
-  return `${m[1]}-${m[2]}-${m[3]}`;
-}
-
-/** A Grape `DateTime` parameter; a bare date means midnight UTC. */
-export function dateTimeParam(name: string, v: string | undefined): Date | undefined {
-  if (v === undefined || v === '') return undefined;
-  const s = v.trim();
-  const d = new Date(/^\d{4}-\d{2}-\d{2}$/.test(s) ? `${s}T00:00:00Z` : /^\d{4}-\d{2}-\d{2}T[\d:.]+$/.test(s) ? `${s}Z` : s);
-  // JavaScript dates reach year 275760; PostgreSQL timestamps and Ruby's parsers stop well before.
-  if (Number.isNaN(d.getTime()) || d.getUTCFullYear() < 1 || d.getUTCFullYear() > 9999) throw invalidParam(name);
-  return d;
+  return calendarDateParam(name, v, { time: 'allowed' });
 }

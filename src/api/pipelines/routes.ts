@@ -2,9 +2,10 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import { Type } from 'typebox';
-import { COMPLETED_STATUSES, cancelPipeline, retryPipeline } from '../../ci/jobs/state.js';
+import { cancelPipeline, retryPipeline } from '../../ci/jobs/state.js';
 import { createPipeline } from '../../ci/pipelines/create.js';
 import type { CiPipeline } from '../../db/schema/ci.js';
+import { PIPELINE_ORDER_BY, PIPELINE_SCOPES, PIPELINE_STATUSES, pipelinesQuery, type PipelineFilters } from '../../finders/pipelines.js';
 import { resolveCommit, readRef } from '../../git/refs.js';
 import { decryptSecret } from '../../lib/secrets.js';
 import { invalidParam, notFound, validationFailed } from '../../plugins/errors.js';
@@ -14,13 +15,13 @@ import type { ProjectRow } from '../../presenters/projects.js';
 import { PipelineBasicSchema, PipelineSchema, PipelineVariableSchema } from '../../presenters/schemas/ci.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { artifactStore, deleteObjects } from '../../storage/index.js';
-import { IdParams, RowId } from '../params.js';
+import { IdParams, RowId, timestampParam } from '../params.js';
 import { NoContent, projectOf, route } from '../route.js';
 
 const PipelineParams = Type.Object({ id: Type.String(), pipeline_id: RowId });
-const STATUSES = ['created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'success', 'failed', 'canceled', 'skipped', 'manual', 'scheduled'];
-const SCOPES = ['running', 'pending', 'finished', 'branches', 'tags'];
-const ORDER_BY = ['id', 'status', 'ref', 'updated_at', 'user_id'];
+const STATUSES: readonly string[] = PIPELINE_STATUSES;
+const SCOPES: readonly string[] = PIPELINE_SCOPES;
+const ORDER_BY: readonly string[] = PIPELINE_ORDER_BY;
 
 const ListQuery = Type.Object({
   scope: Type.Optional(Type.String()),
@@ -46,13 +47,6 @@ const CreateBody = Type.Object({
 });
 
 const ctxOf = (request: FastifyRequest) => ({ baseUrl: request.server.cairn.config.externalUrl, viewer: request.actor?.user ?? null });
-
-function date(name: string, value: string | undefined): Date | undefined {
-  if (value === undefined) return undefined;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
-}
 
 export default async function pipelineRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -81,33 +75,24 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     if (!ORDER_BY.includes(orderBy)) throw invalidParam('order_by', 'does not have a valid value');
     const sort = q.sort ?? 'desc';
     if (sort !== 'asc' && sort !== 'desc') throw invalidParam('sort', 'does not have a valid value');
-    const after = date('updated_after', q.updated_after);
-    const before = date('updated_before', q.updated_before);
-    const createdAfter = date('created_after', q.created_after);
-    const createdBefore = date('created_before', q.created_before);
-    let query = cairn.db.selectFrom('ci_pipelines as p').where('p.project_id', '=', project.id);
-    if (q.scope === 'running') query = query.where('p.status', '=', 'running');
-    if (q.scope === 'pending') query = query.where('p.status', '=', 'pending');
-    if (q.scope === 'finished') query = query.where('p.status', 'in', COMPLETED_STATUSES);
-    if (q.scope === 'branches' || q.scope === 'tags') {
-      const tag = q.scope === 'tags';
-      query = query.where('p.id', 'in', (eb) =>
-        eb.selectFrom('ci_pipelines as l').select((e) => e.fn.max('l.id').as('id')).where('l.project_id', '=', project.id).where('l.tag', '=', tag).groupBy('l.ref'));
-    }
-    if (q.status) query = query.where('p.status', '=', q.status as any);
-    if (q.source) query = query.where('p.source', '=', q.source);
-    if (q.ref) query = query.where('p.ref', '=', q.ref);
-    if (q.sha) query = query.where('p.sha', '=', q.sha);
-    if (q.name) query = query.where('p.name', '=', q.name);
-    if (q.yaml_errors === true) query = query.where('p.yaml_errors', 'is not', null);
-    if (q.yaml_errors === false) query = query.where('p.yaml_errors', 'is', null);
-    if (q.username !== undefined) {
-      query = query.where('p.user_id', 'in', (eb) => eb.selectFrom('users').select('id').where(sql`lower(username)`, '=', q.username!.toLowerCase()));
-    }
-    if (after) query = query.where('p.updated_at', '>', after);
-    if (before) query = query.where('p.updated_at', '<', before);
-    if (createdAfter) query = query.where('p.created_at', '>', createdAfter);
-    if (createdBefore) query = query.where('p.created_at', '<', createdBefore);
+    const after = timestampParam('updated_after', q.updated_after);
+    const before = timestampParam('updated_before', q.updated_before);
+    const createdAfter = timestampParam('created_after', q.created_after);
+    const createdBefore = timestampParam('created_before', q.created_before);
+    const query = pipelinesQuery(cairn.db, project.id, {
+      scope: q.scope as PipelineFilters['scope'],
+      status: q.status,
+      source: q.source,
+      ref: q.ref,
+      sha: q.sha,
+      name: q.name,
+      yamlErrors: q.yaml_errors,
+      username: q.username,
+      updatedAfter: after,
+      updatedBefore: before,
+      createdAfter,
+      createdBefore,
+    });
     const page = pageParams(request);
     const [rows, total] = await Promise.all([
       query.selectAll('p').orderBy(`p.${orderBy}` as any, sort).orderBy('p.id', sort).limit(page.perPage).offset(page.offset).execute(),

@@ -1,13 +1,10 @@
 import type { FastifyRequest } from 'fastify';
 import type { ProjectFilters } from '../../finders/projects.js';
-import { invalidParam } from '../../plugins/errors.js';
+import { timestampParam } from '../params.js';
 
 function dateParam(q: Record<string, any>, name: string): Date | undefined {
   const v = q[name];
-  if (v === undefined || v === '') return undefined;
-  const d = new Date(String(v));
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
+  return timestampParam(name, v === undefined || v === null ? undefined : String(v));
 }
 
 /** Maps GitLab's project list parameters onto the finder's filters. */

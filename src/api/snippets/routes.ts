@@ -36,7 +36,7 @@ import {
   type SnippetFileInput,
   type UpdateSnippetInput,
 } from '../../services/snippets.js';
-import { RowId } from '../params.js';
+import { RowId, timestampParam } from '../params.js';
 import { NoContent, projectOf, RawBody, route } from '../route.js';
 
 /**
@@ -79,13 +79,6 @@ type UpdateBody = Static<typeof UpdateBody>;
 const MULTIPLE_FILES = 'To update Snippets with multiple files, you must use the `files` parameter';
 const INVALID_ACTIONS = 'Snippet actions have invalid data';
 const UPDATE_PARAMS = ['content', 'description', 'files', 'file_name', 'title', 'visibility'];
-
-function dateParam(name: string, value: string | undefined): Date | undefined {
-  if (value === undefined) return undefined;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw invalidParam(name);
-  return d;
-}
 
 function visibilityParam(value: unknown): number | undefined {
   if (value === undefined) return undefined;
@@ -170,7 +163,7 @@ function updateActions(value: unknown): NonNullable<UpdateSnippetInput['actions'
 }
 
 /** Text is served as text/plain, never rendered: nosniff, and an attachment when a browser could take it for markup. */
-function sendRaw(reply: FastifyReply, blob: SnippetBlob) {
+export function sendRaw(reply: FastifyReply, blob: SnippetBlob) {
   const name = blob.path.split('/').pop()!;
   const head = blob.content.subarray(0, 1024).toString('latin1').trimStart().toLowerCase();
   const markup = /^(<!doctype|<html|<head|<body|<script|<svg|<\?xml|<iframe|<object)/.test(head) || /\.(html?|svg|xht(ml)?|xml)$/i.test(name);
@@ -225,7 +218,7 @@ export default async function snippetRoutes(fastify: FastifyInstance) {
     const { rows, total } = await listSnippets(
       cairn.db,
       viewer,
-      { ...filter, createdAfter: dateParam('created_after', query.created_after), createdBefore: dateParam('created_before', query.created_before) },
+      { ...filter, createdAfter: timestampParam('created_after', query.created_after), createdBefore: timestampParam('created_before', query.created_before) },
       { offset: p.offset, limit: p.perPage },
     );
     setPaginationHeaders(request, reply, p, total);

@@ -7,7 +7,7 @@ import {
   loadUserExtras, type UserExtras, type UserListParams,
 } from '../../finders/users.js';
 import { requireUser } from '../../plugins/auth.js';
-import { ApiError, forbidden, invalidParam, notFound, unauthorized } from '../../plugins/errors.js';
+import { ApiError, forbidden, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { sendCachedPage } from '../../plugins/page_cache.js';
 import {
@@ -26,7 +26,7 @@ import {
   CreateUserBody, CustomAttributeParams, DeleteUserQuery, IdentityParams, ListUsersQuery, SetCustomAttributeBody, SetStatusBody,
   UpdateUserBody, WithCustomAttributesQuery,
 } from './schemas.js';
-import { IdParams } from '../params.js';
+import { IdParams, timestampParam } from '../params.js';
 import { NoContent, route } from '../route.js';
 import {
   CustomAttributeSchema, UserActionMessageSchema, UserAdminSchema, UserAdminWithCustomAttributesSchema, UserBasicSchema,
@@ -35,13 +35,6 @@ import {
 } from '../../presenters/schemas/users.js';
 
 const ctxOf = (req: FastifyRequest): PresentContext => ({ baseUrl: req.server.cairn.config.externalUrl, viewer: req.actor?.user ?? null });
-
-function parseTime(name: string, value: string | undefined): Date | undefined {
-  if (value === undefined || value === '') return undefined;
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime()) || d.getUTCFullYear() < 1 || d.getUTCFullYear() > 9999) throw invalidParam(name);
-  return d;
-}
 
 /** The admin form with everything it shows, from preloaded extras. */
 function adminForm(ctx: PresentContext, u: User, x: UserExtras) {
@@ -111,8 +104,8 @@ export default async function userRoutes(fastify: FastifyInstance) {
     const custom = q.custom_attributes;
     const params: UserListParams = {
       ...q,
-      created_before: parseTime('created_before', q.created_before),
-      created_after: parseTime('created_after', q.created_after),
+      created_before: timestampParam('created_before', q.created_before),
+      created_after: timestampParam('created_after', q.created_after),
       custom_attributes: custom && typeof custom === 'object' && !Array.isArray(custom) ? (custom as Record<string, string>) : undefined,
     };
     return sendCachedPage(req, reply, async (headers) => {

@@ -6,31 +6,6 @@ import { UserBasicSchema } from './users.js';
 
 export const SnippetFileSchema = Type.Object({ path: Type.String(), raw_url: Type.String() }, strict);
 
-/** GitLab's Snippet / PersonalSnippet / ProjectSnippet (one shape: project_id is null for personal snippets). */
-export const SnippetSchema = Type.Object(
-  {
-    id: Type.Integer(),
-    title: Type.String(),
-    /** The first file's path (null for a snippet without files). */
-    file_name: Nullable(Type.String()),
-    description: Nullable(Type.String()),
-    visibility: Type.Union([Type.Literal('private'), Type.Literal('internal'), Type.Literal('public')]),
-    author: UserBasicSchema,
-    expires_at: Nullable(Timestamp),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-    project_id: Nullable(Type.Integer()),
-    web_url: Type.String(),
-    raw_url: Type.String(),
-    ssh_url_to_repo: Type.String(),
-    http_url_to_repo: Type.String(),
-    files: Type.Array(SnippetFileSchema),
-    imported: Type.Boolean(),
-    imported_from: Type.String(),
-  },
-  strict,
-);
-
 /** GitLab's BasicSnippet: a snippet inside another record (a repository storage move). */
 export const BasicSnippetSchema = Type.Object(
   {
@@ -45,6 +20,21 @@ export const BasicSnippetSchema = Type.Object(
     raw_url: Type.String(),
     ssh_url_to_repo: Type.String(),
     http_url_to_repo: Type.String(),
+  },
+  strict,
+);
+
+/** GitLab's Snippet / PersonalSnippet / ProjectSnippet: a BasicSnippet and more (project_id is null for personal snippets). */
+export const SnippetSchema = Type.Object(
+  {
+    ...BasicSnippetSchema.properties,
+    /** The first file's path (null for a snippet without files). */
+    file_name: Nullable(Type.String()),
+    author: UserBasicSchema,
+    expires_at: Nullable(Timestamp),
+    files: Type.Array(SnippetFileSchema),
+    imported: Type.Boolean(),
+    imported_from: Type.String(),
   },
   strict,
 );

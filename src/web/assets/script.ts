@@ -3,7 +3,7 @@
  * without it; it only adds conveniences, each hooked on a data attribute:
  * - `select[data-autosubmit]`: changing it submits its form (branch switcher, filters).
  * - `pre[data-log-stream]`: a running job's log grows from server-sent events (`append` events
- *   carry text, `status` the job's status, `end` closes the stream).
+ *   carry text, `status` the job's status, shown in GitLab's words, `end` closes the stream).
  * - `button[data-copy]`: copies the text of the element it names.
  */
 export const SCRIPT = `
@@ -33,7 +33,8 @@ export const SCRIPT = `
     source.addEventListener('status', function (event) {
       if (!status) return;
       var value = JSON.parse(event.data);
-      status.textContent = value; status.className = 'badge ' + value;
+      var words = { success: 'passed', scheduled: 'delayed', waiting_for_resource: 'waiting' };
+      status.textContent = words[value] || value; status.className = 'badge ' + value;
     });
     source.addEventListener('end', function () { source.close(); pre.removeAttribute('aria-busy'); });
   });

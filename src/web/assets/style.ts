@@ -158,6 +158,17 @@ ul.awards { display: flex; gap: .4rem; margin-top: .3rem; } ul.awards li { borde
 details.reply textarea { min-height: 4rem; }
 .form-actions { margin-top: .5rem; }
 .comment-form { margin-top: 1rem; }
+/* issues and snippets (src/web/pages/issues.ts, snippets.ts) */
+.issuable { display: grid; grid-template-columns: minmax(0, 1fr) 16rem; gap: 1.5rem; align-items: start; }
+@media (max-width: 960px) { .issuable { grid-template-columns: minmax(0, 1fr); } }
+.issue-head { border-bottom: 1px solid var(--line); padding-bottom: .6rem; margin-bottom: .6rem; }
+dl.side-facts { margin: 0; } dl.side-facts dt { font-weight: 600; font-size: .85rem; margin-top: .75rem; } dl.side-facts dt:first-child { margin-top: 0; } dl.side-facts dd { margin: .2rem 0 0; }
+.badge.label { font-weight: 500; margin-right: .2rem; }
+.pagination { justify-content: center; margin: 1rem 0; }
+.filters input[type=text], .filters input[type=search] { width: 11rem; }
+.snippet-file { margin: 0 0 1rem; }
+fieldset.plain { border: 0; padding: 0; margin: .8rem 0 0; } fieldset.plain legend { font-weight: 600; padding: 0; }
+textarea.tall { min-height: 14rem; }
 /* pipelines and jobs */
 .stages { display: flex; gap: 1.5rem; overflow-x: auto; padding: .5rem 0 1rem; }
 .stage { min-width: 12rem; }
@@ -172,6 +183,17 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 .grow { flex: 1; }
 .mt0 { margin-top: 0; }
 .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+/* CI pages (pipelines, jobs) and settings (members, protected branches) */
+.scroll-x { overflow-x: auto; position: relative; }
+.pager { display: flex; gap: 1rem; align-items: center; justify-content: center; margin: 1rem 0; }
+.mini-stages { display: inline-flex; gap: .25rem; flex-wrap: wrap; }
+.stage h3 .badge { text-transform: none; }
+.stage li .badge { flex: none; }
+.job-page { display: grid; grid-template-columns: minmax(0, 1fr) 18rem; gap: 1rem; align-items: start; }
+.job-page .log-head { margin: 0 0 .4rem; }
+@media (max-width: 960px) { .job-page { grid-template-columns: minmax(0, 1fr); } }
+form.member-edit { flex-wrap: nowrap; gap: .35rem; }
+form.member-edit select, form.member-edit input { padding: .2rem .35rem; }
 /* syntax highlighting (highlight.js class names) */
 .hljs-comment, .hljs-quote { color: #6a737d; font-style: italic; }
 .hljs-keyword, .hljs-selector-tag, .hljs-literal, .hljs-doctag, .hljs-meta .hljs-keyword { color: #a626a4; }
@@ -194,9 +216,6 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 /* merge requests (src/web/pages/merge_requests.ts) */
 .mr-head h1 .muted { font-weight: 400; }
 .mr-head .branch { background: var(--subtle); border-radius: .2rem; padding: 0 .3rem; overflow-wrap: anywhere; }
-.mr-layout { display: grid; grid-template-columns: minmax(0, 1fr) 15rem; gap: 1.25rem; align-items: start; }
-@media (max-width: 1000px) { .mr-layout { grid-template-columns: minmax(0, 1fr); } .mr-side { order: -1; } }
-dl.mr-facts { margin: 0; } dl.mr-facts dt { color: var(--muted); font-size: .85rem; } dl.mr-facts dd { margin: 0 0 .6rem; } dl.mr-facts dd:last-child { margin: 0; }
 .merge-widget .widget-row { padding: .5rem 0; border-bottom: 1px solid var(--line); }
 .merge-widget .widget-row:last-child { border-bottom: 0; padding-bottom: 0; }
 .merge-widget .widget-row:first-child { padding-top: 0; }
@@ -206,5 +225,4 @@ ul.blockers { margin: .3rem 0 0; padding-left: 1.2rem; }
 .thread-context { margin: 0 0 .3rem; color: var(--muted); }
 .diff-thread.outdated .discussion { opacity: .8; }
 .diff-note-form .comment-form { margin-top: .25rem; }
-.pager { justify-content: center; margin: 1rem 0; }
 `;

@@ -222,7 +222,7 @@ function awardsOf(note: NoteWithAuthor, awards: NoteAwards | undefined): SafeHtm
 export function renderNote(ctx: PageContext, note: NoteWithAuthor, opts: { awards?: NoteAwards; showPosition?: boolean } = {}): SafeHtml {
   if (note.system) {
     return html`<li class="note system" id="${noteAnchor(note)}">${note.author ? html`<span class="who">${note.author.name || note.author.username}</span>` : ''}
-<span class="md inline-md">${trusted(renderMarkdown(note.body))}</span> ${timeAgo(note.created_at)}</li>`;
+<div class="md inline-md">${trusted(renderMarkdown(note.body))}</div> ${timeAgo(note.created_at)}</li>`;
   }
   const where = opts.showPosition !== false ? positionText(note) : null;
   const edited = note.updated_at && note.created_at && new Date(note.updated_at).getTime() - new Date(note.created_at).getTime() > 1000;
@@ -347,6 +347,7 @@ function postedPosition(ctx: PageContext): DiffPosition | null {
 export function apiErrorText(e: ApiError): string {
   const m = e.body.message ?? e.body.error;
   if (typeof m === 'string') return m.replace(/^\d{3} (Bad request - )?/, '');
+  if (m && typeof m === 'object' && typeof (m as { error?: unknown }).error === 'string') return (m as { error: string }).error;
   if (m && typeof m === 'object') return Object.entries(m as Record<string, unknown>).map(([k, v]) => `${k} ${[v].flat().join(', ')}`).join('; ');
   return e.message;
 }
@@ -389,7 +390,8 @@ export async function createNoteAction(ctx: PageContext, target: NoteTarget, opt
     return ctx.reply.redirect(`${target.url}#${noteAnchor(note)}`, 303);
   } catch (e) {
     if (!(e instanceof ApiError) || e.status !== 400) throw e;
-    const message = /is missing$/.test(apiErrorText(e)) ? "Comment can't be blank." : apiErrorText(e);
+    const text = apiErrorText(e);
+    const message = /is missing$/.test(text) ? "Comment can't be blank." : /^Note \{:(line_code|position)/.test(text) ? 'The line of this comment is not in the diff.' : text;
     if (opts.rerender) return opts.rerender(message, draft);
     throw new PageError(400, 'The comment could not be saved', message);
   }

@@ -170,7 +170,7 @@ ${p.labels.slice(1).map((l) => hidden('label_name[]', l))}
 <div class="meta row">${p.state === 'opened' && mr.state_id === MR_STATE.opened ? '' : stateBadge(mr)}${x.assignees.map((u) => html`<span title="Assigned to ${u.name}">${avatar(u)}</span>`)}<span title="Comments">${x.userNotesCount} comment${x.userNotesCount === 1 ? '' : 's'}</span></div></li>`;
   });
   const pager = p.page > 1 || more
-    ? html`<nav class="row pager" aria-label="Pages">${p.page > 1 ? html`<a class="button secondary small" href="${href}${listQuery(p, { page: p.page - 1 })}" rel="prev">Previous</a>` : ''}<span class="muted small">Page ${p.page}</span>${more ? html`<a class="button secondary small" href="${href}${listQuery(p, { page: p.page + 1 })}" rel="next">Next</a>` : ''}</nav>`
+    ? html`<nav class="pagination row" aria-label="Pages">${p.page > 1 ? html`<a class="button secondary small" href="${href}${listQuery(p, { page: p.page - 1 })}" rel="prev">Previous</a>` : ''}<span class="muted small">Page ${p.page}</span>${more ? html`<a class="button secondary small" href="${href}${listQuery(p, { page: p.page + 1 })}" rel="next">Next</a>` : ''}</nav>`
     : html``;
   return html`${tabs}${filterForm}${shown.length ? html`<ul class="list mr-list">${items}</ul>` : html`<p class="empty">There are no merge requests to show.</p>`}${pager}`;
 }
@@ -409,9 +409,9 @@ function stateButtons(ctx: PageContext, page: ProjectPage, l: Loaded): SafeHtml 
 
 function detailsCard(extras: MergeRequestExtras): SafeHtml {
   const people = (users: User[]) => (users.length ? html`${users.map((u, i) => html`${i ? ', ' : ''}${userLink(u)}`)}` : html`<span class="muted">None</span>`);
-  return html`<section class="card" aria-label="Details"><dl class="mr-facts"><dt>Assignees</dt><dd>${people(extras.assignees)}</dd><dt>Reviewers</dt><dd>${people(extras.reviewers)}</dd>
+  return html`<aside class="issuable-side card" aria-label="Merge request details"><dl class="side-facts"><dt>Assignees</dt><dd>${people(extras.assignees)}</dd><dt>Reviewers</dt><dd>${people(extras.reviewers)}</dd>
 <dt>Labels</dt><dd>${extras.labels.length ? labelBadges(extras) : html`<span class="muted">None</span>`}</dd>
-${extras.milestone ? html`<dt>Milestone</dt><dd>${(extras.milestone as { title?: string }).title ?? ''}</dd>` : ''}</dl></section>`;
+${extras.milestone ? html`<dt>Milestone</dt><dd>${(extras.milestone as { title?: string }).title ?? ''}</dd>` : ''}</dl></aside>`;
 }
 
 interface OverviewOptions {
@@ -445,14 +445,14 @@ async function overview(ctx: PageContext, page: ProjectPage, opts: OverviewOptio
     section: 'merge_requests',
     breadcrumbs: projectCrumbs(page, ['Merge requests', `${projectPath(page)}/-/merge_requests`], [`!${mr.iid}`]),
     body: html`${mrHeader(page, l, extras, 'overview', { notes: extras.userNotesCount, ...counts })}
-<div class="mr-layout"><div class="mr-main">
+<div class="issuable"><div class="issuable-main">
 ${mr.description ? html`<section class="card md description" aria-label="Description">${trusted(renderMarkdown(mr.description))}</section>` : ''}
 ${widget}
 <div class="row state-actions">${stateButtons(ctx, page, l)}</div>
 <h2 id="activity">Activity${outdated ? html` <span class="muted small">(${outdated} outdated thread${outdated === 1 ? '' : 's'})</span>` : ''}</h2>
 ${activity.length ? html`<div class="discussions">${activity}</div>` : html`<p class="muted">No comments yet.</p>`}
 ${renderCommentForm(ctx, l.target, { error: opts.commentError, draft: opts.draft })}
-</div><aside class="mr-side">${detailsCard(extras)}</aside></div>`,
+</div>${detailsCard(extras)}</div>`,
   });
 }
 
@@ -730,12 +730,7 @@ export function registerMergeRequestPages(pages: PageRegistry) {
     rerender: (ctx, page, error, draft) => overview(ctx, page, { status: 400, commentError: error, draft }),
   });
   registerNoteActions(pages, 'merge_requests/:iid/diffs', async (ctx, page) => (await loadMergeRequest(ctx, page)).diffsTarget, {
-    rerender: (ctx, page, error, draft) => {
-      // The notes service's words for a position off the diff are its model's ("Note {:line_code=>...}").
-      const message = /line_code|position/.test(error)
-        ? 'The comment could not be saved: that line is not in the current diff (the branches may have moved). Reload the changes and try again.'
-        : `The comment could not be saved: ${error}`;
-      return diffsTab(ctx, page, { status: 400, error: message, draft, lineCode: field(ctx, 'line_code').slice(0, 200) });
-    },
+    rerender: (ctx, page, error, draft) =>
+      diffsTab(ctx, page, { status: 400, error: `The comment could not be saved: ${error}`, draft, lineCode: field(ctx, 'line_code').slice(0, 200) }),
   });
 }

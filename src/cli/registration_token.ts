@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { loadConfig } from '../config.js';
 import { openDatabase } from '../db/index.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { registrationToken, resetRegistrationToken, type RegistrationOwner } from './runners.js';
+import { registrationToken, resetRegistrationToken, type RegistrationOwner } from '../ci/runners.js';
 
 /** `cairn registration-token [--group PATH | --project PATH] [--reset]`: prints a runner registration token. */
 export async function registrationTokenCommand(args: string[]): Promise<void> {

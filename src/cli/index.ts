@@ -1,7 +1,10 @@
-import { checkSettings, ConfigError, loadConfig, settingsHelp } from './config.js';
-import { openDatabase } from './db/index.js';
-import { migrateToLatest } from './db/migrate.js';
-import { CAIRN_VERSION } from './version.js';
+// `cairn <command>` (bin/cairn.mjs runs this module): the dispatcher. Each command that is more
+// than a few lines lives beside it (token.ts, storage.ts, registration_token.ts); the runner's
+// commands belong to the runner (src/runner/cli.ts). Commands load their modules on use.
+import { checkSettings, ConfigError, loadConfig, settingsHelp } from '../config.js';
+import { openDatabase } from '../db/index.js';
+import { migrateToLatest } from '../db/migrate.js';
+import { CAIRN_VERSION } from '../version.js';
 
 const USAGE = `usage: cairn <command>
 
@@ -62,7 +65,7 @@ async function main(argv: string[]) {
   }
   switch (command) {
     case 'serve': {
-      const { serve } = await import('./server.js');
+      const { serve } = await import('../server.js');
       await serve();
       return;
     }
@@ -76,22 +79,22 @@ async function main(argv: string[]) {
     }
     case 'runner': {
       checkSettings(['runner']);
-      const { runnerCommand } = await import('./runner/cli.js');
+      const { runnerCommand } = await import('../runner/cli.js');
       process.exitCode = await runnerCommand(argv.slice(1));
       return;
     }
     case 'registration-token': {
-      const { registrationTokenCommand } = await import('./ci/registration_cli.js');
+      const { registrationTokenCommand } = await import('./registration_token.js');
       await registrationTokenCommand(argv.slice(1));
       return;
     }
     case 'storage': {
-      const { storageCommand } = await import('./storage_cli.js');
+      const { storageCommand } = await import('./storage.js');
       process.exitCode = await storageCommand(argv.slice(1));
       return;
     }
     case 'token': {
-      const { tokenCommand } = await import('./services/token_cli.js');
+      const { tokenCommand } = await import('./token.js');
       process.exitCode = await tokenCommand(argv.slice(1));
       return;
     }

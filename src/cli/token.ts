@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { loadConfig } from '../config.js';
 import { openDatabase } from '../db/index.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { dateAfterDays, expiryDateError, insertPersonalAccessToken, MAX_TOKEN_LIFETIME_DAYS, PAT_SCOPES, tokenValidationErrors, fullMessages } from './tokens.js';
+import { dateAfterDays, expiryDateError, insertPersonalAccessToken, MAX_TOKEN_LIFETIME_DAYS, PAT_SCOPES, tokenValidationErrors, fullMessages } from '../services/tokens.js';
 
 export const TOKEN_USAGE = `usage: cairn token create --user USERNAME --scopes SCOPES [--name NAME] [--expires-at YYYY-MM-DD] [--description TEXT]
 

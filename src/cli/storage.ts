@@ -1,7 +1,7 @@
-import { buildApp } from './app.js';
-import { loadConfig } from './config.js';
-import { startWorker } from './jobs/queue.js';
-import { containerKind, scheduleBulkMoves, type ContainerKindName } from './services/storage_moves/index.js';
+import { buildApp } from '../app.js';
+import { loadConfig } from '../config.js';
+import { startWorker } from '../jobs/queue.js';
+import { containerKind, scheduleBulkMoves, type ContainerKindName } from '../services/storage_moves/index.js';
 
 const USAGE = `usage: cairn storage move --from STORAGE --to STORAGE [--kind project|group|snippet] [--no-work]
 
