@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { User } from '../../db/schema/core.js';
 import type { DiffPosition, NoteWithAuthor } from '../../db/schema/notes.js';
 import type { MergeRequest } from '../../db/schema/work_items.js';
@@ -5,6 +6,7 @@ import { labelListParam } from '../../api/list_filters.js';
 import {
   countMergeRequests, findMergeRequest, findMergeRequestPage, loadMergeRequestExtras, MERGE_REQUEST_COUNT_CAP, type MergeRequestFilters,
 } from '../../finders/merge_requests.js';
+import { notesOfNoteable } from '../../finders/notes.js';
 import type { DiffFile } from '../../git/commits.js';
 import { commitsBetween, diffCommits, readCommitsOnce, type DiffEntry } from '../../git/compare.js';
 import { changedPathCount } from '../../git/merge.js';
@@ -18,13 +20,13 @@ import { isDraftTitle, MR_STATES, type MergeRequestExtras } from '../../presente
 import { acceptMergeRequest, approvalsOf, canAccept, mergeBlockers, reconcileLocked, type MergeBlocker } from '../../services/merge.js';
 import { MR_STATE, refreshMergeRequest, updateMergeRequest } from '../../services/merge_requests.js';
 import {
-  apiErrorText, loadDiscussions, loadNoteAwards, noteTargetOf, positionFields, registerNoteActions, renderCommentForm, renderDiscussion,
+  apiErrorText, groupDiscussions, loadNoteAwards, MAX_NOTES, noteTargetOf, positionFields, registerNoteActions, renderCommentForm, renderDiscussion,
   type Discussion, type NoteTarget,
 } from '../components/notes.js';
 import { field, pageForbidden, pageNotFound, PageRedirect, requireAbility, requireCsrf, requireUser, signInLocation, type PageContext, type ProjectPage } from '../context.js';
 import { diffStats, diffViewOf, fileHash, lineCode, renderDiffFile, viewSwitch, type DiffLineRef, type DiffView } from '../diff.js';
 import { html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js';
-import { avatar, projectCrumbs, projectPath, sendPage } from '../layout.js';
+import { avatar, projectCrumbs, projectPath, renderPage, sendPage, WEB_HEADERS } from '../layout.js';
 import { gitDirOf } from '../refs.js';
 import type { PageRegistry } from '../router.js';
 
@@ -266,7 +268,7 @@ async function freshMergeRequest(ctx: PageContext, page: ProjectPage, mr: MergeR
 type Tab = 'overview' | 'commits' | 'diffs';
 
 /** The title, state, branches and tabs shared by the three tabs. */
-function mrHeader(page: ProjectPage, l: Loaded, extras: MergeRequestExtras, tab: Tab, counts: { notes: number; commits: number | null; changes: number | null }): SafeHtml {
+function mrHeader(page: ProjectPage, l: Loaded, extras: HeaderFacts, tab: Tab, counts: { notes: number; commits: number | null; changes: number | null }): SafeHtml {
   const { mr, base } = l;
   const tree = (branch: string) => `${projectPath(page)}/-/tree/${pathUrl(branch)}`;
   const source = extras.sourceProjectFullPath
@@ -278,6 +280,30 @@ function mrHeader(page: ProjectPage, l: Loaded, extras: MergeRequestExtras, tab:
 <p class="row">${stateBadge(mr)}<span>${userLink(extras.author)} requested to merge ${source} into <a class="mono branch" href="${tree(mr.target_branch)}">${mr.target_branch}</a> ${timeAgo(mr.created_at)}</span></p>
 <nav class="tabs" aria-label="Merge request">${tabLink('overview', base, 'Overview', counts.notes)}${tabLink('commits', `${base}/commits`, 'Commits', counts.commits)}${tabLink('diffs', `${base}/diffs`, 'Changes', counts.changes)}</nav></div>`;
 }
+
+/** What the header shows of the people and projects: the author, and the source project of a fork. */
+type HeaderFacts = Pick<MergeRequestExtras, 'author' | 'sourceProjectFullPath'>;
+
+/** The header's facts alone (the changes tab needs no more): one statement, two for a fork's merge request. */
+async function headerFactsOf(ctx: PageContext, mr: MergeRequest): Promise<HeaderFacts> {
+  const db = ctx.cairn.db;
+  const [author, source] = await Promise.all([
+    mr.author_id === null ? undefined : db.selectFrom('users').selectAll().where('id', '=', mr.author_id).executeTakeFirst(),
+    mr.source_project_id === null || mr.source_project_id === mr.target_project_id
+      ? undefined
+      : db.selectFrom('projects as p').innerJoin('namespaces as n', 'n.id', 'p.namespace_id')
+        .select(sql<string>`n.full_path || '/' || p.path`.as('full_path')).where('p.id', '=', mr.source_project_id).executeTakeFirst(),
+  ]);
+  return { author: author ?? null, sourceProjectFullPath: source?.full_path ?? null };
+}
+
+/** Every thread of the merge request with its notes, in one statement. */
+async function threadsOf(ctx: PageContext, target: NoteTarget): Promise<Discussion[]> {
+  return groupDiscussions(await notesOfNoteable(ctx.cairn.db, target.scope, MAX_NOTES));
+}
+
+/** How many comments (not system notes) the threads hold: the Overview tab's count. */
+const commentCount = (discussions: Discussion[]) => discussions.reduce((n, d) => n + d.notes.filter((x) => !x.system).length, 0);
 
 async function extrasOf(ctx: PageContext, mr: MergeRequest): Promise<MergeRequestExtras> {
   return (await loadMergeRequestExtras(ctx.cairn.db, [mr], () => null)).get(mr.id)!;
@@ -428,7 +454,7 @@ async function overview(ctx: PageContext, page: ProjectPage, opts: OverviewOptio
   const loaded = opts.loaded ?? (await loadMergeRequest(ctx, page));
   const l = { ...loaded, mr: await freshMergeRequest(ctx, page, loaded.mr) };
   const { mr } = l;
-  const [extras, counts, discussions] = await Promise.all([extrasOf(ctx, mr), gitCounts(ctx, page, mr), loadDiscussions(ctx, l.target.scope)]);
+  const [extras, counts, discussions] = await Promise.all([extrasOf(ctx, mr), gitCounts(ctx, page, mr), threadsOf(ctx, l.target)]);
   const [widget, awards] = await Promise.all([mergeWidget(ctx, page, l, extras, opts.error), loadNoteAwards(ctx, discussions)]);
   let outdated = 0;
   const activity = discussions.map((d) => {
@@ -582,13 +608,14 @@ async function diffsTab(ctx: PageContext, page: ProjectPage, opts: DiffsOptions 
   const l = loaded ?? (await loadMergeRequest(ctx, page));
   const { mr } = l;
   const view = diffViewFor(ctx);
-  const [extras, diff, discussions] = await Promise.all([
-    extrasOf(ctx, mr),
+  // Few statements: the header's facts and the threads, each once (none per file or line).
+  const [header, diff, discussions] = await Promise.all([
+    headerFactsOf(ctx, mr),
     mergeRequestDiff(ctx, page, mr),
-    loadDiscussions(ctx, l.diffsTarget.scope),
+    threadsOf(ctx, l.diffsTarget),
   ]);
   const files = diff.files;
-  // The threads on the current diff by line, from the one query above (none per file or line).
+  // The threads on the current diff, by line.
   const onLine = new Map<string, Discussion[]>();
   for (const d of discussions) {
     const p = positionOf(d.notes[0]);
@@ -620,26 +647,36 @@ async function diffsTab(ctx: PageContext, page: ProjectPage, opts: DiffsOptions 
   const threadPaths = new Set([...onLine.keys()].map((k) => k.split('\u0000')[0]));
   const selectedFile = selected.split('_')[0];
   const renderOpts = { view, lineAction, lineExtras };
+  // Kept encoded (UTF-8), so a second view neither renders nor encodes them again.
   const rendered = await Promise.all(files.map((f, i) =>
     threadPaths.has(f.newPath) || fileHash(f.newPath) === selectedFile || linkBase || !diff.key
-      ? renderDiffFile(f, renderOpts)
-      : cachedByContent(`html\u0000${diff.key}\u0000${i}\u0000${view}\u0000${commenting}`, () => renderDiffFile(f, renderOpts), (h) => h.value.length)));
+      ? renderDiffFile(f, renderOpts).then((h) => Buffer.from(h.value))
+      : cachedByContent(`html\u0000${diff.key}\u0000${i}\u0000${view}\u0000${commenting}`, () => renderDiffFile(f, renderOpts).then((h) => Buffer.from(h.value)), (b) => b.length)));
   const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
-  const body = html`<p class="muted">Showing <strong>${plural(files.length, 'changed file')}</strong> with <span class="added">${plural(diff.additions, 'addition')}</span> and <span class="removed">${plural(diff.deletions, 'deletion')}</span></p>${rendered}`;
+  const summary = html`<p class="muted">Showing <strong>${plural(files.length, 'changed file')}</strong> with <span class="added">${plural(diff.additions, 'addition')}</span> and <span class="removed">${plural(diff.deletions, 'deletion')}</span></p>`;
   const href = (to: DiffView) => `${l.base}/diffs?view=${to}`;
-  return sendPage(ctx, {
-    status: opts.status,
+  // The page around the files, then the files' bytes in its place (a megabyte of diff is not
+  // turned into one string and encoded again on every view).
+  const page_ = renderPage(ctx, {
     title: `Changes · ${mr.title} (!${mr.iid})`,
     project: page,
     section: 'merge_requests',
     breadcrumbs: projectCrumbs(page, ['Merge requests', `${projectPath(page)}/-/merge_requests`], [`!${mr.iid}`, l.base], ['Changes']),
-    body: html`${mrHeader(page, l, extras, 'diffs', { notes: extras.userNotesCount, commits: null, changes: files.length })}
+    body: html`${mrHeader(page, l, header, 'diffs', { notes: commentCount(discussions), commits: null, changes: files.length })}
 ${opts.error && !formShown ? html`<div class="alert error" role="alert">${opts.error}</div>` : ''}
 <div class="spread">${viewSwitch(view, href)}${mr.head_sha ? html`<span class="muted small">Compared <span class="mono">${mr.target_branch}</span> with <span class="sha">${mr.head_sha.slice(0, 8)}</span></span>` : ''}</div>
 ${diff.overflow ? html`<p class="alert warn">This diff is too large to show in full: some files are collapsed or left out.</p>` : ''}
-${files.length ? body : html`<p class="empty">No changes.</p>`}`,
+${files.length ? html`${summary}${trusted(FILES_MARK)}` : html`<p class="empty">No changes.</p>`}`,
   });
+  const at = page_.indexOf(FILES_MARK);
+  const bytes = at < 0
+    ? Buffer.from(page_)
+    : Buffer.concat([Buffer.from(page_.slice(0, at)), ...rendered, Buffer.from(page_.slice(at + FILES_MARK.length))]);
+  return ctx.reply.code(opts.status ?? 200).headers(WEB_HEADERS).send(bytes);
 }
+
+/** Where the diff files go in the changes tab's page (a comment no escaped text can form). */
+const FILES_MARK = '<!--cairn:diff-files-->';
 
 /** The anchor of the (one) new thread form of the changes tab. */
 const NEW_NOTE_ID = 'new-diff-note';
