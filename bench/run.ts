@@ -10,6 +10,8 @@
 // server's RSS during the download, on local disk and S3; `BENCH_ONLY=artifacts npm run bench`.
 // First, memory (bench/memory.ts): `cairn serve`'s RSS idle after start and during a burst of
 // requests; `BENCH_ONLY=memory npm run bench` runs it alone.
+// Last, the web pages of a merge request (bench/web_merge_request.ts): its changes tab with 50
+// files, inline and side by side, and its overview; `BENCH_ONLY=web_mr npm run bench` runs it alone.
 import { runApiBench } from './api.js';
 import { CI_P99_TARGET_MS, printCiResult, runCiBench } from './ci.js';
 import { printArtifactsResult, runArtifactsBench } from './artifacts.js';
@@ -17,6 +19,7 @@ import { printMemoryResult, runMemoryBench } from './memory.js';
 import { printTable } from './lib.js';
 import { MR_P99_TARGET_MS, runMergeRequestBench } from './merge_requests.js';
 import { printPeersResult, runPeersBench } from './peers.js';
+import { runWebMergeRequestBench, WEB_MR_P99_TARGET_MS } from './web_merge_request.js';
 
 console.log(`database: ${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite (embedded)'}`);
 // BENCH_ONLY=merge_requests runs the merge request lists alone.
@@ -27,29 +30,37 @@ const ciOnly = process.env.BENCH_ONLY === 'ci';
 const artifactsOnly = process.env.BENCH_ONLY === 'artifacts';
 // BENCH_ONLY=memory runs the memory benchmark alone.
 const memoryOnly = process.env.BENCH_ONLY === 'memory';
+// BENCH_ONLY=web_mr runs the merge request pages alone.
+const webMrOnly = process.env.BENCH_ONLY === 'web_mr';
 let missed: boolean | number = false;
-if (!mergeRequestsOnly && !ciOnly && !artifactsOnly) {
+if (!mergeRequestsOnly && !ciOnly && !artifactsOnly && !webMrOnly) {
   console.log('\n## Memory: RSS of cairn serve idle after start, at its peak during a burst of requests, and after it');
   if (printMemoryResult(await runMemoryBench())) missed = true;
 }
-if (!mergeRequestsOnly && !ciOnly && !artifactsOnly && !memoryOnly) {
+if (!mergeRequestsOnly && !ciOnly && !artifactsOnly && !memoryOnly && !webMrOnly) {
   console.log(`\n## API read (ratio = req/s over the floor serving the same bytes; ${Number(process.env.BENCH_SECONDS || 8)} s)`);
   printTable(await runApiBench({ users: false }));
   console.log('\n## Cairn against its peers (cgit, git http-backend) and the list targets');
   missed = printPeersResult(await runPeersBench());
 }
-if (!ciOnly && !artifactsOnly && !memoryOnly) {
+if (!ciOnly && !artifactsOnly && !memoryOnly && !webMrOnly) {
   console.log(`\n## Merge request lists (PostgreSQL; ratio = ${MR_P99_TARGET_MS} ms over the p99, >= 1 meets the target; 4 connections)`);
   const mrRows = await runMergeRequestBench();
   printTable(mrRows);
   if (mrRows.some((r) => r.ratio !== undefined && !r.name.startsWith('floor') && !r.name.endsWith('no cache') && r.ratio < 1)) missed = true;
 }
-if (!mergeRequestsOnly && !artifactsOnly && !memoryOnly) {
+if (!mergeRequestsOnly && !artifactsOnly && !memoryOnly && !webMrOnly) {
   console.log(`\n## CI: job pickup latency (target p99 < ${CI_P99_TARGET_MS} ms) and pipelines per second on push`);
   if (printCiResult(await runCiBench())) missed = true;
 }
-if (!mergeRequestsOnly && !ciOnly && !memoryOnly) {
+if (!mergeRequestsOnly && !ciOnly && !memoryOnly && !webMrOnly) {
   console.log('\n## Artifacts: one file out of a 100 MB artifact (throughput; server RSS before and at its peak during the download)');
   printArtifactsResult(await runArtifactsBench());
+}
+if (!mergeRequestsOnly && !ciOnly && !artifactsOnly && !memoryOnly) {
+  console.log(`\n## Web: a merge request's pages, changes of 50 files (ratio = ${WEB_MR_P99_TARGET_MS} ms over the p99, >= 1 meets the target; 4 connections)`);
+  const webRows = await runWebMergeRequestBench();
+  printTable(webRows);
+  if (webRows.some((r) => r.ratio !== undefined && r.ratio < 1)) missed = true;
 }
 if (missed && process.env.BENCH_STRICT === '1') process.exitCode = 1;

@@ -89,6 +89,12 @@ export function discussionNotes(db: Database, scope: NoteableScope, discussionId
   return notesOfDiscussions(db, scope, [discussionId]);
 }
 
+/** The noteable's notes (the first `limit`), oldest first, with authors and resolvers: one statement, no count. */
+export async function notesOfNoteable(db: Database, scope: NoteableScope, limit: number): Promise<NoteWithAuthor[]> {
+  const rows = await notesWithUsers(db, scope).orderBy('n.created_at').orderBy('n.id').limit(limit).execute();
+  return revive(rows);
+}
+
 /** One note of the noteable (undefined when the id names a note of something else). */
 export async function findNote(db: Database, scope: NoteableScope, noteId: number): Promise<NoteWithAuthor | undefined> {
   const rows = await notesWithUsers(db, scope).where('n.id', '=', noteId).execute();

@@ -56,11 +56,73 @@ export function defaultMergeMessage(project: ProjectWithNamespace, mr: MergeRequ
   return `Merge branch '${mr.source_branch}' into '${mr.target_branch}'\n\n${mr.title}\n\nSee merge request ${ref}`;
 }
 
+const isConflicted = (mr: MergeRequest) => mr.has_conflicts || mr.merge_status === 'cannot_be_merged';
+
+/** GitLab's only_allow_merge_if_all_discussions_are_resolved: unresolved threads block the merge. */
+async function discussionsBlock(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest): Promise<boolean> {
+  return settings(project).only_allow_merge_if_all_discussions_are_resolved === true && (await hasUnresolvedThreads(cairn.db, mr.id));
+}
+
+/** The head pipeline when it runs at the head commit (GitLab's diff_head_pipeline). */
+async function headPipelineOf(cairn: Cairn, mr: MergeRequest): Promise<{ status: string; sha: string } | undefined> {
+  if (mr.head_pipeline_id === null || !mr.head_sha) return undefined;
+  const p = await cairn.db.selectFrom('ci_pipelines').select(['status', 'sha']).where('id', '=', mr.head_pipeline_id).executeTakeFirst();
+  return p && p.sha === mr.head_sha ? p : undefined;
+}
+
+/**
+ * GitLab's mergeable_ci_state?: with only_allow_merge_if_pipeline_succeeds, the head pipeline must
+ * have succeeded (or been skipped, where allow_merge_on_skipped_pipeline says so); no pipeline blocks.
+ */
+async function pipelineBlocks(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest): Promise<boolean> {
+  if (settings(project).only_allow_merge_if_pipeline_succeeds !== true) return false;
+  const p = await headPipelineOf(cairn, mr);
+  if (!p) return true;
+  if (p.status === 'skipped' && settings(project).allow_merge_on_skipped_pipeline === true) return false;
+  return p.status !== 'success';
+}
+
+/** A fast-forward merge (merge methods ff and rebase_merge) needs the target in the source's history. */
+async function needsRebase(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest): Promise<boolean> {
+  const method = String(settings(project).merge_method ?? 'merge');
+  if ((method !== 'ff' && method !== 'rebase_merge') || !mr.head_sha) return false;
+  const gitDir = projectRepoPath(cairn, project);
+  const targetOid = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
+  return !!targetOid && !(await isAncestor(gitDir, targetOid, mr.head_sha));
+}
+
+/** What keeps a merge request from being merged, in GitLab's detailed_merge_status words. */
+export type MergeBlocker = 'not_open' | 'not_allowed' | 'draft_status' | 'checking' | 'conflict' | 'discussions_not_resolved' | 'ci_must_pass' | 'need_rebase';
+
+/**
+ * Every reason the merge of `mr` by `user` would be refused now, by the same checks as
+ * acceptMergeRequest (the API's PUT .../merge) makes, for pages that show why a merge request
+ * cannot be merged. Empty: the merge would go ahead. Pass the request as refreshMergeRequest
+ * left it when its merge status is unchecked ('checking' otherwise).
+ */
+export async function mergeBlockers(cairn: Cairn, subject: ProjectSubject & { project: ProjectWithNamespace }, user: User | null, mr: MergeRequest): Promise<MergeBlocker[]> {
+  if (mr.state_id !== MR_STATE.opened) return ['not_open'];
+  const out: MergeBlocker[] = [];
+  if (!(await canAccept(cairn, subject, user, mr))) out.push('not_allowed');
+  if (isDraftTitle(mr.title)) out.push('draft_status');
+  if (mr.merge_status === 'unchecked' || mr.merge_status === 'cannot_be_merged_recheck' || mr.merge_status === 'checking') out.push('checking');
+  else if (isConflicted(mr)) out.push('conflict');
+  const [threads, pipeline, rebase] = await Promise.all([
+    discussionsBlock(cairn, subject.project, mr),
+    pipelineBlocks(cairn, subject.project, mr),
+    isConflicted(mr) ? false : needsRebase(cairn, subject.project, mr),
+  ]);
+  if (threads) out.push('discussions_not_resolved');
+  if (pipeline) out.push('ci_must_pass');
+  if (rebase) out.push('need_rebase');
+  return out;
+}
+
 /** The spec's 405 cases; 406 for conflicts; 409 for a stale sha. */
 function assertMergeable(mr: MergeRequest, opts: MergeOptions) {
   if (mr.state_id !== MR_STATE.opened) throw apiError(405, '405 Method Not Allowed');
   if (isDraftTitle(mr.title)) throw apiError(405, '405 Method Not Allowed');
-  if (mr.has_conflicts || mr.merge_status === 'cannot_be_merged') throw apiError(406, 'Branch cannot be merged');
+  if (isConflicted(mr)) throw apiError(406, 'Branch cannot be merged');
   if (opts.sha !== undefined && opts.sha !== mr.head_sha) throw apiError(409, 'SHA does not match HEAD of source branch: ' + (mr.head_sha ?? ''));
 }
 
@@ -79,9 +141,7 @@ export async function acceptMergeRequest(
   assertMergeable(mr, opts);
   const project = subject.project;
   // GitLab's mergeable_discussions_state?: with the project's setting on, unresolved threads block the merge (405).
-  if (settings(project).only_allow_merge_if_all_discussions_are_resolved === true && (await hasUnresolvedThreads(cairn.db, mr.id))) {
-    throw apiError(405, '405 Method Not Allowed');
-  }
+  if (await discussionsBlock(cairn, project, mr)) throw apiError(405, '405 Method Not Allowed');
   if (opts.squash && settings(project).squash_option === 'never') throw apiError(400, 'Squashing not allowed: This project doesn\'t allow you to squash commits when merging.');
   const squash = settings(project).squash_option === 'always' ? true : opts.squash ?? mr.squash;
 
@@ -108,6 +168,8 @@ export async function acceptMergeRequest(
     if (!flagged) throw apiError(405, '405 Method Not Allowed');
     return flagged;
   }
+  // GitLab's mergeable_ci_state?: a pipeline that must succeed and has not blocks an immediate merge (405).
+  if (await pipelineBlocks(cairn, project, mr)) throw apiError(405, '405 Method Not Allowed');
   // A merge writes the target repository: refused while it moves, and held against a move starting.
   assertRepositoryWritable(project);
   return withWriteLease(cairn.db, { type: 'Project', id: project.id }, (lease) =>
@@ -117,9 +179,8 @@ export async function acceptMergeRequest(
 
 /** Is the head pipeline (at the head commit) still to finish? Then merge-when-pipeline-succeeds waits for it; otherwise the merge happens now. */
 async function headPipelineActive(cairn: Cairn, mr: MergeRequest): Promise<boolean> {
-  if (mr.head_pipeline_id === null || !mr.head_sha) return false;
-  const p = await cairn.db.selectFrom('ci_pipelines').select(['status', 'sha']).where('id', '=', mr.head_pipeline_id).executeTakeFirst();
-  return !!p && p.sha === mr.head_sha && !['success', 'failed', 'canceled', 'skipped'].includes(p.status);
+  const p = await headPipelineOf(cairn, mr);
+  return !!p && !['success', 'failed', 'canceled', 'skipped'].includes(p.status);
 }
 
 function mergeParams(opts: MergeOptions, squash: boolean) {

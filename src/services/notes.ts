@@ -219,7 +219,7 @@ function findLine(file: DiffFile, oldLine: number | null, newLine: number | null
 /**
  * A DiffNote's position on a repository's diff (commits now, merge requests later), checked as
  * GitLab's DiffNote validations do: its commits exist, it is complete, and on text it names a
- * line that the diff of start_sha..head_sha shows. Answers the position with full SHAs and the
+ * line that the diff of base_sha..head_sha shows. Answers the position with full SHAs and the
  * line's code, or 400 in GitLab's words.
  */
 export async function checkDiffPosition(
@@ -242,7 +242,10 @@ export async function checkDiffPosition(
   const newLine = position.new_line ?? null;
   let code: string | null = null;
   if ((oldLine !== null || newLine !== null) && base && start && head) {
-    const diffs = await diffTrees(projectRepoPath(cairn, project), start.oid, head.oid, { limits: false });
+    // The diff the position was made on: base_sha..head_sha (GitLab's DiffRefs#compare_in compares
+    // start_sha...head_sha, whose merge base is base_sha), so a target that moved on since the
+    // merge request's base does not shift its lines.
+    const diffs = await diffTrees(projectRepoPath(cairn, project), base.oid, head.oid, { limits: false });
     const file = diffs.find((d) => (position.new_path ? d.newPath === position.new_path : d.oldPath === position.old_path));
     const line = file && findLine(file, oldLine, newLine);
     if (file && line) code = lineCode(file, line.oldLine, line.newLine);

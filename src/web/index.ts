@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { RawBody, route } from '../api/route.js';
 import { ASSETS } from './layout.js';
+import { registerMergeRequestPages } from './pages/merge_requests.js';
 import { registerIssuePages } from './pages/issues.js';
 import { registerProjectPages } from './pages/project.js';
 import { registerSnippetPages } from './pages/snippets.js';
@@ -21,6 +22,7 @@ import { PageRegistry, registerPageRoutes } from './router.js';
 export function pageRegistry(): PageRegistry {
   const pages = new PageRegistry();
   registerProjectPages(pages);
+  registerMergeRequestPages(pages);
   registerIssuePages(pages);
   registerSnippetPages(pages);
   registerPipelinePages(pages);

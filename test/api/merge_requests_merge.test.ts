@@ -175,4 +175,43 @@ describe('merge requests: merge, merge_ref, merge when pipeline succeeds, rebase
     assert.equal(git('rev-parse', 'main^1'), main, 'one merge commit on top of the old main');
     assert.equal(git('rev-list', '--count', `${main}..main`), '2');
   });
+  it('with only_allow_merge_if_pipeline_succeeds, refuses a merge until the head pipeline succeeds (405)', async () => {
+    await write('ci-gate', 'ci-gate.txt', 'gate\n', { start_branch: 'main' });
+    const mr = await open('ci-gate');
+    assert.equal((await t.put(base, { only_allow_merge_if_pipeline_succeeds: true })).status, 200);
+    try {
+      assert.equal((await t.put(`${base}/merge_requests/${mr.iid}/merge`, {}, { token: maintainer.token })).status, 405, 'no pipeline');
+      const row = await t.db.selectFrom('merge_requests').select('id').where('target_project_id', '=', project.id).where('iid', '=', mr.iid).executeTakeFirstOrThrow();
+      const pipeline = await t.db.insertInto('ci_pipelines')
+        .values({ iid: 9000 + mr.iid, project_id: project.id, ref: 'ci-gate', sha: mr.sha, before_sha: null, source: 'push', status: 'failed', created_at: new Date(), updated_at: new Date() } as any)
+        .returning('id').executeTakeFirstOrThrow();
+      await t.db.updateTable('merge_requests').set({ head_pipeline_id: pipeline.id }).where('id', '=', row.id).execute();
+      assert.equal((await t.put(`${base}/merge_requests/${mr.iid}/merge`, {}, { token: maintainer.token })).status, 405, 'a failed pipeline');
+      await t.db.updateTable('ci_pipelines').set({ status: 'success' }).where('id', '=', pipeline.id).execute();
+      const merged = await t.put(`${base}/merge_requests/${mr.iid}/merge`, {}, { token: maintainer.token });
+      assert.equal(merged.status, 200, JSON.stringify(merged.body));
+      assert.equal(merged.body.state, 'merged');
+    } finally {
+      await t.put(base, { only_allow_merge_if_pipeline_succeeds: false });
+    }
+  });
+
+  it('places a diff note on the merge request diff (base_sha..head_sha) when the target moved on since', async () => {
+    await write('moved', 'shared.txt', 'one\ntwo\nthree\nfour from moved\n', { start_branch: 'main' });
+    const mr = await open('moved');
+    // The target gets a line at the top of the same file: in start_sha..head_sha the old lines shift.
+    const current = (await t.get(`${base}/repository/files/shared.txt/raw`, { query: { ref: 'main' } })).text;
+    await write('main', 'shared.txt', 'zero\n' + current);
+    const fresh = (await t.get(`${base}/merge_requests/${mr.iid}`, { token: dev.token })).body;
+    assert.notEqual(fresh.diff_refs.start_sha, fresh.diff_refs.base_sha, 'the target moved past the base');
+    const diffs = (await t.get(`${base}/merge_requests/${mr.iid}/diffs`, { token: dev.token })).body;
+    // The removed line "main moved" is line 2 of the base (of the moved target, line 3).
+    assert.match(diffs[0].diff, /^@@ -1,3 \+1,4 @@\n one\n-main moved\n/);
+    const res = await t.post(`${base}/merge_requests/${mr.iid}/discussions`, {
+      body: 'On the removed line',
+      position: { ...fresh.diff_refs, position_type: 'text', old_path: 'shared.txt', new_path: 'shared.txt', old_line: 2 },
+    }, { token: dev.token });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.body.notes[0].position.old_line, 2);
+  });
 });

@@ -238,4 +238,16 @@ pre.readme-text { white-space: pre-wrap; margin: 0; }
   .hljs-attr, .hljs-variable, .hljs-template-variable, .hljs-name, .hljs-selector-id, .hljs-selector-class { color: #7ee787; }
   .hljs-deletion { color: #ffa198; }
 }
+/* merge requests (src/web/pages/merge_requests.ts) */
+.mr-head h1 .muted { font-weight: 400; }
+.mr-head .branch { background: var(--subtle); border-radius: .2rem; padding: 0 .3rem; overflow-wrap: anywhere; }
+.merge-widget .widget-row { padding: .5rem 0; border-bottom: 1px solid var(--line); }
+.merge-widget .widget-row:last-child { border-bottom: 0; padding-bottom: 0; }
+.merge-widget .widget-row:first-child { padding-top: 0; }
+ul.blockers { margin: .3rem 0 0; padding-left: 1.2rem; }
+.state-actions { margin: 0 0 1rem; }
+.diff-thread { margin: 0 0 .75rem; } .diff-thread .discussion { margin: 0; }
+.thread-context { margin: 0 0 .3rem; color: var(--muted); }
+.diff-thread.outdated .discussion { opacity: .8; }
+.diff-note-form .comment-form { margin-top: .25rem; }
 `;
