@@ -35,14 +35,18 @@ export function pageRegistry(): PageRegistry {
 }
 
 export default async function webRoutes(app: FastifyInstance) {
-  for (const asset of Object.values(ASSETS)) {
-    app.get(asset.path, route({ matrix: 'public',
-      access: { public: true },
-      config: { skipApiAuth: true },
-      schema: { response: { 200: RawBody(asset.type) } },
-    }), async (_request, reply) =>
-      reply.headers({ 'content-type': asset.type, 'cache-control': 'public, max-age=31536000, immutable' }).send(asset.body));
-  }
+  // One route for the assets, whose names carry their content's digest (so the route table,
+  // and docs/api-coverage.md generated from it, do not change with every style edit).
+  const byPath = new Map<string, (typeof ASSETS)[keyof typeof ASSETS]>(Object.values(ASSETS).map((a) => [a.path, a]));
+  app.get('/-/assets/:file', route({ matrix: 'public',
+    access: { public: true },
+    config: { skipApiAuth: true },
+    schema: { params: Type.Object({ file: Type.String() }), response: { 200: RawBody('text/css or text/javascript') } },
+  }), async (request, reply) => {
+    const asset = byPath.get(`/-/assets/${(request.params as { file: string }).file}`);
+    if (!asset) return reply.callNotFound();
+    return reply.headers({ 'content-type': asset.type, 'cache-control': 'public, max-age=31536000, immutable' }).send(asset.body);
+  });
   // Live job logs are held responses: they end before the server waits for its connections.
   app.addHook('preClose', async () => stopLogStreams(app.cairn));
   registerPageRoutes(app, pageRegistry());

@@ -1,6 +1,7 @@
 // The permission matrix's machinery (the test is permission_matrix.test.ts): a fixture world,
 // the param values of every route in it, and a walk of the route table calling each route as
 // each column of src/api/permissions.ts.
+import { ASSETS } from '../../src/web/layout.js';
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import yazl from 'yazl';
@@ -307,6 +308,7 @@ function paramValue(t: TestContext, w: World, url: string, name: string, column:
     case 'namespace': return w.group.path;
     case 'member_id': return i.awaiting;
     case 'provider': return 'github';
+    case 'file': return ASSETS.style.path.split('/').pop()!;
     case 'impersonation_token_id': return i.impersonation;
     case 'error_id': return 1;
     case 'repository_storage_move_id': return 1;
