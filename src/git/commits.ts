@@ -179,7 +179,7 @@ export async function commitStats(gitDir: string, commits: ParsedCommit[]): Prom
 }
 
 /** GitLab's diff limits (Gitlab::Git::DiffCollection / Commit): files over the safe limits are collapsed, the rest cut off. */
-const DIFF_LIMITS = {
+export const DIFF_LIMITS = {
   /** A single file's patch above this is "too large": its diff is empty. */
   maxPatchBytes: 100 * 1024,
   /** After these many files / lines / bytes further files are collapsed (diff ""). */

@@ -123,6 +123,7 @@ export async function renderDiffFile(file: DiffFile, opts: DiffRenderOptions): P
   let body: SafeHtml;
   if (file.tooLarge) body = html`<p class="empty">This diff is too large to be shown.</p>`;
   else if (file.collapsed) body = html`<p class="empty">This diff is collapsed: the change is too large to show with the others. View the file instead.</p>`;
+  else if (/^(Binary files |GIT binary patch)/.test(file.diff)) body = html`<p class="empty">Binary file not shown.</p>`;
   else if (!file.diff) body = html`<p class="empty">${file.renamedFile ? 'File moved without changes.' : 'No changes to show (binary file or mode change only).'}</p>`;
   else {
     const rows = parseDiff(file.diff);

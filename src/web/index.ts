@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { RawBody, route } from '../api/route.js';
 import { ASSETS } from './layout.js';
+import { registerCommitPages } from './pages/commits.js';
 import { registerProjectPages } from './pages/project.js';
 import { PageRegistry, registerPageRoutes } from './router.js';
 
@@ -12,6 +13,7 @@ import { PageRegistry, registerPageRoutes } from './router.js';
 export function pageRegistry(): PageRegistry {
   const pages = new PageRegistry();
   registerProjectPages(pages);
+  registerCommitPages(pages);
   return pages;
 }
 

@@ -160,6 +160,21 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 .grow { flex: 1; }
 .mt0 { margin-top: 0; }
 .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+/* commits and compare */
+.commit-day { margin: 0 0 1rem; }
+.commit-day-title { font-size: .95rem; margin: 1rem 0 .4rem; }
+ul.commits .commit-text { min-width: 0; overflow-wrap: anywhere; }
+ul.commits .commit-ids { flex: none; }
+.commit-more { display: inline; margin-left: .4rem; }
+.commit-more > summary { display: inline; list-style: none; padding: 0 .35rem; border: 1px solid var(--line); border-radius: .2rem; font-size: .8rem; }
+.commit-more > summary::-webkit-details-marker { display: none; }
+pre.commit-description { white-space: pre-wrap; overflow-wrap: anywhere; margin: .5rem 0; font-size: .85rem; }
+.commit-title { margin: .5rem 0; overflow-wrap: anywhere; }
+.pager { justify-content: center; margin: 1rem 0; }
+.diff-bar { margin: 1rem 0 .5rem; }
+.compare-fields { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: 0 1rem; }
+fieldset.compare-mode { border: 0; padding: 0; margin: .8rem 0; }
+fieldset.compare-mode legend { font-weight: 600; padding: 0; }
 /* syntax highlighting (highlight.js class names) */
 .hljs-comment, .hljs-quote { color: #6a737d; font-style: italic; }
 .hljs-keyword, .hljs-selector-tag, .hljs-literal, .hljs-doctag, .hljs-meta .hljs-keyword { color: #a626a4; }
