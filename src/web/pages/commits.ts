@@ -154,6 +154,35 @@ function withQuery(url: string, query: Record<string, string | undefined>): stri
   return s ? `${url}?${s}` : url;
 }
 
+/**
+ * Rendered diffs of commits, by project path, commit id and view: what they show depends on
+ * nothing else (a commit never changes, and the links are the project's), so a commit's page asked
+ * for again renders no diff. Least recently used out first, within a bound on their size.
+ */
+const keptDiffs = new Map<string, SafeHtml>();
+let keptDiffChars = 0;
+const KEPT_DIFF_CHARS = 16 * 1024 * 1024;
+
+async function keptDiff(key: string, render: () => Promise<SafeHtml>): Promise<SafeHtml> {
+  const hit = keptDiffs.get(key);
+  if (hit) {
+    keptDiffs.delete(key);
+    keptDiffs.set(key, hit);
+    return hit;
+  }
+  const rendered = await render();
+  if (rendered.value.length <= KEPT_DIFF_CHARS / 8 && !keptDiffs.has(key)) {
+    keptDiffs.set(key, rendered);
+    keptDiffChars += rendered.value.length;
+    for (const [k, v] of keptDiffs) {
+      if (keptDiffChars <= KEPT_DIFF_CHARS) break;
+      keptDiffs.delete(k);
+      keptDiffChars -= v.value.length;
+    }
+  }
+  return rendered;
+}
+
 /** `/-/commit/:sha`: a commit's message, people, parents and its diff against its first parent. */
 async function commitPage(ctx: PageContext, page: ProjectPage) {
   requireAbility(ctx, page, 'download_code');
@@ -163,13 +192,14 @@ async function commitPage(ctx: PageContext, page: ProjectPage) {
   const commit = await findCommit(ctx.cairn, page.project, sha);
   if (!commit) throw pageNotFound('No such commit.');
   const view = diffViewOf(ctx.query);
-  const [files, pipeline] = await Promise.all([
-    commitDiff(ctx.cairn, page.project, commit),
-    page.can('read_pipeline') ? latestPipelineForSha(ctx.cairn.db, page.project.id, commit.oid) : null,
-  ]);
   const base = projectPath(page);
   const url = `${base}/-/commit/${commit.oid}`;
-  const diff = await renderDiff(files, { view, fileLinks: fileLinks(page, commit.oid, commit.parents[0] ?? null) });
+  const [diff, pipeline] = await Promise.all([
+    keptDiff(`${base}\0${commit.oid}\0${view}`, async () =>
+      renderDiff(await commitDiff(ctx.cairn, page.project, commit), { view, fileLinks: fileLinks(page, commit.oid, commit.parents[0] ?? null) }),
+    ),
+    page.can('read_pipeline') ? latestPipelineForSha(ctx.cairn.db, page.project.id, commit.oid) : null,
+  ]);
   const description = commitDescription(commit);
   const committed = commit.committer.name !== commit.author.name || commit.committer.email !== commit.author.email || commit.committer.time !== commit.author.time;
   return sendPage(ctx, {
