@@ -165,13 +165,14 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 .commit-day-title { font-size: .95rem; margin: 1rem 0 .4rem; }
 ul.commits .commit-text { min-width: 0; overflow-wrap: anywhere; }
 ul.commits .commit-ids { flex: none; }
-.commit-more { display: inline; margin-left: .4rem; }
-.commit-more > summary { display: inline; list-style: none; padding: 0 .35rem; border: 1px solid var(--line); border-radius: .2rem; font-size: .8rem; }
+.commit-more { margin: .15rem 0; }
+.commit-more > summary { display: inline-block; list-style: none; padding: 0 .4rem; border: 1px solid var(--line); border-radius: .2rem; font-size: .8rem; line-height: 1.3; }
 .commit-more > summary::-webkit-details-marker { display: none; }
 pre.commit-description { white-space: pre-wrap; overflow-wrap: anywhere; margin: .5rem 0; font-size: .85rem; }
 .commit-title { margin: .5rem 0; overflow-wrap: anywhere; }
 .pager { justify-content: center; margin: 1rem 0; }
 .diff-bar { margin: 1rem 0 .5rem; }
+.diff-bar h2 { margin: 0; }
 .compare-fields { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: 0 1rem; }
 fieldset.compare-mode { border: 0; padding: 0; margin: .8rem 0; }
 fieldset.compare-mode legend { font-weight: 600; padding: 0; }

@@ -128,7 +128,7 @@ async function commitsPage(ctx: PageContext, page: ProjectPage) {
     section: 'commits',
     breadcrumbs: projectCrumbs(page, ['Commits']),
     body: html`<div class="spread"><h1>Commits</h1>
-<form method="get" action="${base}/-/commits" class="row switcher"><label for="commits-ref" class="sr-only">Branch or tag</label><select id="commits-ref" name="ref" data-autosubmit>${refOptions(refs, ref)}</select>${
+<form method="get" action="${base}/-/commits" class="row switcher"><label for="commits-ref" class="sr-only">Branch or tag</label><select id="commits-ref" name="ref" autocomplete="off" data-autosubmit>${refOptions(refs, ref)}</select>${
       path ? html`<input type="hidden" name="path" value="${path}">` : ''
     }<button type="submit" class="secondary small">Show</button></form></div>
 <p class="muted small commits-path"><a href="${base}/-/commits/${pathUrl(ref)}">${ref}</a>${pathCrumbs} · ${total} commit${total === 1 ? '' : 's'}</p>
