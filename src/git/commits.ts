@@ -179,7 +179,7 @@ export async function commitStats(gitDir: string, commits: ParsedCommit[]): Prom
 }
 
 /** GitLab's diff limits (Gitlab::Git::DiffCollection / Commit): files over the safe limits are collapsed, the rest cut off. */
-const DIFF_LIMITS = {
+export const DIFF_LIMITS = {
   /** A single file's patch above this is "too large": its diff is empty. */
   maxPatchBytes: 100 * 1024,
   /** After these many files / lines / bytes further files are collapsed (diff ""). */
@@ -249,12 +249,30 @@ function splitPatches(out: string): string[] {
   });
 }
 
+/** Diffs between object ids, weighed by their size in memory (bytes, roughly). */
+const diffMemo = new HistoryMemo({ maxEntries: 500, maxWeight: 32 * 1024 * 1024 });
+
+function diffWeight(files: DiffFile[]): number {
+  let bytes = 256;
+  for (const f of files) bytes += 300 + (f.diff.length + f.oldPath.length + f.newPath.length) * 2;
+  return bytes;
+}
+
 /**
  * The diff of `to` against `from` (null: the empty tree), with rename detection and GitLab's
- * limits applied. Two git calls: a NUL-separated raw listing (exact paths and modes) and the
- * patch, which list files in the same order.
+ * limits applied. Between object ids the result is kept (see HistoryMemo): a commit's page, its
+ * diff in the API and a comment on its lines asked for again run no git. The result is shared:
+ * callers must not change it.
  */
 export async function diffTrees(gitDir: string, from: string | null, to: string, opts: { limits?: boolean } = {}): Promise<DiffFile[]> {
+  const state = isOid(to) && (from === null || isOid(from)) ? await replaceRefsState(gitDir) : null;
+  if (!state) return computeDiffTrees(gitDir, from, to, opts);
+  const key = `${from ?? ''}\0${to}\0${opts.limits === false ? 'all' : 'limits'}`;
+  return diffMemo.remember(gitDir, state, key, () => computeDiffTrees(gitDir, from, to, opts), diffWeight);
+}
+
+/** Two git calls: a NUL-separated raw listing (exact paths and modes) and the patch, which list files in the same order. */
+async function computeDiffTrees(gitDir: string, from: string | null, to: string, opts: { limits?: boolean }): Promise<DiffFile[]> {
   const base = from ?? EMPTY_TREE_OID;
   const [raw, patch] = await Promise.all([
     gitText(['diff-tree', '-r', '-M', '-z', '--raw', '--no-color', base, to], { gitDir }),

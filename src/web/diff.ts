@@ -54,6 +54,9 @@ export function lineCode(path: string, oldLine: number | null, newLine: number |
   return `${sha1(path)}_${oldLine ?? 0}_${newLine ?? 0}`;
 }
 
+/** lineCode with the path's hash already computed (once per file, not per line). */
+const codeOf = (pathHash: string, oldLine: number | null, newLine: number | null) => `${pathHash}_${oldLine ?? 0}_${newLine ?? 0}`;
+
 export interface DiffLineRef {
   file: DiffFile;
   row: DiffRow;
@@ -81,9 +84,8 @@ export function diffStats(file: DiffFile): { additions: number; deletions: numbe
 }
 
 /** Highlighted HTML of each row's text, by row index ('' for hunk and meta rows). */
-async function highlightRows(file: DiffFile, rows: DiffRow[]): Promise<string[]> {
+async function highlightRows(file: DiffFile, rows: DiffRow[], key: string): Promise<string[]> {
   const out: string[] = new Array(rows.length).fill('');
-  const key = sha1(file.diff);
   for (const side of ['new', 'old'] as const) {
     const idx: number[] = [];
     rows.forEach((r, i) => {
@@ -113,6 +115,22 @@ function numberCell(n: number | null, cls: string, anchor: string, action: SafeH
   return html`<td class="ln ${cls}">${action ?? ''}${n === null ? '' : html`<a href="#${anchor}">${n}</a>`}</td>`;
 }
 
+/** Rendered tables of diffs shown without line actions (a commit's page, compare), least recently used out first. */
+const keptTables = new Map<string, SafeHtml>();
+let keptChars = 0;
+const KEPT_TABLE_CHARS = 24 * 1024 * 1024;
+
+function keepTable(key: string, table: SafeHtml) {
+  if (table.value.length > KEPT_TABLE_CHARS / 8) return;
+  keptTables.set(key, table);
+  keptChars += table.value.length;
+  for (const [k, v] of keptTables) {
+    if (keptChars <= KEPT_TABLE_CHARS) break;
+    keptTables.delete(k);
+    keptChars -= v.value.length;
+  }
+}
+
 /** One file of a diff: its header (path, status, +/-) and its table (or why it is not shown). */
 export async function renderDiffFile(file: DiffFile, opts: DiffRenderOptions): Promise<SafeHtml> {
   const hash = fileHash(file.newPath);
@@ -123,23 +141,36 @@ export async function renderDiffFile(file: DiffFile, opts: DiffRenderOptions): P
   let body: SafeHtml;
   if (file.tooLarge) body = html`<p class="empty">This diff is too large to be shown.</p>`;
   else if (file.collapsed) body = html`<p class="empty">This diff is collapsed: the change is too large to show with the others. View the file instead.</p>`;
+  else if (/^(Binary files |GIT binary patch)/.test(file.diff)) body = html`<p class="empty">Binary file not shown.</p>`;
   else if (!file.diff) body = html`<p class="empty">${file.renamedFile ? 'File moved without changes.' : 'No changes to show (binary file or mode change only).'}</p>`;
   else {
-    const rows = parseDiff(file.diff);
-    const code = await highlightRows(file, rows);
-    body = opts.view === 'parallel' ? parallelTable(file, rows, code, opts) : inlineTable(file, rows, code, opts);
+    // A table without per-line additions depends on its text, paths and view alone: kept.
+    const key = sha1(file.diff);
+    const plain = !opts.lineAction && !opts.lineExtras;
+    const cacheKey = plain ? `${opts.view}\0${hash}\0${file.oldPath}\0${key}` : null;
+    const kept = cacheKey ? keptTables.get(cacheKey) : undefined;
+    if (kept) {
+      keptTables.delete(cacheKey!);
+      keptTables.set(cacheKey!, kept);
+      body = kept;
+    } else {
+      const rows = parseDiff(file.diff);
+      const code = await highlightRows(file, rows, key);
+      body = opts.view === 'parallel' ? parallelTable(file, rows, code, opts, hash) : inlineTable(file, rows, code, opts, hash);
+      if (cacheKey) keepTable(cacheKey, body);
+    }
   }
   return html`<section class="card flush diff-file" id="${hash}" aria-label="${title(file)}">${header}<div class="code">${body}</div></section>`;
 }
 
-function inlineTable(file: DiffFile, rows: DiffRow[], code: string[], opts: DiffRenderOptions): SafeHtml {
+function inlineTable(file: DiffFile, rows: DiffRow[], code: string[], opts: DiffRenderOptions, pathHash: string): SafeHtml {
   const out: SafeHtml[] = [];
   rows.forEach((row, i) => {
     if (row.kind === 'hunk' || row.kind === 'meta') {
       out.push(html`<tr class="hunk"><td class="ln"></td><td class="ln"></td><td>${row.text}</td></tr>`);
       return;
     }
-    const code_ = lineCode(file.newPath, row.oldLine, row.newLine);
+    const code_ = codeOf(pathHash, row.oldLine, row.newLine);
     const ref = { file, row, lineCode: code_ };
     const cls = row.kind === 'add' ? 'add' : row.kind === 'del' ? 'del' : '';
     const sign = row.kind === 'add' ? '+' : row.kind === 'del' ? '-' : ' ';
@@ -150,21 +181,21 @@ function inlineTable(file: DiffFile, rows: DiffRow[], code: string[], opts: Diff
   return html`<table class="diff inline"><colgroup><col class="ln"><col class="ln"><col></colgroup><tbody>${out}</tbody></table>`;
 }
 
-function parallelTable(file: DiffFile, rows: DiffRow[], code: string[], opts: DiffRenderOptions): SafeHtml {
+function parallelTable(file: DiffFile, rows: DiffRow[], code: string[], opts: DiffRenderOptions, pathHash: string): SafeHtml {
   const out: SafeHtml[] = [];
   const side = (i: number | null, which: 'old' | 'new') => {
     if (i === null) return html`<td class="ln empty"></td><td class="empty"></td>`;
     const row = rows[i];
     const cls = row.kind === 'add' ? 'add' : row.kind === 'del' ? 'del' : '';
     const n = which === 'old' ? row.oldLine : row.newLine;
-    const code_ = lineCode(file.newPath, row.oldLine, row.newLine);
+    const code_ = codeOf(pathHash, row.oldLine, row.newLine);
     const action = opts.lineAction?.({ file, row, lineCode: code_ }) ?? null;
     return html`<td class="ln ${cls}" id="${code_}-${which}">${action ?? ''}${n === null ? '' : html`<a href="#${code_}-${which}">${n}</a>`}</td><td class="${cls}">${trusted(code[i])}</td>`;
   };
   const extrasOf = (...indexes: (number | null)[]) => {
     const parts = indexes
       .filter((i): i is number => i !== null)
-      .map((i) => opts.lineExtras?.({ file, row: rows[i], lineCode: lineCode(file.newPath, rows[i].oldLine, rows[i].newLine) }))
+      .map((i) => opts.lineExtras?.({ file, row: rows[i], lineCode: codeOf(pathHash, rows[i].oldLine, rows[i].newLine) }))
       .filter((x): x is SafeHtml => !!x);
     if (parts.length) out.push(html`<tr class="notes"><td colspan="4">${parts}</td></tr>`);
   };

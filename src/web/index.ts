@@ -4,6 +4,7 @@ import { RawBody, route } from '../api/route.js';
 import { ASSETS } from './layout.js';
 import { registerMergeRequestPages } from './pages/merge_requests.js';
 import { registerIssuePages } from './pages/issues.js';
+import { registerCommitPages } from './pages/commits.js';
 import { registerProjectPages } from './pages/project.js';
 import { registerSnippetPages } from './pages/snippets.js';
 import { registerJobPages } from './pages/jobs.js';
@@ -31,6 +32,7 @@ export function pageRegistry(): PageRegistry {
   registerFilesPages(pages);
   registerBranchPages(pages);
   registerDashboardPages(pages);
+  registerCommitPages(pages);
   return pages;
 }
 

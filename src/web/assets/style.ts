@@ -219,6 +219,22 @@ pre.readme-text { white-space: pre-wrap; margin: 0; }
 .profile .avatar { width: 3.5rem; height: 3.5rem; font-size: 1.5rem; }
 @media (max-width: 760px) { .repo-bar .clone { margin-left: 0; width: 100%; } .repo-bar .clone input { width: auto; flex: 1; min-width: 0; }
   table.code.blame td.blame { min-width: 8rem; max-width: 10rem; } form.switcher select { max-width: 10rem; } }
+/* commits and compare */
+.commit-day { margin: 0 0 1rem; }
+.commit-day-title { font-size: .95rem; margin: 1rem 0 .4rem; }
+ul.commits .commit-text { min-width: 0; overflow-wrap: anywhere; }
+ul.commits .commit-ids { flex: none; }
+.commit-more { margin: .15rem 0; }
+.commit-more > summary { display: inline-block; list-style: none; padding: 0 .4rem; border: 1px solid var(--line); border-radius: .2rem; font-size: .8rem; line-height: 1.3; }
+.commit-more > summary::-webkit-details-marker { display: none; }
+pre.commit-description { white-space: pre-wrap; overflow-wrap: anywhere; margin: .5rem 0; font-size: .85rem; }
+.commit-title { margin: .5rem 0; overflow-wrap: anywhere; }
+.pager { justify-content: center; margin: 1rem 0; }
+.diff-bar { margin: 1rem 0 .5rem; }
+.diff-bar h2 { margin: 0; }
+.compare-fields { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: 0 1rem; }
+fieldset.compare-mode { border: 0; padding: 0; margin: .8rem 0; }
+fieldset.compare-mode legend { font-weight: 600; padding: 0; }
 /* syntax highlighting (highlight.js class names) */
 .hljs-comment, .hljs-quote { color: #6a737d; font-style: italic; }
 .hljs-keyword, .hljs-selector-tag, .hljs-literal, .hljs-doctag, .hljs-meta .hljs-keyword { color: #a626a4; }
