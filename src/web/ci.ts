@@ -49,24 +49,6 @@ export function jobDuration(b: Pick<CiBuild, 'started_at' | 'finished_at'>): num
   return secondsBetween(b.started_at, b.finished_at);
 }
 
-/** The `page` query parameter (1 when absent or bad) and the offset of `perPage` rows. */
-export function pageOf(ctx: PageContext, perPage: number): { page: number; offset: number; perPage: number } {
-  const n = /^\d{1,6}$/.test(ctx.query.page ?? '') ? Math.max(1, Number(ctx.query.page)) : 1;
-  return { page: n, offset: (n - 1) * perPage, perPage };
-}
-
-/** Previous / next links keeping the other query parameters. */
-export function pager(ctx: PageContext, page: number, perPage: number, total: number): SafeHtml {
-  const pages = Math.max(1, Math.ceil(total / perPage));
-  if (pages <= 1) return html``;
-  const link = (n: number) => {
-    const q = new URLSearchParams({ ...ctx.query, page: String(n) });
-    return `${ctx.path}?${q.toString()}`;
-  };
-  return html`<nav class="pager" aria-label="Pagination">${page > 1 ? html`<a href="${link(page - 1)}" rel="prev">Previous</a>` : html`<span class="muted">Previous</span>`}
-<span>Page ${page} of ${pages}</span>${page < pages ? html`<a href="${link(page + 1)}" rel="next">Next</a>` : html`<span class="muted">Next</span>`}</nav>`;
-}
-
 /** An id from the path (`:id`), or 404. */
 export function idParam(ctx: PageContext, name = 'id'): number {
   const v = ctx.params[name] ?? '';

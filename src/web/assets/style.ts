@@ -185,7 +185,6 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 /* CI pages (pipelines, jobs) and settings (members, protected branches) */
 .scroll-x { overflow-x: auto; position: relative; }
-.pager { display: flex; gap: 1rem; align-items: center; justify-content: center; margin: 1rem 0; }
 .mini-stages { display: inline-flex; gap: .25rem; flex-wrap: wrap; }
 .stage h3 .badge { text-transform: none; }
 .stage li .badge { flex: none; }
@@ -215,7 +214,6 @@ table.code.blame td.blame { white-space: normal; min-width: 12rem; max-width: 22
 table.code.blame td.blame .title { display: block; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; color: var(--fg); }
 .last-commit .title { font-weight: 600; color: var(--fg); }
 pre.readme-text { white-space: pre-wrap; margin: 0; }
-.pagination { justify-content: center; margin: 1rem 0; }
 .profile .avatar { width: 3.5rem; height: 3.5rem; font-size: 1.5rem; }
 @media (max-width: 760px) { .repo-bar .clone { margin-left: 0; width: 100%; } .repo-bar .clone input { width: auto; flex: 1; min-width: 0; }
   table.code.blame td.blame { min-width: 8rem; max-width: 10rem; } form.switcher select { max-width: 10rem; } }
@@ -229,7 +227,6 @@ ul.commits .commit-ids { flex: none; }
 .commit-more > summary::-webkit-details-marker { display: none; }
 pre.commit-description { white-space: pre-wrap; overflow-wrap: anywhere; margin: .5rem 0; font-size: .85rem; }
 .commit-title { margin: .5rem 0; overflow-wrap: anywhere; }
-.pager { justify-content: center; margin: 1rem 0; }
 .diff-bar { margin: 1rem 0 .5rem; }
 .diff-bar h2 { margin: 0; }
 .compare-fields { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: 0 1rem; }

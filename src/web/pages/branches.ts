@@ -4,7 +4,7 @@ import { requireAbility, type PageContext, type ProjectPage } from '../context.j
 import { html, pathUrl, timeAgo, type SafeHtml } from '../html.js';
 import { projectCrumbs, projectPath, sendPage } from '../layout.js';
 import type { PageRegistry } from '../router.js';
-import { pageNumber, pagination, PER_PAGE } from './dashboard.js';
+import { pageNumber, pagination, PER_PAGE } from '../components/pagination.js';
 import { repoUrl } from './files.js';
 
 /**

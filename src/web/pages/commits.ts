@@ -1,4 +1,5 @@
 import { latestPipelineForSha } from '../../ci/pipelines/lookup.js';
+import { pageNumber, pagerNav } from '../components/pagination.js';
 import type { ParsedCommit } from '../../git/catfile.js';
 import { DIFF_LIMITS, type DiffFile } from '../../git/commits.js';
 import type { DiffEntry } from '../../git/compare.js';
@@ -96,18 +97,6 @@ async function commitsIndex(ctx: PageContext, page: ProjectPage) {
   throw new PageRedirect(`${projectPath(page)}/-/commits/${pathUrl(ref)}${path ? `/${pathUrl(path)}` : ''}`);
 }
 
-function pageNumber(ctx: PageContext): number {
-  const n = Number(ctx.query.page ?? '1');
-  return Number.isSafeInteger(n) && n >= 1 && n <= 1_000_000 ? n : 1;
-}
-
-function pager(current: number, pages: number, href: (n: number) => string): SafeHtml {
-  if (pages <= 1) return html``;
-  return html`<nav class="pager row" aria-label="Pages">${current > 1 ? html`<a class="button secondary small" rel="prev" href="${href(current - 1)}">Newer</a>` : ''}<span class="muted small">Page ${current} of ${pages}</span>${
-    current < pages ? html`<a class="button secondary small" rel="next" href="${href(current + 1)}">Older</a>` : ''
-  }</nav>`;
-}
-
 /** `/-/commits/:ref/*path`: the history of a ref (of a path in it), newest first, 40 a page. */
 async function commitsPage(ctx: PageContext, page: ProjectPage) {
   requireAbility(ctx, page, 'download_code');
@@ -133,7 +122,7 @@ async function commitsPage(ctx: PageContext, page: ProjectPage) {
     }<button type="submit" class="secondary small">Show</button></form></div>
 <p class="muted small commits-path"><a href="${base}/-/commits/${pathUrl(ref)}">${ref}</a>${pathCrumbs} · ${total} commit${total === 1 ? '' : 's'}</p>
 ${commits.length ? commitListHtml(page, commits) : html`<p class="empty">${current > 1 ? 'No more commits.' : 'No commits to show.'}</p>`}
-${pager(current, pages, (n) => (n === 1 ? listUrl : `${listUrl}?page=${n}`))}`,
+${pagerNav(current, pages, (n) => (n === 1 ? listUrl : `${listUrl}?page=${n}`), ['Newer', 'Older'])}`,
   });
 }
 

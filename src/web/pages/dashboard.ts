@@ -1,4 +1,5 @@
 import type { Namespace } from '../../db/schema/core.js';
+import { pageNumber, pagination, PER_PAGE } from '../components/pagination.js';
 import { listGroups, type GroupFilters } from '../../finders/groups.js';
 import { listProjects, projectFullName, type ProjectFilters } from '../../finders/projects.js';
 import { renderMarkdown } from '../../lib/markdown.js';
@@ -16,32 +17,6 @@ import type { PageRegistry } from '../router.js';
  * group's page. Every list comes from the API's finders with the visitor as the caller, so
  * visibility is decided in SQL exactly as for GET /projects and GET /groups.
  */
-
-export const PER_PAGE = 20;
-const MAX_PAGE = 10_000;
-
-/** `?page=` (1 when absent or not a positive integer). */
-export function pageNumber(ctx: PageContext): number {
-  const n = Number(ctx.query.page);
-  return Number.isInteger(n) && n >= 1 ? Math.min(n, MAX_PAGE) : 1;
-}
-
-/** Previous/next links keeping the other query parameters; nothing when everything fits one page. */
-export function pagination(ctx: PageContext, page: number, total: number, perPage = PER_PAGE): SafeHtml {
-  const pages = Math.max(1, Math.ceil(total / perPage));
-  if (pages <= 1 && page <= 1) return html``;
-  const link = (n: number) => {
-    const q = new URLSearchParams(ctx.query);
-    if (n === 1) q.delete('page');
-    else q.set('page', String(n));
-    const s = q.toString();
-    return s ? `${ctx.path}?${s}` : ctx.path;
-  };
-  return html`<nav class="pagination row" aria-label="Pagination">
-${page > 1 ? html`<a class="button secondary small" href="${link(Math.min(page - 1, pages))}" rel="prev">Previous</a>` : ''}
-<span class="muted small">Page ${page} of ${pages}</span>
-${page < pages ? html`<a class="button secondary small" href="${link(page + 1)}" rel="next">Next</a>` : ''}</nav>`;
-}
 
 function visibilityBadge(level: number): SafeHtml {
   const name = VISIBILITY_NAMES[level] ?? 'private';

@@ -1,4 +1,5 @@
 import type { User } from '../../db/schema/core.js';
+import { pageNumber, pagination, PER_PAGE, withQuery } from '../components/pagination.js';
 import type { Issue } from '../../db/schema/work_items.js';
 import { listIssues, loadIssueExtras, type IssueFilters, type IssueOrder } from '../../finders/issues.js';
 import { renderMarkdown } from '../../lib/markdown.js';
@@ -33,7 +34,6 @@ import type { PageRegistry } from '../router.js';
  * rule holds); writes through the API's services with the API's rules.
  */
 
-export const PER_PAGE = 20;
 
 /** GitLab's sort values of issue lists, and the finder's order for each. */
 export const ISSUE_SORTS: Record<string, { text: string; orderBy: IssueOrder; sort: 'asc' | 'desc' }> = {
@@ -54,37 +54,11 @@ export function stateOf(value: string | undefined): State {
   return value === 'closed' || value === 'all' ? value : 'opened';
 }
 
-/** A positive page number from `?page=` (1 when absent or nonsense; capped). */
-export function pageNumber(ctx: PageContext): number {
-  const n = Number(ctx.query.page);
-  return Number.isInteger(n) && n >= 1 ? Math.min(n, 100000) : 1;
-}
-
 /** All values of a query parameter given as `name[]` (repeated) or `name` (comma-separated). */
 export function queryList(ctx: PageContext, name: string): string[] {
   const q = (ctx.request.query ?? {}) as Record<string, unknown>;
   const raw = [q[`${name}[]`], q[name]].flat().filter((v): v is string => typeof v === 'string');
   return [...new Set(raw.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '' && v.length <= 255))];
-}
-
-/** The URL of a list with some query parameters changed (others kept; '' or null removes one). */
-export function withQuery(path: string, current: Record<string, string | string[]>, changes: Record<string, string | string[] | null>): string {
-  const params = new URLSearchParams();
-  const merged: Record<string, string | string[] | null> = { ...current, ...changes };
-  for (const [k, v] of Object.entries(merged)) {
-    if (v === null || v === '' || (Array.isArray(v) && !v.length)) continue;
-    for (const one of [v].flat()) params.append(k, one);
-  }
-  const qs = params.toString();
-  return qs ? `${path}?${qs}` : path;
-}
-
-/** Previous / next links of a paged list. */
-export function pagination(path: string, query: Record<string, string | string[]>, page: number, total: number, perPage = PER_PAGE): SafeHtml {
-  const pages = Math.max(1, Math.ceil(total / perPage));
-  if (pages <= 1) return html``;
-  const link = (n: number, text: string, rel: string) => html`<a class="button secondary small" rel="${rel}" href="${withQuery(path, query, { page: n === 1 ? null : String(n) })}">${text}</a>`;
-  return html`<nav class="pagination row" aria-label="Pages">${page > 1 ? link(page - 1, '‹ Previous', 'prev') : ''}<span class="muted small">Page ${page} of ${pages}</span>${page < pages ? link(page + 1, 'Next ›', 'next') : ''}</nav>`;
 }
 
 const milestoneView = (m: MilestoneView) => m;
@@ -163,7 +137,7 @@ ${state !== 'opened' ? html`<input type="hidden" name="state" value="${state}">`
     section: 'issues',
     breadcrumbs: projectCrumbs(page, ['Issues']),
     body: html`<div class="spread"><h1>Issues</h1>${page.can('create_issue') ? html`<a class="button" href="${path}/new">New issue</a>` : ''}</div>
-${tabs}${filters}${body}${pagination(path, query, pageNo, list.total)}`,
+${tabs}${filters}${body}${pagination({ path, query }, pageNo, list.total)}`,
   });
 }
 
@@ -360,7 +334,7 @@ async function dashboardIssues(ctx: PageContext) {
   return sendPage(ctx, {
     title: 'Issues',
     breadcrumbs: [['Your work', '/'], ['Issues']],
-    body: html`<h1>Issues assigned to you</h1>${tabs}${body}${pagination(path, query, pageNo, list.total)}`,
+    body: html`<h1>Issues assigned to you</h1>${tabs}${body}${pagination({ path, query }, pageNo, list.total)}`,
   });
 }
 

@@ -1,9 +1,10 @@
 import { cancelBuild, CANCELABLE_STATUSES, COMPLETED_STATUSES, isPlayable, isRetryable, playBuild, retryBuild } from '../../ci/jobs/state.js';
+import { pageOf, pagination } from '../components/pagination.js';
 import { readTrace, readTraceFrom, traceLength } from '../../ci/trace.js';
 import type { CiBuild } from '../../db/schema/ci.js';
 import { projectJobsQuery } from '../../finders/pipelines.js';
 import { canDeployTo } from '../../policies/environments.js';
-import { actionButton, formatDuration, idParam, jobDuration, jobHref, LIVE_STATUSES, loadJob, pageOf, pager, pipelineHref, statusBadge } from '../ci.js';
+import { actionButton, formatDuration, idParam, jobDuration, jobHref, LIVE_STATUSES, loadJob, pipelineHref, statusBadge } from '../ci.js';
 import { PageRedirect, pageBadRequest, pageForbidden, requireAbility, requireCsrf, type PageContext, type ProjectPage } from '../context.js';
 import { html, pathUrl, timeAgo } from '../html.js';
 import { LogText } from '../job_log.js';
@@ -64,7 +65,7 @@ async function jobsList(ctx: PageContext, page: ProjectPage) {
     section: 'jobs',
     breadcrumbs: projectCrumbs(page, ['Jobs']),
     body: html`<div class="spread"><h1>Jobs</h1><a class="button secondary" href="${base}/-/pipelines">Pipelines</a></div>${tabs}${body}
-${pager(ctx, paging.page, paging.perPage, Number(count.n))}`,
+${pagination(ctx, paging.page, Number(count.n), paging.perPage)}`,
   });
 }
 

@@ -1,10 +1,11 @@
 import { cancelPipeline, CANCELABLE_STATUSES, retryPipeline } from '../../ci/jobs/state.js';
+import { pageOf, pagination } from '../components/pagination.js';
 import type { CiBuild, CiPipeline } from '../../db/schema/ci.js';
 import type { User } from '../../db/schema/core.js';
 import { pipelinesQuery, type PipelineFilters } from '../../finders/pipelines.js';
 import { findUsersByIds } from '../../finders/users.js';
 import { readCommits } from '../../git/refs.js';
-import { actionButton, formatDuration, idParam, jobDuration, jobHref, loadPipeline, pageOf, pager, pipelineHref, statusBadge } from '../ci.js';
+import { actionButton, formatDuration, idParam, jobDuration, jobHref, loadPipeline, pipelineHref, statusBadge } from '../ci.js';
 import { PageRedirect, requireAbility, requireCsrf, type PageContext, type ProjectPage } from '../context.js';
 import { html, pathUrl, timeAgo, type SafeHtml } from '../html.js';
 import { avatar, projectCrumbs, projectPath, sendPage } from '../layout.js';
@@ -80,7 +81,7 @@ async function pipelinesList(ctx: PageContext, page: ProjectPage) {
     body: html`<div class="spread"><h1>Pipelines</h1><a class="button secondary" href="${base}/-/jobs">Jobs</a></div>
 ${tabs}
 <div class="scroll-x">${body}</div>
-${pager(ctx, paging.page, paging.perPage, Number(count.n))}`,
+${pagination(ctx, paging.page, Number(count.n), paging.perPage)}`,
   });
 }
 

@@ -1,4 +1,5 @@
 import { findDirectMemberRow, listMembers, type MemberSource } from '../../finders/members.js';
+import { pageOf, pagination } from '../components/pagination.js';
 import { findUserByIdOrUsername } from '../../finders/users.js';
 import { listRefs } from '../../git/refs.js';
 import { ApiError } from '../../plugins/errors.js';
@@ -7,7 +8,7 @@ import { fullMessages, isPersonalProjectOwner, validateMembership, validMemberLe
 import { presentProtectedBranch } from '../../presenters/protected_branches.js';
 import { destroyMember, updateMemberRow, upsertMember } from '../../services/members.js';
 import { accessLevelNames, listProtectedBranches, protectBranch, unprotectBranch } from '../../services/protected_branches.js';
-import { idParam, pageOf, pager } from '../ci.js';
+import { idParam } from '../ci.js';
 import { field, pageForbidden, pageNotFound, PageRedirect, requireAbility, requireCsrf, type PageContext, type ProjectPage } from '../context.js';
 import { html, pathUrl, timeAgo, type SafeHtml } from '../html.js';
 import { avatar, projectCrumbs, projectPath, sendPage } from '../layout.js';
@@ -123,7 +124,7 @@ ${members.length
       ? html`<div class="scroll-x"><table class="members"><thead><tr><th scope="col">Account</th><th scope="col">Source</th><th scope="col">Role</th><th scope="col">Joined</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
 <tbody>${rows}</tbody></table></div>`
       : html`<div class="empty card">No members found.</div>`}
-${pager(ctx, paging.page, paging.perPage, total)}`,
+${pagination(ctx, paging.page, total, paging.perPage)}`,
   });
 }
 

@@ -25,7 +25,7 @@ import { highlightLines } from '../highlight.js';
 import { html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js';
 import { projectCrumbs, projectPath, sendPage, type PageOptions } from '../layout.js';
 import type { PageRegistry } from '../router.js';
-import { pageNumber, pagination, PER_PAGE } from './issues.js';
+import { pageNumber, pagination, PER_PAGE } from '../components/pagination.js';
 
 /**
  * Snippets: the visitor's own (`/-/snippets`, GitLab's /dashboard/snippets), the explore list
@@ -173,7 +173,7 @@ async function snippetList(ctx: PageContext, filter: SnippetFilter, path: string
   const list = rows.length
     ? html`<ul class="list snippets">${rows.map((s) => snippetRow(s, authors.get(s.author_id), s.project_id !== null ? projectPaths.get(s.project_id) ?? null : null))}</ul>`
     : html`<div class="card empty">${empty}</div>`;
-  return html`${list}${pagination(path, {}, pageNo, total)}`;
+  return html`${list}${pagination({ path, query: {} }, pageNo, total)}`;
 }
 
 const SNIPPET_TABS = (current: string, signedIn: boolean) => html`<nav class="tabs" aria-label="Snippets">${[
