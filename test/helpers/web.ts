@@ -79,3 +79,20 @@ export async function browserSignIn(page: Page, baseUrl: string, who: TestUser) 
   await page.fill('#user_password', who.password);
   await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
 }
+
+/**
+ * What goes wrong in a browser page while a test drives it: console errors (CSP violations are
+ * reported there), uncaught script errors and answers of 400 and up. The browser's own request
+ * for /favicon.ico (Cairn has none) is not a failure of the pages.
+ */
+export function watchProblems(page: Page): string[] {
+  const problems: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !m.location().url.endsWith('/favicon.ico')) problems.push(`${m.text()} ${m.location().url}`);
+  });
+  page.on('pageerror', (e) => problems.push(e.message));
+  page.on('response', (r) => {
+    if (r.status() >= 400 && !r.url().endsWith('/favicon.ico')) problems.push(`${r.status()} ${r.url()}`);
+  });
+  return problems;
+}

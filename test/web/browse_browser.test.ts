@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 import { workTree } from '../helpers/repo.js';
-import { browserSignIn, launchChromium, listen, noChromium } from '../helpers/web.js';
+import { browserSignIn, launchChromium, listen, noChromium, watchProblems } from '../helpers/web.js';
 
 const SCREENSHOTS = process.env.CAIRN_SCREENSHOTS === '1';
 const SHOTS_DIR = path.resolve(import.meta.dirname, '../../docs/screenshots');
@@ -115,15 +115,7 @@ describe('web browsing in Chromium', { skip: noChromium }, () => {
   it('signs in, opens a project, browses into a folder, opens a file, follows a line and blame', async () => {
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
-    const problems: string[] = [];
-    page.on('console', (m) => {
-      // (Chromium asks for /favicon.ico by itself; Cairn has none.)
-      if (m.type() === 'error' && !m.location().url.endsWith('/favicon.ico')) problems.push(`${m.text()} ${m.location().url}`);
-    });
-    page.on('pageerror', (e) => problems.push(e.message));
-    page.on('response', (r) => {
-      if (r.status() >= 400) problems.push(`${r.status()} ${r.url()}`);
-    });
+    const problems = watchProblems(page);
     await browserSignIn(page, baseUrl, alice);
     if (SCREENSHOTS) fs.mkdirSync(SHOTS_DIR, { recursive: true });
 

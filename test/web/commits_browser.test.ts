@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 import { workTree } from '../helpers/repo.js';
-import { browserSignIn, launchChromium, listen, noChromium } from '../helpers/web.js';
+import { browserSignIn, launchChromium, listen, noChromium, watchProblems } from '../helpers/web.js';
 
 const SCREENSHOTS = process.env.CAIRN_SCREENSHOTS === '1';
 const SHOTS_DIR = path.resolve(import.meta.dirname, '../../docs/screenshots');
@@ -96,14 +96,7 @@ describe('commits in Chromium', { skip: noChromium }, () => {
   it('signs in, opens the commits, a commit, switches to side by side, and compares', async () => {
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
-    const problems: string[] = [];
-    page.on('console', (m) => {
-      if (m.type() === 'error' && !m.location().url.endsWith('/favicon.ico')) problems.push(`${m.text()} ${m.location().url}`);
-    });
-    page.on('pageerror', (e) => problems.push(e.message));
-    page.on('response', (r) => {
-      if (r.status() >= 400 && !r.url().endsWith('/favicon.ico')) problems.push(`${r.status()} ${r.url()}`);
-    });
+    const problems = watchProblems(page);
     await browserSignIn(page, baseUrl, alice);
 
     // The project's navigation leads to the commits of the default branch.

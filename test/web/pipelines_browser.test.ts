@@ -6,7 +6,7 @@ import type { Browser } from 'playwright-core';
 import type { Project } from '../../src/db/schema/core.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 import { commitFiles, latestPipeline, ProtocolRunner } from '../helpers/ci.js';
-import { browserSignIn, launchChromium, listen, noChromium } from '../helpers/web.js';
+import { browserSignIn, launchChromium, listen, noChromium, watchProblems } from '../helpers/web.js';
 
 const YAML = `
 stages: [build, test, deploy]
@@ -48,10 +48,7 @@ describe('web in Chromium: a running job\'s log grows live', { skip: noChromium 
 
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
-    const failures: string[] = [];
-    // (The site has no favicon: the browser's request for one is not a failure of these pages.)
-    page.on('response', (r) => r.status() >= 400 && !r.url().endsWith('/favicon.ico') && failures.push(`${r.status()} ${r.url()}`));
-    page.on('pageerror', (e) => failures.push(String(e)));
+    const failures = watchProblems(page);
     await browserSignIn(page, server, alice);
 
     const pipeline = await latestPipeline(t, project.id);
