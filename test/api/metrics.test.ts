@@ -68,7 +68,7 @@ describe('Prometheus metrics at /-/metrics', () => {
     for (let i = 0; i < 3; i++) assert.equal((await t.get(`/api/v4/projects/${id}`)).status, 200);
     assert.equal((await t.get('/api/v4/projects/999999')).status, 404);
     assert.equal((await t.get(`/api/v4/projects/${id}/repository/files/README.md/raw`, { query: { ref: project.body.default_branch } })).status, 200);
-    assert.equal((await t.get('/no/such/page/at/all')).status, 404);
+    assert.equal((await t.get('/api/v4/no/such/page/at/all')).status, 404);
     await enqueue(t.db, 'test_metrics_ok');
     await enqueue(t.db, 'test_metrics_fails', {}, { maxAttempts: 1 });
     await enqueue(t.db, 'test_metrics_fails', {}, { maxAttempts: 3 });
