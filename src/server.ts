@@ -4,7 +4,7 @@ import { scheduleRecurring, startWorker } from './jobs/queue.js';
 import { sweepLeftoversSoon } from './services/leftovers.js';
 import type { BuiltinRunner } from './runner/runner.js';
 import { startServeBuiltinRunner } from './runner/serve.js';
-import { collectStartupGarbage } from './lib/memory.js';
+import { reduceMemorySoon } from './lib/memory.js';
 
 export async function serve() {
   const config = loadConfig();
@@ -33,7 +33,7 @@ export async function serve() {
   // Cairn's own instance runner for untagged jobs (CAIRN_BUILTIN_RUNNER=0 turns it off); it talks
   // to this server over HTTP like any other runner.
   builtin = await startServeBuiltinRunner(app.cairn, { log: (m) => app.log.info(m) });
-  setTimeout(collectStartupGarbage, 2000).unref();
+  reduceMemorySoon(2000);
   app.log.info(`Cairn serving ${config.externalUrl} (${app.cairn.dbKind === 'pglite' ? `embedded database in ${config.dataDir}` : 'PostgreSQL'})`);
   return app;
 }

@@ -6,7 +6,7 @@ import type { User } from '../db/schema/core.js';
 import type { OAuthApplication } from '../db/schema/oauth.js';
 import { hashPassword, safeEqual, tokenDigest, verifyPassword } from '../lib/secrets.js';
 import { ApiError } from '../plugins/errors.js';
-import { findUserByLogin } from '../services/users.js';
+import { findUserByLogin, upgradePasswordHash } from '../services/users.js';
 import { accountLockedFor, clearAccountFailures, ipBannedFor, recordAccountFailure, recordIpFailure, signInAccountThrottle } from '../services/auth_failures.js';
 import { findApplicationByUid, redirectUriRegistered, secretMatches, splitRedirectUris } from './applications.js';
 import { DEFAULT_SCOPES, isKnownScope, isSubset, parseScopes } from './scopes.js';
@@ -203,6 +203,7 @@ export async function checkLogin(cairn: Cairn, ip: string, login: string, passwo
     return { failure: 'invalid' };
   }
   await clearAccountFailures(cairn, user.id);
+  await upgradePasswordHash(cairn.db, user, password);
   return { user };
 }
 

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
-import { hashPassword, randomToken, tokenDigest, verifyPassword } from '../lib/secrets.js';
+import { hashPassword, passwordHashOutdated, randomToken, tokenDigest, verifyPassword } from '../lib/secrets.js';
 import { insertPersonalAccessToken } from './tokens.js';
 import { findUserByUsername, insertUser } from './users.js';
 
@@ -31,7 +31,7 @@ export async function bootstrap(cairn: Cairn, log: (msg: string) => void = conso
         if (generated) log(`Created administrator "root" with password: ${generated}  (shown once; set CAIRN_ROOT_PASSWORD to choose it)`);
       } else if (config.rootPassword) {
         // Keep root's password in step with the configuration across restarts.
-        if (!(await verifyPassword(config.rootPassword, root.encrypted_password))) {
+        if (passwordHashOutdated(root.encrypted_password) || !(await verifyPassword(config.rootPassword, root.encrypted_password))) {
           await conn.updateTable('users').set({ encrypted_password: await hashPassword(config.rootPassword) }).where('id', '=', root.id).execute();
         }
       }

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { User, UsersTable } from '../db/schema/core.js';
 import type { Insertable } from 'kysely';
-import { hashPassword, randomToken } from '../lib/secrets.js';
+import { hashPassword, passwordHashOutdated, randomToken } from '../lib/secrets.js';
 import { ApiError, conflict, validationFailed } from '../plugins/errors.js';
 import { pathError, RESERVED_TOP_LEVEL } from '../lib/paths.js';
 
@@ -311,6 +311,16 @@ export async function updateUserByAdmin(db: Database, actor: User, user: User, i
     if (isUniqueViolation(err)) throw modificationConflict('Email has already been taken');
     throw err;
   }
+}
+
+/**
+ * After a good sign-in with `password`: rehashes a password hash made with older parameters. Only
+ * if the hash is still the one checked, so a password changed meanwhile is never overwritten.
+ */
+export async function upgradePasswordHash(db: Database, user: Pick<User, 'id' | 'encrypted_password'>, password: string): Promise<void> {
+  if (!user.encrypted_password || !passwordHashOutdated(user.encrypted_password)) return;
+  const encrypted = await hashPassword(password);
+  await db.updateTable('users').set({ encrypted_password: encrypted }).where('id', '=', user.id).where('encrypted_password', '=', user.encrypted_password).execute();
 }
 
 /** DELETE /users/:id/identities/:provider: false when the user has no such identity. */

@@ -1,7 +1,7 @@
 import type { Cairn, Credential } from '../../context.js';
 import type { User } from '../../db/schema/core.js';
 import { verifyPassword } from '../../lib/secrets.js';
-import { findUserByLogin } from '../../services/users.js';
+import { findUserByLogin, upgradePasswordHash } from '../../services/users.js';
 import { ApiError } from '../../plugins/errors.js';
 import { resolveCredential } from '../../plugins/auth.js';
 import { accountLockedFor, clearAccountFailures, clearIpFailures, ipAuthState, recordAccountFailure, recordIpFailure } from '../../services/auth_failures.js';
@@ -124,6 +124,7 @@ async function identifyGitClient(cairn: Cairn, authorization: string | undefined
     throw new GitHttpError(401, ACCESS_DENIED);
   }
   await clearAccountFailures(cairn, user.id);
+  await upgradePasswordHash(cairn.db, user, password);
   if (user.password_expires_at && new Date(user.password_expires_at).getTime() <= Date.now()) throw new GitHttpError(401, ACCESS_DENIED);
   checkState(user);
   if (user.two_factor_enabled) throw new GitHttpError(401, TWO_FACTOR);
