@@ -24,6 +24,7 @@ import { PAGE_HEADERS } from './oauth/html.js';
 import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
 import { responseSerializer, type RouteRecord } from './plugins/responses.js';
+import { lazyValidation } from './plugins/validation.js';
 import { startJobWakeup } from './ci/queue.js';
 import { registerOpenApi } from './api/openapi/document.js';
 import { registerMetrics } from './metrics/routes.js';
@@ -45,6 +46,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   const database = opts.database ?? (await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
   if (opts.prepare !== false) await migrateToLatest(database.db);
 
+  const validation = lazyValidation();
   const app = Fastify({
     logger: opts.logger === false ? false : {
       level: config.logLevel,
@@ -70,6 +72,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     // GitLab paths carry URL-encoded slashes (project paths, file paths); keep them as given.
     routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false, querystringParser: (qs: string) => parseNestedParams(qs) },
     ajv: { customOptions: { coerceTypes: 'array', useDefaults: true, removeAdditional: false, allErrors: false } },
+    // Request validators compile on each route's first request (plugins/validation.ts).
+    schemaController: validation.controller,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const cairn: Cairn = {
@@ -123,6 +127,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   // matrix walk it.
   const routeTable: RouteRecord[] = [];
   app.decorate('routeTable', routeTable);
+  app.decorate('compileAllValidators', validation.compileAll);
   app.addHook('onRoute', (options) => {
     for (const method of [options.method].flat()) {
       const schema = options.schema as any;

@@ -35,6 +35,13 @@ describe('route table: every route declares who may call it and what it answers'
     assert.equal(missing.length, 0, `${missing.length} routes without a response schema, e.g. ${missing.slice(0, 15).join(', ')}`);
   });
 
+  it("has every request validator compile (they compile lazily, on a route's first request)", async () => {
+    await t.app.ready();
+    const compiled = t.app.compileAllValidators();
+    assert.ok(compiled > 100, `only ${compiled} validators were waiting to compile`);
+    assert.equal(t.app.compileAllValidators(), 0);
+  });
+
   it('lists a fair number of routes (the table is really collected)', () => {
     assert.ok(t.app.routeTable.length > 100, `only ${t.app.routeTable.length} routes`);
   });
