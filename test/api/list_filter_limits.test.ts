@@ -1,0 +1,111 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Project } from '../../src/db/schema/core.js';
+import { nextInternalId } from '../../src/services/internal_ids.js';
+import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
+
+/**
+ * Issue #25: list filters may not exhaust the server. Label filters are one aggregate whatever
+ * their count (160 labels once took 11 s and a 500; 500 labels 277 s and the embedded database),
+ * and every list parameter has a cap with a 400 beyond it.
+ */
+describe('list filter limits', () => {
+  let t: TestContext;
+  let project: Project;
+  let developer: TestUser;
+  const issues: Record<string, number> = {};
+  const mrs: Record<string, number> = {};
+  const labelNames = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `l${i + from}`);
+  /** The server's time for one request, in ms, and its answer. */
+  const timed = async (url: string, query: Record<string, unknown>, token: string | null = developer.token) => {
+    const t0 = performance.now();
+    const res = await t.get(url, { token, query: query as any });
+    return { res, ms: performance.now() - t0 };
+  };
+
+  before(async () => {
+    t = await createTestContext();
+    developer = await t.createUser();
+    project = await t.createProject({ visibility: 20 });
+    await t.addMember(project, developer.user, 30);
+    const labels = await t.db.insertInto('labels')
+      .values(['l0', 'l1', 'L2', 'other'].map((title) => ({ title, color: '#000000', project_id: project.id })))
+      .returning(['id', 'title']).execute();
+    const id = (title: string) => labels.find((l) => l.title === title)!.id;
+    // both: l0 and L2; one: l0 only; none: no label; other: 'other' only.
+    const sets: Record<string, string[]> = { both: ['l0', 'L2'], one: ['l0'], none: [], other: ['other'] };
+    for (const [name, set] of Object.entries(sets)) {
+      const iid = await nextInternalId(t.db, 'issues', project.id);
+      const issue = await t.db.insertInto('issues').values({ iid, project_id: project.id, title: `issue ${name}`, author_id: developer.user.id, state_id: 1 })
+        .returning('id').executeTakeFirstOrThrow();
+      issues[name] = iid;
+      const miid = await nextInternalId(t.db, 'merge_requests', project.id);
+      const mr = await t.db.insertInto('merge_requests')
+        .values({ iid: miid, target_project_id: project.id, source_project_id: project.id, source_branch: `b${miid}`, target_branch: 'main', title: `mr ${name}`, state_id: 1, author_id: developer.user.id })
+        .returning('id').executeTakeFirstOrThrow();
+      mrs[name] = miid;
+      for (const title of set) {
+        await t.db.insertInto('label_links').values([
+          { label_id: id(title), target_type: 'Issue', target_id: issue.id, created_at: new Date() },
+          { label_id: id(title), target_type: 'MergeRequest', target_id: mr.id, created_at: new Date() },
+        ]).execute();
+      }
+    }
+  });
+  after(async () => { await t.close(); });
+
+  const iidsOf = (body: any[]) => body.map((x) => x.iid).sort((a, b) => a - b);
+
+  for (const kind of ['issues', 'merge_requests'] as const) {
+    it(`${kind}: labels match all given names (any case), not[labels] none of them, as one aggregate`, async () => {
+      const url = `/api/v4/projects/${project.id}/${kind}`;
+      const want = kind === 'issues' ? issues : mrs;
+      const all = await t.get(url, { token: developer.token, query: { labels: 'l0,l2' } });
+      assert.equal(all.status, 200, JSON.stringify(all.body));
+      assert.deepEqual(iidsOf(all.body), [want.both]);
+      // A name given twice (in any case) counts once.
+      const twice = await t.get(url, { token: developer.token, query: { labels: 'l0,L0' } });
+      assert.deepEqual(iidsOf(twice.body), [want.both, want.one].sort((a, b) => a - b));
+      const not = await t.get(url, { token: developer.token, query: { 'not[labels]': 'l0,other' } });
+      assert.deepEqual(iidsOf(not.body), [want.none]);
+      const none = await t.get(url, { token: developer.token, query: { labels: 'None' } });
+      assert.deepEqual(iidsOf(none.body), [want.none]);
+      const any = await t.get(url, { token: developer.token, query: { labels: 'Any' } });
+      assert.deepEqual(iidsOf(any.body), [want.both, want.one, want.other].sort((a, b) => a - b));
+      // Every one of 100 names, one of which no item has: nothing.
+      const many = await t.get(url, { token: developer.token, query: { labels: ['l0', 'L2', ...labelNames(98, 100)].join(',') } });
+      assert.equal(many.status, 200);
+      assert.deepEqual(many.body, []);
+      const notMany = await t.get(url, { token: developer.token, query: { 'not[labels]': ['l0', ...labelNames(99, 100)].join(',') } });
+      assert.deepEqual(iidsOf(notMany.body), [want.none, want.other].sort((a, b) => a - b));
+    });
+  }
+
+  it('160 and 500 labels answer a 400 fast, on /issues (anonymous), project issues and merge requests', async () => {
+    const urls: [string, string | null][] = [
+      ['/api/v4/issues', null],
+      [`/api/v4/projects/${project.id}/issues`, developer.token],
+      [`/api/v4/projects/${project.id}/merge_requests`, developer.token],
+      ['/api/v4/merge_requests', developer.token],
+    ];
+    for (const [url, token] of urls) {
+      for (const n of [160, 500]) {
+        for (const param of ['labels', 'not[labels]']) {
+          const { res, ms } = await timed(url, { scope: 'all', [param]: labelNames(n).join(',') }, token);
+          assert.equal(res.status, 400, `${url} ${param} ${n}: ${JSON.stringify(res.body)}`);
+          assert.match(JSON.stringify(res.body), /labels/);
+          assert.ok(ms < 1000, `${url} ${param} with ${n} labels took ${ms.toFixed(0)} ms`);
+        }
+      }
+    }
+  });
+
+  it('100 labels (the cap) answer fast, with and without not[labels]', async () => {
+    const names = labelNames(100).join(',');
+    for (const url of ['/api/v4/issues', `/api/v4/projects/${project.id}/issues`, `/api/v4/projects/${project.id}/merge_requests`, '/api/v4/merge_requests']) {
+      const { res, ms } = await timed(url, { scope: 'all', labels: names, 'not[labels]': names }, developer.token);
+      assert.equal(res.status, 200, `${url}: ${JSON.stringify(res.body)}`);
+      assert.ok(ms < 1000, `${url} with 100 labels took ${ms.toFixed(0)} ms`);
+    }
+  });
+});
