@@ -115,8 +115,11 @@ function matchConditions(m: IssueMatch, actor: User | null, negate: boolean): Ra
   if (m.assigneeId === 'none') add(sql`not exists (select 1 from issue_assignees x where x.issue_id = i.id)`);
   else if (m.assigneeId === 'any') add(sql`exists (select 1 from issue_assignees x where x.issue_id = i.id)`);
   else if (m.assigneeId !== undefined) add(sql`exists (select 1 from issue_assignees x where x.issue_id = i.id and x.user_id = ${m.assigneeId})`);
-  for (const username of m.assigneeUsernames ?? []) {
-    add(sql`exists (select 1 from issue_assignees x join users u on u.id = x.user_id where x.issue_id = i.id and lower(u.username) = lower(${username}))`);
+  if (m.assigneeUsernames?.length) {
+    // Every one of them is an assignee (under not[], none of them is): one count whatever their number.
+    const names = [...new Set(m.assigneeUsernames.map((n) => n.toLowerCase()))];
+    const matching = sql`from issue_assignees x join users u on u.id = x.user_id where x.issue_id = i.id and lower(u.username) = any(${names}::text[])`;
+    out.push(negate ? sql<boolean>`not exists (select 1 ${matching})` : sql<boolean>`(select count(distinct x.user_id) ${matching}) = ${names.length}`);
   }
   if (m.myReactionEmoji !== undefined && actor) {
     const mine = sql`select 1 from award_emoji ae where ae.awardable_type = 'Issue' and ae.awardable_id = i.id and ae.user_id = ${actor.id}`;

@@ -81,6 +81,47 @@ describe('list filter limits', () => {
     });
   }
 
+  it('assignee_username[] (every one), not[assignee_username] (none) and approver_ids (all developers) are one aggregate; their caps', async () => {
+    const other = await t.createUser();
+    const reporter = await t.createUser();
+    await t.addMember(project, other.user, 30);
+    await t.addMember(project, reporter.user, 20);
+    const issueId = async (iid: number) => (await t.db.selectFrom('issues').select('id').where('project_id', '=', project.id).where('iid', '=', iid).executeTakeFirstOrThrow()).id;
+    await t.db.insertInto('issue_assignees').values([
+      { issue_id: await issueId(issues.both), user_id: developer.user.id },
+      { issue_id: await issueId(issues.both), user_id: other.user.id },
+      { issue_id: await issueId(issues.one), user_id: developer.user.id },
+    ]).execute();
+    const url = `/api/v4/projects/${project.id}/issues`;
+    const both = await t.get(url, { token: developer.token, query: { 'assignee_username[]': [developer.user.username.toUpperCase(), other.user.username] } as any });
+    assert.equal(both.status, 200, JSON.stringify(both.body));
+    assert.deepEqual(iidsOf(both.body), [issues.both]);
+    const not = await t.get(url, { token: developer.token, query: { 'not[assignee_username][]': [other.user.username, 'nobody-at-all'] } as any });
+    assert.deepEqual(iidsOf(not.body), [issues.one, issues.none, issues.other]);
+    const tooMany = await t.get(url, { token: developer.token, query: { assignee_username: labelNames(101).join(',') } });
+    assert.equal(tooMany.status, 400);
+    assert.deepEqual(tooMany.body, { error: 'assignee_username allows a maximum of 100 items' });
+    const iids = await t.get(url, { token: developer.token, query: { 'iids[]': Array.from({ length: 101 }, (_, i) => i + 1) } as any });
+    assert.deepEqual(iids.body, { error: 'iids allows a maximum of 100 items' });
+    const notLabels = await t.get(url, { token: developer.token, query: { 'not[labels]': labelNames(101).join(',') } });
+    assert.deepEqual(notLabels.body, { error: 'not[labels] allows a maximum of 100 items' });
+
+    const mrUrl = `/api/v4/projects/${project.id}/merge_requests`;
+    const approvers = await t.get(mrUrl, { token: developer.token, query: { approver_ids: `${developer.user.id},${other.user.id},${developer.user.id}` } });
+    assert.equal(approvers.status, 200, JSON.stringify(approvers.body));
+    assert.equal(approvers.body.length, 4);
+    const withReporter = await t.get(mrUrl, { token: developer.token, query: { approver_ids: `${developer.user.id},${reporter.user.id}` } });
+    assert.deepEqual(withReporter.body, []);
+    const manyIds = Array.from({ length: 100 }, (_, i) => i + 1).join(',');
+    const { res: capped, ms } = await timed(mrUrl, { approver_ids: manyIds });
+    assert.equal(capped.status, 200);
+    assert.ok(ms < 1000, `100 approver_ids took ${ms.toFixed(0)} ms`);
+    const over = await t.get(mrUrl, { token: developer.token, query: { approver_ids: `${manyIds},101` } });
+    assert.deepEqual(over.body, { error: 'approver_ids allows a maximum of 100 items' });
+    const approvedBy = await t.get(mrUrl, { token: developer.token, query: { approved_by_ids: '1,2,3,4,5,6' } });
+    assert.deepEqual(approvedBy.body, { error: 'approved_by_ids allows a maximum of 5 items' });
+  });
+
   it('160 and 500 labels answer a 400 fast, on /issues (anonymous), project issues and merge requests', async () => {
     const urls: [string, string | null][] = [
       ['/api/v4/issues', null],
