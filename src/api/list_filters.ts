@@ -36,6 +36,11 @@ export function capList<T>(items: T[], name: string, max = MAX_LIST_FILTER_ITEMS
   return items;
 }
 
+/** capList for a parameter that may be absent. */
+export function capOptional<T>(items: T[] | undefined, name: string, max = MAX_LIST_FILTER_ITEMS): T[] | undefined {
+  return items === undefined ? undefined : capList(items, name, max);
+}
+
 /** `a,b` or `x[]=a&x[]=b`: the non-empty items, trimmed; at most MAX_LIST_FILTER_ITEMS of them. */
 export function commaList(value: string | string[] | undefined, name: string): string[] | undefined {
   if (value === undefined) return undefined;

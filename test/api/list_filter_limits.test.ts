@@ -149,4 +149,51 @@ describe('list filter limits', () => {
       assert.ok(ms < 1000, `${url} with 100 labels took ${ms.toFixed(0)} ms`);
     }
   });
+
+  it('custom_attributes: every pair must match, one count whatever their number; at most 100 pairs', async () => {
+    const admin = await t.createUser({ admin: true });
+    const who = await t.createUser();
+    await t.db.insertInto('user_custom_attributes').values([
+      { user_id: who.user.id, key: 'team', value: 'red' },
+      { user_id: who.user.id, key: 'site', value: 'north' },
+    ]).execute();
+    const ids = async (query: Record<string, string>) => {
+      const res = await t.get('/api/v4/users', { token: admin.token, query });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      return res.body.map((u: any) => u.id);
+    };
+    assert.deepEqual(await ids({ 'custom_attributes[team]': 'red', 'custom_attributes[site]': 'north' }), [who.user.id]);
+    assert.deepEqual(await ids({ 'custom_attributes[team]': 'red', 'custom_attributes[site]': 'south' }), []);
+    const hundred = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`custom_attributes[k${i}]`, 'v']));
+    const { res, ms } = await timed('/api/v4/users', hundred, admin.token);
+    assert.equal(res.status, 200);
+    assert.ok(ms < 1000, `100 custom attributes took ${ms.toFixed(0)} ms`);
+    const over = await t.get('/api/v4/users', { token: admin.token, query: { ...hundred, 'custom_attributes[k100]': 'v' } });
+    assert.deepEqual(over.body, { error: 'custom_attributes allows a maximum of 100 items' });
+  });
+
+  it('every other list parameter takes at most 100 items', async () => {
+    const many = (n: number) => Array.from({ length: n }, (_, i) => i + 1).join(',');
+    const group = await t.createGroup({ path: t.unique('g') });
+    const cases: [string, Record<string, string>, string][] = [
+      [`/api/v4/projects/${project.id}/repository/merge_base`, { refs: many(101) }, 'refs'],
+      [`/api/v4/projects/${project.id}/milestones`, { 'iids[]': many(101) }, 'iids'],
+      [`/api/v4/projects/${project.id}/users`, { skip_users: many(101) }, 'skip_users'],
+      [`/api/v4/projects/${project.id}/members`, { user_ids: many(101) }, 'user_ids'],
+      [`/api/v4/groups/${group.id}/members/all`, { skip_users: many(101) }, 'skip_users'],
+      ['/api/v4/groups', { skip_groups: many(101) }, 'skip_groups'],
+      ['/api/v4/projects', { topic: many(101) }, 'topic'],
+      ['/api/v4/runners/all', { tag_list: many(101) }, 'tag_list'],
+      [`/api/v4/projects/${project.id}/issues`, { issue_type: many(101) }, 'issue_type'],
+      [`/api/v4/groups/${group.id}/epics`, { labels: many(101) }, 'labels'],
+    ];
+    for (const [url, query, name] of cases) {
+      const res = await t.get(url, { query }); // as root
+      assert.equal(res.status, 400, `${url}: ${res.status} ${JSON.stringify(res.body)}`);
+      assert.deepEqual(res.body, { error: `${name} allows a maximum of 100 items` }, url);
+      const atCap = await t.get(url, { query: Object.fromEntries(Object.entries(query).map(([k]) => [k, many(100)])) });
+      assert.notEqual(atCap.status, 500, url);
+      assert.doesNotMatch(JSON.stringify(atCap.body), /maximum of/, url);
+    }
+  });
 });
