@@ -26,7 +26,7 @@ export function userMatchParam(value: number | string | undefined, name: string)
  * The most items one list filter takes (labels, not[labels], iids, usernames, ids...). GitLab's
  * REST API caps only a few (approved_by_ids at 5); an uncapped list lets one request make the
  * database plan and run a condition per item, so Cairn takes at most this many and answers a 400
- * beyond (docs/api.md "List filter limits").
+ * beyond (README, Reliability, "List filters").
  */
 export const MAX_LIST_FILTER_ITEMS = 100;
 

@@ -83,9 +83,11 @@ describe(`fuzzing every route from the OpenAPI document (seed ${SEED})`, { timeo
   // at sizes at, over and far over the caps.
   it('list filters at their worst: every list answers within the time budget, never a 5xx', async () => {
     const budgetMs = Number(process.env.CAIRN_LIST_BUDGET_MS ?? 1000);
+    const w0 = performance.now();
     world = await buildWorld(t);
+    const w1 = performance.now();
     const stats = await runListStress(t, world, { seed: SEED, rounds: SOAK ? 20 : 1, budgetMs, full: SOAK });
-    console.log(`list stress: ${stats.requests} requests over ${stats.operations} list routes, statuses ${JSON.stringify(stats.statuses)}; slowest ${JSON.stringify(stats.slowest.slice(0, process.env.CAIRN_FUZZ_VERBOSE ? 10 : 3))}`);
+    console.log(`list stress: fixture ${Math.round(w1 - w0)} ms, then ${stats.requests} requests over ${stats.operations} list routes in ${Math.round(performance.now() - w1)} ms, statuses ${JSON.stringify(stats.statuses)}; slowest ${JSON.stringify(stats.slowest.slice(0, process.env.CAIRN_FUZZ_VERBOSE ? 10 : 3))}`);
     assert.deepEqual(stats.errors, []);
     assert.deepEqual(stats.over, [], `answers over ${budgetMs} ms`);
   });
