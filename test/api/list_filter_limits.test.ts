@@ -150,6 +150,15 @@ describe('list filter limits', () => {
     }
   });
 
+  it('in=title,title,... (as many as fit in a URL) is one condition per field', async () => {
+    for (const url of [`/api/v4/projects/${project.id}/issues`, '/api/v4/merge_requests']) {
+      const { res, ms } = await timed(url, { scope: 'all', search: 'other', in: Array(2500).fill('title').join(',') });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.deepEqual(iidsOf(res.body), [url.includes('issues') ? issues.other : mrs.other]);
+      assert.ok(ms < 1000, `${url} with in=title x 2500 took ${ms.toFixed(0)} ms`);
+    }
+  });
+
   it('custom_attributes: every pair must match, one count whatever their number; at most 100 pairs', async () => {
     const who = await t.createUser();
     await t.db.insertInto('user_custom_attributes').values([

@@ -77,7 +77,8 @@ function match(q: MatchQuery, prefix = ''): IssueMatch {
 export function issueFilters(q: IssueListQuery, opts: { global?: boolean; project?: boolean } = {}): IssueFilters {
   const scope = (q.scope ?? (opts.global ? 'created_by_me' : 'all')).replace(/-/g, '_');
   if (!['created_by_me', 'assigned_to_me', 'all'].includes(scope)) throw invalidParam('scope', 'does not have a valid value');
-  const searchIn = q.in?.split(',').map((s) => s.trim()).filter(Boolean);
+  // Each field once: `in=title,title,...` is one condition, not one per repetition.
+  const searchIn = q.in === undefined ? undefined : [...new Set(q.in.split(',').map((s) => s.trim()).filter(Boolean))];
   if (searchIn?.some((f) => f !== 'title' && f !== 'description')) throw invalidParam('in', 'does not have a valid value');
   return {
     ...match(q),

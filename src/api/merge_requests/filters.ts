@@ -86,7 +86,8 @@ function match(q: Partial<Static<typeof MergeRequestListQuery>['not'] & object>,
 export function mergeRequestFilters(q: MergeRequestListQuery, opts: { global?: boolean; project?: boolean }): MergeRequestFilters {
   const scope = (q.scope ?? (opts.global ? 'created_by_me' : 'all')).replace(/-/g, '_');
   if (!['created_by_me', 'assigned_to_me', 'reviews_for_me', 'all'].includes(scope)) throw new ApiError(400, { error: 'scope does not have a valid value' });
-  const searchIn = q.in?.split(',').map((s) => s.trim()).filter(Boolean);
+  // Each field once: `in=title,title,...` is one condition, not one per repetition.
+  const searchIn = q.in === undefined ? undefined : [...new Set(q.in.split(',').map((s) => s.trim()).filter(Boolean))];
   if (searchIn?.some((f) => f !== 'title' && f !== 'description')) throw new ApiError(400, { error: 'in does not have a valid value' });
   const wip = q.wip === undefined ? undefined : q.wip.toLowerCase();
   if (wip !== undefined && wip !== 'yes' && wip !== 'no') throw new ApiError(400, { error: 'wip does not have a valid value' });
