@@ -22,15 +22,34 @@ export function userMatchParam(value: number | string | undefined, name: string)
   throw invalidParam(name);
 }
 
-/** `a,b` or `x[]=a&x[]=b`: the non-empty items, trimmed. */
-export function commaList(value: string | string[] | undefined): string[] | undefined {
-  if (value === undefined) return undefined;
-  return (Array.isArray(value) ? value : value.split(',')).map((s) => s.trim()).filter(Boolean);
+/**
+ * The most items one list filter takes (labels, not[labels], iids, usernames, ids...). GitLab's
+ * REST API caps only a few (approved_by_ids at 5); an uncapped list lets one request make the
+ * database plan and run a condition per item, so Cairn takes at most this many and answers a 400
+ * beyond (README, Reliability, "List filters").
+ */
+export const MAX_LIST_FILTER_ITEMS = 100;
+
+/** The items, or GitLab's 400 naming the parameter when there are more than `max`. */
+export function capList<T>(items: T[], name: string, max = MAX_LIST_FILTER_ITEMS): T[] {
+  if (items.length > max) throw invalidParam(name, `allows a maximum of ${max} items`);
+  return items;
 }
 
-/** `labels`: names, or None / Any alone. */
-export function labelListParam(value: string | string[] | undefined): string[] | 'none' | 'any' | undefined {
-  const names = commaList(value);
+/** capList for a parameter that may be absent. */
+export function capOptional<T>(items: T[] | undefined, name: string, max = MAX_LIST_FILTER_ITEMS): T[] | undefined {
+  return items === undefined ? undefined : capList(items, name, max);
+}
+
+/** `a,b` or `x[]=a&x[]=b`: the non-empty items, trimmed; at most MAX_LIST_FILTER_ITEMS of them. */
+export function commaList(value: string | string[] | undefined, name: string): string[] | undefined {
+  if (value === undefined) return undefined;
+  return capList((Array.isArray(value) ? value : value.split(',')).map((s) => s.trim()).filter(Boolean), name);
+}
+
+/** `labels`: names (at most MAX_LIST_FILTER_ITEMS), or None / Any alone. */
+export function labelListParam(value: string | string[] | undefined, name: string): string[] | 'none' | 'any' | undefined {
+  const names = commaList(value, name);
   if (names === undefined) return undefined;
   if (names.length === 1 && names[0].toLowerCase() === 'none') return 'none';
   if (names.length === 1 && names[0].toLowerCase() === 'any') return 'any';

@@ -4,7 +4,7 @@ import type { Epic, Label } from '../db/schema/work_items.js';
 import type { EpicExtras } from '../presenters/epics.js';
 import { pageWithTotal, totalCount } from './paging.js';
 import { findUsersByIds } from './users.js';
-import { labelRowsOf, voteCountsOf } from './work_item_extras.js';
+import { labelMatchCondition, labelRowsOf, voteCountsOf, type LabelMatch } from './work_item_extras.js';
 
 /** Epic list filters (GitLab's Epics API, the common ones); confidential epics only for callers who may see them. */
 export interface EpicFilters {
@@ -13,7 +13,7 @@ export interface EpicFilters {
   state?: 'opened' | 'closed' | 'all';
   authorId?: number;
   /** Every label must be on the epic (names case-insensitive); None / Any. */
-  labels?: string[] | 'none' | 'any';
+  labels?: LabelMatch;
   search?: string;
   confidential?: boolean;
   createdAfter?: Date;
@@ -31,13 +31,7 @@ function conditions(groupId: number, f: EpicFilters): RawBuilder<boolean> {
   if (f.state === 'closed') conds.push(sql`e.state_id = 2`);
   if (f.authorId !== undefined) conds.push(sql`e.author_id = ${f.authorId}`);
   if (f.confidential !== undefined) conds.push(sql`e.confidential = ${f.confidential}`);
-  const linked = sql`select 1 from label_links ll where ll.target_type = 'Epic' and ll.target_id = e.id`;
-  if (f.labels === 'none') conds.push(sql`not exists (${linked})`);
-  else if (f.labels === 'any') conds.push(sql`exists (${linked})`);
-  else for (const title of f.labels ?? []) {
-    conds.push(sql`exists (select 1 from label_links ll join labels l on l.id = ll.label_id
-                            where ll.target_type = 'Epic' and ll.target_id = e.id and lower(l.title) = lower(${title}))`);
-  }
+  if (f.labels === 'none' || f.labels === 'any' || f.labels?.length) conds.push(labelMatchCondition('Epic', sql`e.id`, f.labels));
   if (f.search) {
     const like = `%${f.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     conds.push(sql`(e.title ilike ${like} or e.description ilike ${like})`);

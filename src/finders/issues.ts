@@ -9,14 +9,14 @@ import type { LabelDetail } from '../presenters/merge_requests.js';
 import type { MilestoneView } from '../presenters/milestones.js';
 import { pageWithTotal, totalCount } from './paging.js';
 import { findUsersByIds } from './users.js';
-import { labelRowsOf, milestonesByIds, voteCountsOf } from './work_item_extras.js';
+import { labelMatchCondition, labelRowsOf, milestonesByIds, voteCountsOf, type LabelMatch } from './work_item_extras.js';
 
 /** A user filter as GitLab takes it: an id, or None (nobody) / Any (somebody). */
 export type UserMatch = number | 'none' | 'any';
 
 /** One side of the filters (the plain ones, or the `not[...]` ones). */
 export interface IssueMatch {
-  labels?: string[] | 'none' | 'any';
+  labels?: LabelMatch;
   milestone?: string | 'none' | 'any';
   /** GitLab's milestone_id: None, Any, Upcoming (the next active milestone to come due), Started (active and started). */
   milestoneId?: 'none' | 'any' | 'upcoming' | 'started';
@@ -94,15 +94,8 @@ export function readableIssues(actor: User | null): RawBuilder<boolean> {
 function matchConditions(m: IssueMatch, actor: User | null, negate: boolean): RawBuilder<boolean>[] {
   const out: RawBuilder<boolean>[] = [];
   const add = (c: RawBuilder<boolean>) => out.push(negate ? sql<boolean>`not (${c})` : c);
-  if (m.labels === 'none') add(sql`not exists (select 1 from label_links ll where ll.target_type = 'Issue' and ll.target_id = i.id)`);
-  else if (m.labels === 'any') add(sql`exists (select 1 from label_links ll where ll.target_type = 'Issue' and ll.target_id = i.id)`);
-  else if (m.labels?.length) {
-    const one = (title: string) => sql<boolean>`exists (select 1 from label_links ll join labels l on l.id = ll.label_id
-                  where ll.target_type = 'Issue' and ll.target_id = i.id and lower(l.title) = lower(${title}))`;
-    // Every label must be on it; under not[], none of them may be (GitLab's negated labels).
-    if (negate) add(sql<boolean>`(${sql.join(m.labels.map(one), sql` or `)})`);
-    else for (const title of m.labels) add(one(title));
-  }
+  // Every label must be on it; under not[], none of them may be (GitLab's negated labels).
+  if (m.labels === 'none' || m.labels === 'any' || m.labels?.length) out.push(labelMatchCondition('Issue', sql`i.id`, m.labels, negate));
   if (m.milestone === 'none') add(sql`i.milestone_id is null`);
   else if (m.milestone === 'any') add(sql`i.milestone_id is not null`);
   else if (m.milestone !== undefined) add(sql`exists (select 1 from milestones ms where ms.id = i.milestone_id and ms.title = ${m.milestone})`);
@@ -122,8 +115,11 @@ function matchConditions(m: IssueMatch, actor: User | null, negate: boolean): Ra
   if (m.assigneeId === 'none') add(sql`not exists (select 1 from issue_assignees x where x.issue_id = i.id)`);
   else if (m.assigneeId === 'any') add(sql`exists (select 1 from issue_assignees x where x.issue_id = i.id)`);
   else if (m.assigneeId !== undefined) add(sql`exists (select 1 from issue_assignees x where x.issue_id = i.id and x.user_id = ${m.assigneeId})`);
-  for (const username of m.assigneeUsernames ?? []) {
-    add(sql`exists (select 1 from issue_assignees x join users u on u.id = x.user_id where x.issue_id = i.id and lower(u.username) = lower(${username}))`);
+  if (m.assigneeUsernames?.length) {
+    // Every one of them is an assignee (under not[], none of them is): one count whatever their number.
+    const names = [...new Set(m.assigneeUsernames.map((n) => n.toLowerCase()))];
+    const matching = sql`from issue_assignees x join users u on u.id = x.user_id where x.issue_id = i.id and lower(u.username) = any(${names}::text[])`;
+    out.push(negate ? sql<boolean>`not exists (select 1 ${matching})` : sql<boolean>`(select count(distinct x.user_id) ${matching}) = ${names.length}`);
   }
   if (m.myReactionEmoji !== undefined && actor) {
     const mine = sql`select 1 from award_emoji ae where ae.awardable_type = 'Issue' and ae.awardable_id = i.id and ae.user_id = ${actor.id}`;

@@ -7,14 +7,14 @@ import type { LabelDetail, MergeRequestExtras } from '../presenters/merge_reques
 import { findUsersByIds } from './users.js';
 import { presentLabelBasic } from '../presenters/labels.js';
 import type { MilestoneView } from '../presenters/milestones.js';
-import { labelRowsOf, milestonesByIds, voteCountsOf } from './work_item_extras.js';
+import { labelMatchCondition, labelRowsOf, milestonesByIds, voteCountsOf, type LabelMatch } from './work_item_extras.js';
 
 /** A user filter as GitLab takes it: an id, or None (nobody) / Any (somebody). */
 export type UserMatch = number | 'none' | 'any';
 
 /** One side of the filters (the plain ones, or the `not[...]` ones). */
 export interface MergeRequestMatch {
-  labels?: string[] | 'none' | 'any';
+  labels?: LabelMatch;
   milestone?: string | 'none' | 'any';
   authorId?: number;
   authorUsername?: string;
@@ -68,17 +68,8 @@ function matchConditions(m: MergeRequestMatch, actor: User | null, negate: boole
   const userLinkByName = (table: string, username: string) =>
     sql<boolean>`exists (select 1 from ${sql.raw(table)} x join users u on u.id = x.user_id where x.merge_request_id = mr.id and lower(u.username) = lower(${username}))`;
 
-  if (m.labels === 'none') add(sql`not exists (select 1 from label_links ll where ll.target_type = 'MergeRequest' and ll.target_id = mr.id)`);
-  else if (m.labels === 'any') add(sql`exists (select 1 from label_links ll where ll.target_type = 'MergeRequest' and ll.target_id = mr.id)`);
-  else if (m.labels?.length) {
-    // Every label must be on it (names case-insensitive); under not[], none of them may be. The
-    // title is looked up once (an InitPlan), then each row is one probe of label_links' key.
-    for (const title of m.labels) {
-      add(sql`exists (select 1 from label_links ll
-                       where ll.target_type = 'MergeRequest' and ll.target_id = mr.id
-                         and ll.label_id = any(array(select l.id from labels l where lower(l.title) = lower(${title}))))`);
-    }
-  }
+  // Every label must be on it (names case-insensitive); under not[], none of them may be.
+  if (m.labels === 'none' || m.labels === 'any' || m.labels?.length) out.push(labelMatchCondition('MergeRequest', sql`mr.id`, m.labels, negate));
   if (m.milestone === 'none') add(sql`mr.milestone_id is null`);
   else if (m.milestone === 'any') add(sql`mr.milestone_id is not null`);
   else if (m.milestone !== undefined) add(sql`exists (select 1 from milestones ms where ms.id = mr.milestone_id and ms.title = ${m.milestone})`);
@@ -151,7 +142,10 @@ function listQuery(db: Database, actor: User | null, f: MergeRequestFilters) {
     const ids = f.approverIds;
     if (ids === 'none') conds.push(sql`false`);
     else if (ids !== 'any') {
-      conds.push(sql`(select count(*) from unnest(${ids}::int[]) u(id) where project_access_level(u.id, mr.target_project_id) >= 30) = ${ids.length}`);
+      // The projects where every one of them is a developer or more: one aggregate, computed once.
+      const distinct = [...new Set(ids)];
+      conds.push(sql`mr.target_project_id in (select a.project_id from project_access_grants a where a.user_id = any(${distinct}::int[]) and a.access_level >= 30
+                                               group by a.project_id having count(distinct a.user_id) = ${distinct.length})`);
     }
   }
   // Deployments are not recorded yet, so no merge request was deployed anywhere.

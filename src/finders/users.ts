@@ -130,17 +130,15 @@ function byWithoutProjects(q: Q, p: UserListParams): Q {
   return p.without_projects ? q.where(sql<boolean>`not exists (select 1 from project_access_grants a where a.user_id = u.id)`) : q;
 }
 
+/** Every given key with its value: one count per user whatever their number (an EXISTS each grew faster than the list). */
 function byCustomAttributes(q: Q, p: UserListParams): Q {
-  if (!p.custom_attributes) return q;
-  for (const [key, value] of Object.entries(p.custom_attributes)) {
-    q = q.where((eb: ExpressionBuilder<UDB, 'u'>) =>
-      eb.exists(
-        eb.selectFrom('user_custom_attributes as ca').select('ca.id').whereRef('ca.user_id', '=', 'u.id')
-          .where('ca.key', '=', key).where('ca.value', '=', String(value)),
-      ),
-    );
-  }
-  return q;
+  const entries = Object.entries(p.custom_attributes ?? {});
+  if (!entries.length) return q;
+  const keys = entries.map(([k]) => k);
+  const values = entries.map(([, v]) => String(v));
+  return q.where(sql<boolean>`(select count(distinct ca.key) from user_custom_attributes ca
+    join unnest(${keys}::text[], ${values}::text[]) as w(key, value) on w.key = ca.key and w.value = ca.value
+    where ca.user_id = u.id) = ${entries.length}`);
 }
 
 function escapeLike(s: string): string {

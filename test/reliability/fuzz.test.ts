@@ -8,7 +8,9 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { ROOT_TOKEN, TestContext } from '../helpers/app.js';
 import { openTestDatabase } from '../helpers/database.js';
+import { runListStress } from './fuzz/lists.js';
 import { problemsOf, runFuzz } from './fuzz/run.js';
+import { buildWorld, type World } from './fuzz/world.js';
 
 /**
  * Issue #15, part 2: requests generated from the OpenAPI document (and the routes outside it) with
@@ -53,6 +55,8 @@ async function fuzzContext(logLines: string[]): Promise<TestContext> {
 
 describe(`fuzzing every route from the OpenAPI document (seed ${SEED})`, { timeout: SOAK ? 4 * 3600_000 : 600_000 }, () => {
   let t: TestContext;
+  // Built by the list test and handed to the generated requests (their first fixture).
+  let world: World | undefined;
   const logLines: string[] = [];
   const rejections: unknown[] = [];
   const onRejection = (err: unknown) => { rejections.push(err); };
@@ -72,11 +76,28 @@ describe(`fuzzing every route from the OpenAPI document (seed ${SEED})`, { timeo
     assert.equal(problemsOf(400, '{"message":"/tmp/cairn-test-x/repositories/1.git not found"}', {}, leaks).length, 1);
   });
 
+  // Issue #25: no list request takes more than the budget of server time on a fresh instance,
+  // whatever its parameters. Short form: as the admin, each list parameter of each list route
+  // alone with 4,000 items, each text at 5,000 characters, everything at once; long form: also
+  // anonymously, each list at the cap, every order_by, then 19 seeded rounds of random subsets
+  // at sizes at, over and far over the caps.
+  it('list filters at their worst: every list answers within the time budget, never a 5xx', async () => {
+    const budgetMs = Number(process.env.CAIRN_LIST_BUDGET_MS ?? 1000);
+    const w0 = performance.now();
+    world = await buildWorld(t);
+    const w1 = performance.now();
+    const stats = await runListStress(t, world, { seed: SEED, rounds: SOAK ? 20 : 1, budgetMs, full: SOAK });
+    console.log(`list stress: fixture ${Math.round(w1 - w0)} ms, then ${stats.requests} requests over ${stats.operations} list routes in ${Math.round(performance.now() - w1)} ms, statuses ${JSON.stringify(stats.statuses)}; slowest ${JSON.stringify(stats.slowest.slice(0, process.env.CAIRN_FUZZ_VERBOSE ? 10 : 3))}`);
+    assert.deepEqual(stats.errors, []);
+    assert.deepEqual(stats.over, [], `answers over ${budgetMs} ms`);
+  });
+
   it(`${REQUESTS} generated requests: no 5xx, no leak, the process still answers`, async () => {
     console.log(`fuzz: seed ${SEED} (CAIRN_FUZZ_SEED=${SEED} replays it), ${REQUESTS} requests`);
     const stats = await runFuzz(t, {
       seed: SEED,
       requests: REQUESTS,
+      world,
       logLines,
       refreshEvery: 1000,
       progress: SOAK ? (n, s) => console.log(`fuzz: ${n} requests, ${s.failures.length} failures, ${s.rebuilds} rebuilds`) : undefined,

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Epic } from '../../db/schema/work_items.js';
-import { findEpic, listEpics, loadEpicExtras, type EpicFilters } from '../../finders/epics.js';
+import { findEpic, listEpics, loadEpicExtras } from '../../finders/epics.js';
 import { labelEventsOf } from '../../finders/labels.js';
 import { can } from '../../policies/abilities.js';
 import type { GroupAccess } from '../../policies/groups.js';
@@ -15,6 +15,7 @@ import { ResourceLabelEventSchema } from '../../presenters/schemas/labels.js';
 import type { PresentContext } from '../../presenters/users.js';
 import { createEpic, deleteEpic, epicDates, updateEpic, type EpicParams } from '../../services/epics.js';
 import { IdParams, RowId, timestampParam } from '../params.js';
+import { labelListParam } from '../list_filters.js';
 import { groupOf, NoContent, route } from '../route.js';
 
 /**
@@ -66,13 +67,6 @@ function dateFilter(value: string | undefined, name: string): Date | undefined {
   return timestampParam(name, value);
 }
 
-function labelFilter(value: string | undefined): EpicFilters['labels'] {
-  if (value === undefined || value.trim() === '') return undefined;
-  if (value.toLowerCase() === 'none') return 'none';
-  if (value.toLowerCase() === 'any') return 'any';
-  return value.split(',').map((t) => t.trim()).filter(Boolean);
-}
-
 function writeParams(body: Record<string, any>): EpicParams {
   const { startDate, dueDate } = epicDates(body);
   const labelChange = body.labels !== undefined || body.add_labels !== undefined || body.remove_labels !== undefined
@@ -122,7 +116,7 @@ export default async function epicRoutes(fastify: FastifyInstance) {
       includeConfidential: mayReadConfidential(access),
       state: q.state,
       authorId: q.author_id,
-      labels: labelFilter(q.labels),
+      labels: labelListParam(q.labels, 'labels'),
       search: q.search,
       confidential: q.confidential,
       createdAfter: dateFilter(q.created_after, 'created_after'),

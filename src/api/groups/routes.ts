@@ -24,6 +24,7 @@ import { ACCESS_LEVEL, ProjectListQuery, VISIBILITY } from '../projects/schemas.
 import { sendProjectList } from '../projects/routes.js';
 import { IdParams } from '../params.js';
 import { groupOf, route } from '../route.js';
+import { capList } from '../list_filters.js';
 
 const enumOf = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 
@@ -55,7 +56,7 @@ const DETAIL_PROJECTS_LIMIT = 100;
 function groupFilters(request: FastifyRequest): GroupFilters {
   const q = request.query as Record<string, any>;
   const user = request.actor?.user ?? null;
-  const skip = ([] as unknown[]).concat(q.skip_groups ?? []).flatMap((v) => String(v).split(',')).filter((v) => /^\d+$/.test(v)).map(Number);
+  const skip = capList(([] as unknown[]).concat(q.skip_groups ?? []).flatMap((v) => String(v).split(',')).filter((v) => /^\d+$/.test(v)).map(Number), 'skip_groups');
   return {
     allAvailable: q.all_available ?? (user ? user.admin : true),
     owned: q.owned,

@@ -2,7 +2,7 @@ import { Type, type Static } from 'typebox';
 import { ISSUE_ORDERS, type IssueFilters, type IssueMatch } from '../../finders/issues.js';
 import { ApiError, invalidParam } from '../../plugins/errors.js';
 import { ISSUE_TYPES } from '../../services/issues.js';
-import { commaList, dateParam, labelListParam, noneAnyParam, userMatchParam } from '../list_filters.js';
+import { capList, commaList, dateParam, labelListParam, noneAnyParam, userMatchParam } from '../list_filters.js';
 
 /** The list parameters of GET /issues, /projects/:id/issues, /groups/:id/issues and the milestone issue lists. */
 const IdOrWord = Type.Union([Type.Integer(), Type.String()]);
@@ -54,18 +54,18 @@ function match(q: MatchQuery, prefix = ''): IssueMatch {
     if (v !== 'none' && v !== 'any' && v !== 'upcoming' && v !== 'started') throw invalidParam(name('milestone_id'), 'does not have a valid value');
     milestoneId = v;
   }
-  const types = commaList(q.issue_type);
+  const types = commaList(q.issue_type, name('issue_type'));
   if (types?.some((t) => !(ISSUE_TYPES as readonly string[]).includes(t))) throw invalidParam(name('issue_type'), 'does not have a valid value');
   return {
-    labels: labelListParam(q.labels),
+    labels: labelListParam(q.labels, name('labels')),
     milestone: noneAnyParam(q.milestone),
     milestoneId,
     authorId: q.author_id,
     authorUsername: q.author_username,
     assigneeId: userMatchParam(q.assignee_id, name('assignee_id')),
-    assigneeUsernames: commaList(q.assignee_username),
+    assigneeUsernames: commaList(q.assignee_username, name('assignee_username')),
     myReactionEmoji: noneAnyParam(q.my_reaction_emoji),
-    iids: q.iids !== undefined ? [q.iids].flat() : undefined,
+    iids: q.iids !== undefined ? capList([q.iids].flat(), name('iids')) : undefined,
     issueType: types,
   };
 }
@@ -77,7 +77,8 @@ function match(q: MatchQuery, prefix = ''): IssueMatch {
 export function issueFilters(q: IssueListQuery, opts: { global?: boolean; project?: boolean } = {}): IssueFilters {
   const scope = (q.scope ?? (opts.global ? 'created_by_me' : 'all')).replace(/-/g, '_');
   if (!['created_by_me', 'assigned_to_me', 'all'].includes(scope)) throw invalidParam('scope', 'does not have a valid value');
-  const searchIn = q.in?.split(',').map((s) => s.trim()).filter(Boolean);
+  // Each field once: `in=title,title,...` is one condition, not one per repetition.
+  const searchIn = q.in === undefined ? undefined : [...new Set(q.in.split(',').map((s) => s.trim()).filter(Boolean))];
   if (searchIn?.some((f) => f !== 'title' && f !== 'description')) throw invalidParam('in', 'does not have a valid value');
   return {
     ...match(q),

@@ -39,6 +39,7 @@ import {
   type SourceKind,
 } from './params.js';
 import { MemberCreateBody, MemberDeleteQuery, MemberIdParams, MemberListQuery, MemberParams, MemberQuery, MemberUpdateBody } from './schemas.js';
+import { capOptional } from '../list_filters.js';
 
 const KINDS: SourceKind[] = ['groups', 'projects'];
 const TASKS = ['ci', 'code', 'issues'];
@@ -94,8 +95,8 @@ export default async function memberRoutes(fastify: FastifyInstance) {
         // Kept by hand: comma lists, and ids beyond the integer range left out rather than refused.
         const filters = {
           query: q.query || undefined,
-          userIds: intArrayParam(q, 'user_ids'),
-          skipUserIds: intArrayParam(q, 'skip_users'),
+          userIds: capOptional(intArrayParam(q, 'user_ids'), 'user_ids'),
+          skipUserIds: capOptional(intArrayParam(q, 'skip_users'), 'skip_users'),
           state: q.state,
         };
         const { source } = sourceOf(request, kind);

@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox';
 import type { MergeRequestFilters, MergeRequestMatch } from '../../finders/merge_requests.js';
 import { ApiError, invalidParam } from '../../plugins/errors.js';
-import { commaList, dateParam, labelListParam, noneAnyParam, userMatchParam } from '../list_filters.js';
+import { capList, dateParam, labelListParam, noneAnyParam, userMatchParam } from '../list_filters.js';
 
 /** The list parameters of GET /merge_requests, /projects/:id/merge_requests and /groups/:id/merge_requests. */
 const IdOrWord = Type.Union([Type.Integer(), Type.String()]);
@@ -58,8 +58,7 @@ function idList(value: unknown, name: string, max?: number): number[] | 'none' |
   const raw = Array.isArray(value) ? value : String(value).split(',');
   const ids = raw.map((x) => Number(String(x).trim()));
   if (ids.some((n) => !Number.isInteger(n) || n <= 0)) throw invalidParam(name);
-  if (max !== undefined && ids.length > max) throw invalidParam(name, `allows a maximum of ${max} items`);
-  return ids;
+  return capList(ids, name, max);
 }
 
 function match(q: Partial<Static<typeof MergeRequestListQuery>['not'] & object>, prefix = ''): MergeRequestMatch {
@@ -71,7 +70,7 @@ function match(q: Partial<Static<typeof MergeRequestListQuery>['not'] & object>,
   }
   const assigneeUsername = Array.isArray(q.assignee_username) ? q.assignee_username[0] : q.assignee_username;
   return {
-    labels: labelListParam(q.labels),
+    labels: labelListParam(q.labels, `${prefix}labels${prefix ? ']' : ''}`),
     milestone: noneAnyParam(q.milestone),
     authorId: q.author_id,
     authorUsername: q.author_username,
@@ -87,13 +86,14 @@ function match(q: Partial<Static<typeof MergeRequestListQuery>['not'] & object>,
 export function mergeRequestFilters(q: MergeRequestListQuery, opts: { global?: boolean; project?: boolean }): MergeRequestFilters {
   const scope = (q.scope ?? (opts.global ? 'created_by_me' : 'all')).replace(/-/g, '_');
   if (!['created_by_me', 'assigned_to_me', 'reviews_for_me', 'all'].includes(scope)) throw new ApiError(400, { error: 'scope does not have a valid value' });
-  const searchIn = q.in?.split(',').map((s) => s.trim()).filter(Boolean);
+  // Each field once: `in=title,title,...` is one condition, not one per repetition.
+  const searchIn = q.in === undefined ? undefined : [...new Set(q.in.split(',').map((s) => s.trim()).filter(Boolean))];
   if (searchIn?.some((f) => f !== 'title' && f !== 'description')) throw new ApiError(400, { error: 'in does not have a valid value' });
   const wip = q.wip === undefined ? undefined : q.wip.toLowerCase();
   if (wip !== undefined && wip !== 'yes' && wip !== 'no') throw new ApiError(400, { error: 'wip does not have a valid value' });
   return {
     ...match(q),
-    iids: opts.project && q.iids !== undefined ? [q.iids].flat() : undefined,
+    iids: opts.project && q.iids !== undefined ? capList([q.iids].flat(), 'iids') : undefined,
     state: q.state as MergeRequestFilters['state'],
     scope: scope as MergeRequestFilters['scope'],
     sourceBranch: q.source_branch,

@@ -18,6 +18,7 @@ import { createMilestone, deleteMilestone, updateMilestone, type MilestoneParent
 import { presentContext } from '../projects/present.js';
 import { IdParams, RowId, timestampParam } from '../params.js';
 import { groupOf, NoContent, projectOf, route } from '../route.js';
+import { capList } from '../list_filters.js';
 
 const enumOf = <T extends string>(values: readonly T[]) => Type.Union(values.map((v) => Type.Literal(v)));
 
@@ -69,7 +70,7 @@ function listParams(q: ListQueryValues): { filters: MilestoneFilters; includeAnc
   const includeAncestors = q.include_ancestors ?? q.include_parent_milestones ?? false;
   let iids: number[] | undefined;
   if (q.iids) {
-    const parts = q.iids.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+    const parts = capList(q.iids.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== ''), 'iids');
     if (parts.some((v) => !/^\d+$/.test(v) || Number(v) > 2147483647)) throw invalidParam('iids');
     iids = parts.map(Number);
   }

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { ProjectFilters } from '../../finders/projects.js';
 import { timestampParam } from '../params.js';
+import { capList } from '../list_filters.js';
 
 function dateParam(q: Record<string, any>, name: string): Date | undefined {
   const v = q[name];
@@ -31,7 +32,7 @@ export function projectFilters(request: FastifyRequest): ProjectFilters {
     repositoryStorage: admin && q.repository_storage ? q.repository_storage : undefined,
     withIssuesEnabled: q.with_issues_enabled,
     withMergeRequestsEnabled: q.with_merge_requests_enabled,
-    topics: typeof q.topic === 'string' && q.topic ? q.topic.split(',').map((t: string) => t.trim()).filter(Boolean) : undefined,
+    topics: typeof q.topic === 'string' && q.topic ? capList(q.topic.split(',').map((t: string) => t.trim()).filter(Boolean), 'topic') : undefined,
     orderBy: q.order_by ?? 'created_at',
     sort: q.sort ?? 'desc',
   };

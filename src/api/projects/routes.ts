@@ -24,6 +24,7 @@ import { ProjectCreateBody, ProjectHousekeepingBody, ProjectListQuery, ProjectTr
 import { IdParams } from '../params.js';
 import { NoContent, projectOf, route } from '../route.js';
 import { housekeepProject } from '../../services/housekeeping.js';
+import { capList } from '../list_filters.js';
 
 const accepted = (reply: FastifyReply) => reply.code(202).send({ message: '202 Accepted' });
 
@@ -231,7 +232,7 @@ export default async function projectRoutes(fastify: FastifyInstance) {
     const q = request.query;
     const page = pageParams(request);
     // Kept by hand: a comma list or an array, whose non-numeric entries are ignored.
-    const skip = ([] as unknown[]).concat(q.skip_users ?? []).flatMap((v) => String(v).split(',')).filter((v) => /^\d+$/.test(v)).map(Number);
+    const skip = capList(([] as unknown[]).concat(q.skip_users ?? []).flatMap((v) => String(v).split(',')).filter((v) => /^\d+$/.test(v)).map(Number), 'skip_users');
     const { rows, total } = await listProjectUsers(db, project, { search: q.search, skip }, page);
     setPaginationHeaders(request, reply, page, total);
     const ctx = presentContext(request);

@@ -24,6 +24,7 @@ import {
   treeEntries,
 } from '../../services/repository.js';
 import { IdParams, ShaParams } from '../params.js';
+import { capList } from '../list_filters.js';
 import { projectOf, RawBody, route } from '../route.js';
 
 const ARCHIVE_RATE_LIMITED = { message: { error: 'This archive has been requested too many times. Try again later.' } };
@@ -163,7 +164,7 @@ export default async function repositoryRoutes(fastify: FastifyInstance) {
     schema: { params: IdParams, querystring: MergeBaseQuery, response: { 200: CommitSchema } },
   }), async (request) => {
     const raw = request.query.refs;
-    const refs = (Array.isArray(raw) ? raw : [raw]).flatMap((r) => String(r).split(',')).filter((r) => r !== '');
+    const refs = capList((Array.isArray(raw) ? raw : [raw]).flatMap((r) => String(r).split(',')).filter((r) => r !== ''), 'refs');
     const { project } = projectOf(request);
     return presentCommit(linkContext(cairn, project), await mergeBaseOf(cairn, project, refs));
   });

@@ -19,6 +19,7 @@ import { RunnerDetailSchema, RunnerJobSchema, RunnerSchema } from '../../present
 import { IdParams, RowId } from '../params.js';
 import { presentContext } from '../projects/present.js';
 import { groupOf, NoContent, projectOf, route } from '../route.js';
+import { capList } from '../list_filters.js';
 
 /** GitLab's answer to a registration token reset. */
 const ResetTokenSchema = Type.Object({ token: Type.String(), token_expires_at: Nullable(Timestamp) }, strict);
@@ -71,7 +72,7 @@ const noAccess = () => forbidden('No access granted');
 const runnerNotFound = () => notFound('Runner');
 
 function filtersOf(q: { scope?: string; type?: RunnerType; status?: string; paused?: boolean; tag_list?: string | string[] }): RunnerFilters {
-  return { scope: q.scope, type: q.type, status: q.status, paused: q.paused, tagList: q.tag_list === undefined ? undefined : parseTagList(q.tag_list) };
+  return { scope: q.scope, type: q.type, status: q.status, paused: q.paused, tagList: q.tag_list === undefined ? undefined : capList(parseTagList(q.tag_list), 'tag_list') };
 }
 
 /**

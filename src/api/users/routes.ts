@@ -27,6 +27,7 @@ import {
   UpdateUserBody, WithCustomAttributesQuery,
 } from './schemas.js';
 import { IdParams, timestampParam } from '../params.js';
+import { capList } from '../list_filters.js';
 import { NoContent, route } from '../route.js';
 import {
   CustomAttributeSchema, UserActionMessageSchema, UserAdminSchema, UserAdminWithCustomAttributesSchema, UserBasicSchema,
@@ -106,7 +107,9 @@ export default async function userRoutes(fastify: FastifyInstance) {
       ...q,
       created_before: timestampParam('created_before', q.created_before),
       created_after: timestampParam('created_after', q.created_after),
-      custom_attributes: custom && typeof custom === 'object' && !Array.isArray(custom) ? (custom as Record<string, string>) : undefined,
+      custom_attributes: custom && typeof custom === 'object' && !Array.isArray(custom)
+        ? Object.fromEntries(capList(Object.entries(custom as Record<string, string>), 'custom_attributes'))
+        : undefined,
     };
     return sendCachedPage(req, reply, async (headers) => {
       const page = pageParams(req);

@@ -25,6 +25,7 @@ import { field, pageForbidden, requireAbility, requireCsrf, requireUser, type Pa
 import { html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js';
 import { avatar, projectCrumbs, projectPath, sendPage } from '../layout.js';
 import type { PageRegistry } from '../router.js';
+import { capList } from '../../api/list_filters.js';
 
 /**
  * Issues: a project's list (state tabs with counts, search, label/author/assignee filters as
@@ -89,7 +90,7 @@ async function issueList(ctx: PageContext, page: ProjectPage) {
   requireAbility(ctx, page, 'read_issue');
   const state = stateOf(ctx.query.state);
   const search = (ctx.query.search ?? '').slice(0, 255);
-  const labels = queryList(ctx, 'label_name');
+  const labels = capList(queryList(ctx, 'label_name'), 'label_name');
   const author = (ctx.query.author_username ?? '').trim().slice(0, 255);
   const assignee = (ctx.query.assignee_username ?? '').trim().slice(0, 255);
   const sortKey = ISSUE_SORTS[ctx.query.sort ?? ''] ? ctx.query.sort! : 'created_date';

@@ -113,7 +113,7 @@ function filtersOf(p: ListParams): MergeRequestFilters {
     authorUsername: p.author_username || undefined,
     assigneeUsername: p.assignee_username || undefined,
     reviewerUsername: p.reviewer_username || undefined,
-    labels: labelListParam(p.labels.length ? p.labels : undefined),
+    labels: labelListParam(p.labels.length ? p.labels : undefined, 'label_name'),
     targetBranch: p.target_branch || undefined,
     orderBy: order.orderBy,
     sort: order.sort,

@@ -79,6 +79,8 @@ export interface RunOptions {
   /** A fresh fixture every so many requests (deleted labels, branches, issues... come back). */
   refreshEvery?: number;
   timeoutMs?: number;
+  /** The fixture to start from (one built by the caller); a fresh one otherwise. */
+  world?: World;
 }
 
 /**
@@ -98,7 +100,7 @@ export async function runFuzz(t: TestContext, opts: RunOptions): Promise<FuzzSta
   ];
   for (const dir of Object.values(t.config.storages)) leaks.push([new RegExp(escapeRegExp(dir)), 'a repository storage path']);
 
-  let world: World = await buildWorld(t);
+  let world: World = opts.world ?? (await buildWorld(t));
   let arbs = new Map<Operation, fc.Arbitrary<FuzzRequest>>();
   const stats: FuzzStats = { seed: opts.seed, requests: 0, operations: ops.length, covered: 0, reachedSuccess: 0, statuses: {}, codes: {}, slowest: [], rebuilds: 0, repairs: 0, seconds: 0, failures: [] };
   const covered = new Set<Operation>();
