@@ -5,6 +5,9 @@ import { isZeroOid } from '../git/validate.js';
 import { can, effectiveLevel, type ProjectSubject } from '../policies/abilities.js';
 import { projectAccessLevel } from '../policies/access.js';
 import { canPushToBranch, type PushProject } from '../policies/branches.js';
+import { hasNoBranches } from '../git/refs.js';
+import { BranchProtectionLevel, defaultBranchProtectionOf } from './default_branch_protection.js';
+import { projectRepoPath } from './projects.js';
 
 export interface RefUpdateDecision {
   /** ref -> why it may not be updated; a push with any refusal moves no ref at all. */
@@ -15,6 +18,7 @@ export interface RefUpdateDecision {
 
 export const PUSH_MESSAGES = {
   pushCode: 'You are not allowed to push code to this project.',
+  protectedBranches: 'You are not allowed to push code to protected branches on this project.',
   deleteDefaultBranch: 'The default branch of a project cannot be deleted.',
   changeTags: 'You are not allowed to change existing tags on this project.',
 } as const;
@@ -26,7 +30,7 @@ export const PUSH_MESSAGES = {
  */
 export async function checkRefUpdates(
   cairn: Cairn,
-  project: PushProject & Pick<Project, 'namespace_id' | 'default_branch'> & ProjectSubject['project'],
+  project: PushProject & Pick<Project, 'namespace_id' | 'default_branch' | 'repository_storage' | 'disk_path'> & ProjectSubject['project'],
   user: User | null,
   updates: RefUpdate[],
   accessLevel?: number,
@@ -36,6 +40,10 @@ export async function checkRefUpdates(
   const level = user ? effectiveLevel(user, accessLevel ?? (await projectAccessLevel(cairn.db, user.id, project))) : 0;
   const subject: ProjectSubject = { project, accessLevel: level };
   const mayPush = can(user, 'push_code', subject);
+  // GitLab's ProtectedBranch.protected? on an empty repository: while the default branch is to be
+  // fully protected (or developers may only merge), every branch of the first push is protected,
+  // and only those who administer the project make it (level 4 lets developers push it first).
+  const initialPushRefused = mayPush && !can(user, 'admin_project', subject) && (await initialPushProtected(cairn, project));
   for (const u of updates) {
     if (!user || !mayPush) {
       refusals.set(u.ref, PUSH_MESSAGES.pushCode);
@@ -47,6 +55,10 @@ export async function checkRefUpdates(
       const branch = u.ref.slice('refs/heads/'.length);
       if (deletion && project.default_branch && branch === project.default_branch) {
         refusals.set(u.ref, PUSH_MESSAGES.deleteDefaultBranch);
+        continue;
+      }
+      if (initialPushRefused) {
+        refusals.set(u.ref, PUSH_MESSAGES.protectedBranches);
         continue;
       }
       const decision = await canPushToBranch(cairn.db, project, user, level, branch, { deletion });
@@ -63,4 +75,11 @@ export async function checkRefUpdates(
     }
   }
   return { refusals, noForceRefs };
+}
+
+/** Is the project's repository empty while its namespace's default branch protection keeps developers from making the first push? */
+async function initialPushProtected(cairn: Cairn, project: Pick<Project, 'id' | 'namespace_id' | 'repository_storage' | 'disk_path'>): Promise<boolean> {
+  const level = await defaultBranchProtectionOf(cairn, project.namespace_id);
+  if (level !== BranchProtectionLevel.FULL && level !== BranchProtectionLevel.DEV_CAN_MERGE) return false;
+  return hasNoBranches(projectRepoPath(cairn, project));
 }
