@@ -43,7 +43,9 @@ export async function checkRefUpdates(
   // GitLab's ProtectedBranch.protected? on an empty repository: while the default branch is to be
   // fully protected (or developers may only merge), every branch of the first push is protected,
   // and only those who administer the project make it (level 4 lets developers push it first).
-  const initialPushRefused = mayPush && !can(user, 'admin_project', subject) && (await initialPushProtected(cairn, project));
+  // Asked once, and only when the push moves a branch.
+  let initialPushRefused: Promise<boolean> | undefined;
+  const refusedAsInitialPush = () => (initialPushRefused ??= can(user, 'admin_project', subject) ? Promise.resolve(false) : initialPushProtected(cairn, project));
   for (const u of updates) {
     if (!user || !mayPush) {
       refusals.set(u.ref, PUSH_MESSAGES.pushCode);
@@ -57,7 +59,7 @@ export async function checkRefUpdates(
         refusals.set(u.ref, PUSH_MESSAGES.deleteDefaultBranch);
         continue;
       }
-      if (initialPushRefused) {
+      if (await refusedAsInitialPush()) {
         refusals.set(u.ref, PUSH_MESSAGES.protectedBranches);
         continue;
       }
