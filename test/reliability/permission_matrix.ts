@@ -216,6 +216,8 @@ async function gitPath(t: TestContext, w: World, depth: number): Promise<string[
   let group = await t.db.selectFrom('namespaces').selectAll().where('path', '=', groups[groups.length - 1]).where('type', '=', 'Group').executeTakeFirstOrThrow();
   const sub = await t.createGroup({ parent: group as Namespace, visibility: VIS[w.name] });
   const project = await t.createProject({ group: sub, visibility: VIS[w.name] });
+  // The job column's token belongs to a job of the world's project: these projects admit it.
+  await ok(await t.post(`/api/v4/projects/${project.id}/job_token_scope/allowlist`, { target_project_id: w.project.id }), 'job token allowlist');
   group = sub as any;
   const path = [...groups, sub.path, `${project.path}.git`];
   w.gitPaths.set(depth, path);
