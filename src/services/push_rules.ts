@@ -45,7 +45,7 @@ export async function checkRefUpdates(
   // and only those who administer the project make it (level 4 lets developers push it first).
   // Asked once, and only when the push moves a branch.
   let initialPushRefused: Promise<boolean> | undefined;
-  const refusedAsInitialPush = () => (initialPushRefused ??= can(user, 'admin_project', subject) ? Promise.resolve(false) : initialPushProtected(cairn, project));
+  const refusedAsInitialPush = (pusher: User) => (initialPushRefused ??= refusesInitialPush(cairn, project, pusher, level));
   for (const u of updates) {
     if (!user || !mayPush) {
       refusals.set(u.ref, PUSH_MESSAGES.pushCode);
@@ -59,7 +59,7 @@ export async function checkRefUpdates(
         refusals.set(u.ref, PUSH_MESSAGES.deleteDefaultBranch);
         continue;
       }
-      if (await refusedAsInitialPush()) {
+      if (await refusedAsInitialPush(user)) {
         refusals.set(u.ref, PUSH_MESSAGES.protectedBranches);
         continue;
       }
@@ -77,6 +77,16 @@ export async function checkRefUpdates(
     }
   }
   return { refusals, noForceRefs };
+}
+
+/**
+ * Does the default branch protection keep this user from making the first push to the project
+ * (an empty repository, a fully protected default or one where developers only merge, and a user
+ * who does not administer the project)? Pushes and commits through the API both ask.
+ */
+export async function refusesInitialPush(cairn: Cairn, project: Parameters<typeof initialPushProtected>[1] & ProjectSubject['project'], user: User, accessLevel: number): Promise<boolean> {
+  if (can(user, 'admin_project', { project, accessLevel })) return false;
+  return initialPushProtected(cairn, project);
 }
 
 /** Is the project's repository empty while its namespace's default branch protection keeps developers from making the first push? */

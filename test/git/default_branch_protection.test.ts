@@ -137,9 +137,12 @@ describe('default branch protection', () => {
     assert.equal(commit.status, 403);
 
     const p = await t.createProject({ group });
-    const first = await t.post(`/api/v4/projects/${p.id}/repository/commits`, {
-      branch: 'main', commit_message: 'first', actions: [{ action: 'create', file_path: 'a.txt', content: 'a' }],
-    });
+    const firstCommit = { branch: 'main', commit_message: 'first', actions: [{ action: 'create', file_path: 'a.txt', content: 'a' }] };
+    // As a first push: a developer may not make the first commit of a fully protected default branch.
+    const byDeveloper = await t.post(`/api/v4/projects/${p.id}/repository/commits`, firstCommit, { token: developer.token });
+    assert.equal(byDeveloper.status, 403);
+    assert.deepEqual(byDeveloper.body, { message: '403 Forbidden - You are not allowed to push into this branch' });
+    const first = await t.post(`/api/v4/projects/${p.id}/repository/commits`, firstCommit, { token: maintainer.token });
     assert.equal(first.status, 201);
     assert.deepEqual((await protection(p)).map((r) => r.name), ['main']);
   });
