@@ -73,6 +73,8 @@ export interface Config {
   maxArtifactsSize: number;
   /** Artifacts without expire_in expire after this many seconds (0 = never). */
   defaultArtifactsExpireIn: number;
+  /** GitLab's instance default_branch_protection (0 none ... 4 full after the initial push), for namespaces that do not set one. */
+  defaultBranchProtection: number;
   /** Outgoing mail server (smtp://host:port, smtps://user:pass@host); null: no notification e-mail is enqueued or sent. */
   smtpUrl: string | null;
   /** The From of notification e-mail. */
@@ -543,6 +545,14 @@ export const SETTINGS: Setting[] = [
     default: 30 * 24 * 3600,
     defaultText: '`30d`',
     help: "how long artifacts uploaded without `expire_in` are kept, seconds (GitLab's default 30 days; `0` = forever)",
+  }),
+  def({
+    env: 'CAIRN_DEFAULT_BRANCH_PROTECTION',
+    key: 'defaultBranchProtection',
+    type: integer({ min: 0, max: 4 }),
+    default: 2,
+    defaultText: '`2`',
+    help: "how a new project's default branch is protected when its group sets nothing (GitLab's `default_branch_protection`): `0` not protected, `1` developers push, `2` maintainers push and merge, `3` developers merge, `4` as 2 after a developer's initial push",
   }),
   def({
     env: 'CAIRN_SMTP_URL',

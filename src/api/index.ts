@@ -41,6 +41,7 @@ import notificationSettingRoutes from './notification_settings/routes.js';
 import snippetRoutes from './snippets/routes.js';
 import openApiRoutes from './openapi/routes.js';
 import storageMoveRoutes from './storage_moves/routes.js';
+import jobTokenScopeRoutes from './job_token_scope/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -85,6 +86,7 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(snippetRoutes);
   await app.register(openApiRoutes);
   await app.register(storageMoveRoutes);
+  await app.register(jobTokenScopeRoutes);
   // Last: the web pages' catch-all routes take only what no route above took.
   await app.register(webRoutes);
 }

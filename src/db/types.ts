@@ -7,6 +7,7 @@ import type { EnvironmentTables } from './schema/environments.js';
 import type { ErrorTrackingTables } from './schema/error_tracking.js';
 import type { ForkTables } from './schema/forks.js';
 import type { GroupsTables } from './schema/groups.js';
+import type { JobTokenScopeTables } from './schema/job_token_scope.js';
 import type { KeysTables } from './schema/keys.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { UsersAreaTables } from './schema/users.js';
@@ -33,4 +34,5 @@ export interface DB
     ErrorTrackingTables,
     NotificationTables,
     SnippetTables,
-    StorageMoveTables {}
+    StorageMoveTables,
+    JobTokenScopeTables {}

@@ -169,3 +169,23 @@ export async function canMergeToBranch(db: Database, project: PushProject, user:
   }
   return true;
 }
+
+/**
+ * GitLab's can_update_branch? (push or merge rights on the branch) and can_create_tag? (no
+ * protected tags here, so push rights): may `user` run a pipeline on this ref, or retry, play or
+ * cancel its jobs? A pipeline of a protected branch gets the protected variables, so running one
+ * takes the rights to change that branch.
+ */
+export async function canUpdateRef(db: Database, project: PushProject, user: User, accessLevel: number, ref: string, tag: boolean): Promise<boolean> {
+  if (!can(user, 'push_code', { project, accessLevel })) return false;
+  if (tag) return true;
+  const protection = await protectionFor(db, project.id, ref);
+  if (!protection.rules.length) return true;
+  if ((await pushDecision(db, protection, user, { project, accessLevel })).allowed) return true;
+  return canMergeToBranch(db, project, user, accessLevel, ref);
+}
+
+/** GitLab's message when a pipeline may not be created on a ref the caller cannot update. */
+export function protectedRefPipelineMessage(ref: string): string {
+  return `You do not have sufficient permission to run a pipeline on '${ref}'. Please select a different branch or contact your administrator for assistance.`;
+}

@@ -12,6 +12,8 @@ export interface GitCredential {
   download: boolean;
   /** The credential allows pushing (api or write_repository scope; a password). */
   push: boolean;
+  /** A CI job token's project: other projects admit it only through their job token allowlist. */
+  jobProjectId?: number;
 }
 
 export const GIT_MESSAGES = {

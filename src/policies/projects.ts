@@ -4,6 +4,7 @@ import type { User } from '../db/schema/core.js';
 import { findProject, type FoundProject } from '../finders/projects.js';
 import { forbidden, notFound } from '../plugins/errors.js';
 import { can, effectiveLevel, type ProjectAbility } from './abilities.js';
+import { jobTokenMayAccess, jobTokenProjectId } from './job_token_scope.js';
 
 export interface ProjectAccess {
   project: FoundProject;
@@ -30,6 +31,9 @@ export async function authorizeProject(request: FastifyRequest, idOrPath: string
   const project = { ...cached };
   const subject = { project, accessLevel: effectiveLevel(user, project.callerAccessLevel ?? 0) };
   if (!can(user, 'read_project', subject)) throw notFound('Project');
+  // A CI job token of another project sees this one only through its allowlist.
+  const jobProject = jobTokenProjectId(request.actor);
+  if (jobProject !== null && !(await jobTokenMayAccess(request.server.cairn.db, jobProject, project))) throw notFound('Project');
   if (!can(user, ability, subject)) throw forbidden();
   return { project, accessLevel: subject.accessLevel, user };
 }

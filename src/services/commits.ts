@@ -18,8 +18,9 @@ import { branchExists, hasNoBranches, readCommits, readRef, resolveCommit, setHe
 import { EMPTY_TREE_OID, isOid, isValidBranchName, ZERO_OID } from '../git/validate.js';
 import { buildCommit, checkWritablePath, writeActionBlobs, commitTree, compareAndSwapRef, mergeTrees, TreeActionError, type Identity, type TreeAction } from '../git/write.js';
 import { assertCanPushToBranch, assertRepositoryWritable } from '../policies/code.js';
-import { ApiError, apiError, invalidParam, missingParam, notFound } from '../plugins/errors.js';
+import { ApiError, apiError, forbidden, invalidParam, missingParam, notFound } from '../plugins/errors.js';
 import { endRefJournal, journalRefUpdates, runPostReceiveHooks } from './post_receive.js';
+import { refusesInitialPush } from './push_rules.js';
 import { projectRepoPath, recordRefActivity } from './projects.js';
 
 /**
@@ -213,6 +214,7 @@ export async function createCommit(cairn: Cairn, input: CreateCommitInput): Prom
   if (input.startBranch && !isValidBranchName(input.startBranch)) throw fail('You can only create or edit files when you are on a branch');
   const targetAtStart = await readRef(cairn.catfile, gitDir, `refs/heads/${branch}`);
   await assertCanPushToBranch(cairn.db, project, user, input.accessLevel, branch, { force: Boolean(input.force && targetAtStart) });
+  if (!targetAtStart && (await refusesInitialPush(cairn, project, user, input.accessLevel))) throw forbidden('You are not allowed to push into this branch');
   if (!input.message) throw missingParam('commit_message');
   const actions = checkActions(input.actions, cairn.config.maxFileSize);
   try {

@@ -5,6 +5,7 @@ import { headBranch, refSnapshot, type RefUpdate } from '../git/http.js';
 import { isZeroOid } from '../git/validate.js';
 import { setHead } from '../git/refs.js';
 import { beginInlineJob, defineJob, finishInlineJob } from '../jobs/queue.js';
+import { protectCreatedDefaultBranch } from './default_branch_protection.js';
 import { projectRepoPath } from './projects.js';
 
 /**
@@ -65,6 +66,11 @@ export async function recordPush(
  * the API. A failing hook is logged; the others still run.
  */
 export async function runPostReceiveHooks(cairn: Cairn, event: PostReceiveEvent, log: { error: (obj: unknown, msg: string) => void } = console): Promise<void> {
+  try {
+    await protectCreatedDefaultBranch(cairn, event);
+  } catch (err) {
+    log.error({ err, projectId: event.projectId }, 'default branch protection failed');
+  }
   for (const hook of cairn.postReceiveHooks) {
     try {
       await hook(event);

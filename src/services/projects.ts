@@ -19,6 +19,7 @@ import { can, effectiveLevel, featureAvailable } from '../policies/abilities.js'
 import { parseProjectSettings } from './project-settings.js';
 import { createRegistrationToken } from '../ci/runners.js';
 import { notify } from './notify.js';
+import { protectDefaultBranch } from './default_branch_protection.js';
 
 export type NewProject = Omit<Insertable<ProjectsTable>, 'disk_path'>;
 
@@ -206,6 +207,7 @@ export async function createProject(cairn: Cairn, input: CreateProjectInput): Pr
       message: 'Initial commit',
       author: { name: user.name, email: user.commit_email || user.email },
     });
+    await protectDefaultBranch(cairn, project.id);
     return db.updateTable('projects').set({ empty_repo: false, last_activity_at: new Date() }).where('id', '=', project.id).returningAll().executeTakeFirstOrThrow();
   }
   return project;

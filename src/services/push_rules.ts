@@ -5,6 +5,9 @@ import { isZeroOid } from '../git/validate.js';
 import { can, effectiveLevel, type ProjectSubject } from '../policies/abilities.js';
 import { projectAccessLevel } from '../policies/access.js';
 import { canPushToBranch, type PushProject } from '../policies/branches.js';
+import { hasNoBranches } from '../git/refs.js';
+import { BranchProtectionLevel, defaultBranchProtectionOf } from './default_branch_protection.js';
+import { projectRepoPath } from './projects.js';
 
 export interface RefUpdateDecision {
   /** ref -> why it may not be updated; a push with any refusal moves no ref at all. */
@@ -15,6 +18,7 @@ export interface RefUpdateDecision {
 
 export const PUSH_MESSAGES = {
   pushCode: 'You are not allowed to push code to this project.',
+  protectedBranches: 'You are not allowed to push code to protected branches on this project.',
   deleteDefaultBranch: 'The default branch of a project cannot be deleted.',
   changeTags: 'You are not allowed to change existing tags on this project.',
 } as const;
@@ -26,7 +30,7 @@ export const PUSH_MESSAGES = {
  */
 export async function checkRefUpdates(
   cairn: Cairn,
-  project: PushProject & Pick<Project, 'namespace_id' | 'default_branch'> & ProjectSubject['project'],
+  project: PushProject & Pick<Project, 'namespace_id' | 'default_branch' | 'repository_storage' | 'disk_path'> & ProjectSubject['project'],
   user: User | null,
   updates: RefUpdate[],
   accessLevel?: number,
@@ -36,6 +40,12 @@ export async function checkRefUpdates(
   const level = user ? effectiveLevel(user, accessLevel ?? (await projectAccessLevel(cairn.db, user.id, project))) : 0;
   const subject: ProjectSubject = { project, accessLevel: level };
   const mayPush = can(user, 'push_code', subject);
+  // GitLab's ProtectedBranch.protected? on an empty repository: while the default branch is to be
+  // fully protected (or developers may only merge), every branch of the first push is protected,
+  // and only those who administer the project make it (level 4 lets developers push it first).
+  // Asked once, and only when the push moves a branch.
+  let initialPushRefused: Promise<boolean> | undefined;
+  const refusedAsInitialPush = (pusher: User) => (initialPushRefused ??= refusesInitialPush(cairn, project, pusher, level));
   for (const u of updates) {
     if (!user || !mayPush) {
       refusals.set(u.ref, PUSH_MESSAGES.pushCode);
@@ -47,6 +57,10 @@ export async function checkRefUpdates(
       const branch = u.ref.slice('refs/heads/'.length);
       if (deletion && project.default_branch && branch === project.default_branch) {
         refusals.set(u.ref, PUSH_MESSAGES.deleteDefaultBranch);
+        continue;
+      }
+      if (await refusedAsInitialPush(user)) {
+        refusals.set(u.ref, PUSH_MESSAGES.protectedBranches);
         continue;
       }
       const decision = await canPushToBranch(cairn.db, project, user, level, branch, { deletion });
@@ -63,4 +77,21 @@ export async function checkRefUpdates(
     }
   }
   return { refusals, noForceRefs };
+}
+
+/**
+ * Does the default branch protection keep this user from making the first push to the project
+ * (an empty repository, a fully protected default or one where developers only merge, and a user
+ * who does not administer the project)? Pushes and commits through the API both ask.
+ */
+export async function refusesInitialPush(cairn: Cairn, project: Parameters<typeof initialPushProtected>[1] & ProjectSubject['project'], user: User, accessLevel: number): Promise<boolean> {
+  if (can(user, 'admin_project', { project, accessLevel })) return false;
+  return initialPushProtected(cairn, project);
+}
+
+/** Is the project's repository empty while its namespace's default branch protection keeps developers from making the first push? */
+async function initialPushProtected(cairn: Cairn, project: Pick<Project, 'id' | 'namespace_id' | 'repository_storage' | 'disk_path'>): Promise<boolean> {
+  const level = await defaultBranchProtectionOf(cairn, project.namespace_id);
+  if (level !== BranchProtectionLevel.FULL && level !== BranchProtectionLevel.DEV_CAN_MERGE) return false;
+  return hasNoBranches(projectRepoPath(cairn, project));
 }

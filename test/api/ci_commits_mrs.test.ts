@@ -25,7 +25,8 @@ describe('CI in the commits and merge requests APIs', () => {
   const api = (p: Project, rest: string) => `/api/v4/projects/${p.id}${rest}`;
 
   before(async () => {
-    t = await createTestContext();
+    // Developers run pipelines on main here: no default branch protection.
+    t = await createTestContext({ defaultBranchProtection: 0 });
     project = await t.createProject({ visibility: 20 });
     [guest, reporter, developer, maintainer, outsider] = await Promise.all([t.createUser(), t.createUser(), t.createUser(), t.createUser(), t.createUser()]);
     await t.addMember(project, guest.user, 10);

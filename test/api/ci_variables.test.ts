@@ -11,7 +11,8 @@ describe('CI variables API', () => {
   let developer: TestUser, maintainer: TestUser, outsider: TestUser;
 
   before(async () => {
-    t = await createTestContext();
+    // main is protected by the test itself, later: no default branch protection.
+    t = await createTestContext({ defaultBranchProtection: 0 });
     group = await t.createGroup();
     project = await t.createProject({ group });
     [developer, maintainer, outsider] = await Promise.all([t.createUser(), t.createUser(), t.createUser()]);

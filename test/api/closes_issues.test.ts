@@ -53,7 +53,8 @@ describe('merge requests: closes_issues and closing on merge', () => {
   const state = async (p: Project, iid: number) => (await t.get(`/api/v4/projects/${p.id}/issues/${iid}`)).body;
 
   before(async () => {
-    t = await createTestContext();
+    // Developers merge into main here: no default branch protection.
+    t = await createTestContext({ defaultBranchProtection: 0 });
     [dev, guest, outsider, admin] = await Promise.all([t.createUser(), t.createUser(), t.createUser(), t.createUser()]);
     await t.db.updateTable('users').set({ admin: true }).where('id', '=', admin.user.id).execute();
     group = await t.createGroup({ path: t.unique('grp') });

@@ -19,7 +19,8 @@ describe('commits API', () => {
   const gitIn = (p: Project, ...args: string[]) => execFileSync('git', ['--git-dir', projectRepoPath(t.app.cairn, p), ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
   before(async () => {
-    t = await createTestContext();
+    // Developers commit to main here (its protection is the test's own): no default branch protection.
+    t = await createTestContext({ defaultBranchProtection: 0 });
     project = await t.createProject({ visibility: 0 });
     url = `/api/v4/projects/${project.id}`;
     [guest, reporter, developer, maintainer, outsider] = await Promise.all([t.createUser(), t.createUser(), t.createUser(), t.createUser(), t.createUser()]);

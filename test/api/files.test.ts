@@ -11,7 +11,8 @@ describe('repository files API', () => {
   let guest: TestUser, reporter: TestUser, developer: TestUser, outsider: TestUser;
 
   before(async () => {
-    t = await createTestContext();
+    // Developers write to main here (its protection is the test's own): no default branch protection.
+    t = await createTestContext({ defaultBranchProtection: 0 });
     project = await t.createProject({ visibility: 0 });
     files = `/api/v4/projects/${project.id}/repository/files`;
     [guest, reporter, developer, outsider] = await Promise.all([t.createUser(), t.createUser(), t.createUser(), t.createUser()]);

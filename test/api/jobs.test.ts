@@ -20,7 +20,8 @@ describe('pipelines and jobs API', () => {
   const api = (p: Project, rest: string) => `/api/v4/projects/${p.id}${rest}`;
 
   before(async () => {
-    t = await createTestContext();
+    // Developers run and retry pipelines on main here: no default branch protection.
+    t = await createTestContext({ defaultBranchProtection: 0 });
     project = await t.createProject();
     publicProject = await t.createProject({ visibility: 20 });
     [guest, reporter, developer, maintainer, outsider] = await Promise.all([t.createUser(), t.createUser(), t.createUser(), t.createUser(), t.createUser()]);

@@ -31,7 +31,8 @@ describe('merge requests: merge, merge_ref, merge when pipeline succeeds, rebase
   };
 
   before(async () => {
-    t = await createTestContext();
+    // Developers merge into main here: no default branch protection.
+    t = await createTestContext({ defaultBranchProtection: 0 });
     [dev, reporter, maintainer] = await Promise.all([t.createUser(), t.createUser(), t.createUser()]);
     project = await t.createProject({ visibility: 0 });
     base = `/api/v4/projects/${project.id}`;

@@ -49,7 +49,8 @@ describe('notification e-mail', () => {
 
   before(async () => {
     sink = await startSink();
-    t = await createTestContext({ smtpUrl: sink.url, mailFrom: 'Cairn <cairn@cairn.test>' });
+    // Developers push to and merge into main here: no default branch protection.
+    t = await createTestContext({ smtpUrl: sink.url, mailFrom: 'Cairn <cairn@cairn.test>', defaultBranchProtection: 0 });
     group = await t.createGroup({ visibility: 0 });
     project = await t.createProject({ group, name: 'Rocket' });
     const users = await Promise.all(Array.from({ length: 11 }, () => t.createUser()));

@@ -81,7 +81,8 @@ describe('git over HTTP', () => {
   const pkt = (s: string) => (s.length + 4).toString(16).padStart(4, '0') + s;
 
   before(async () => {
-    t = await createTestContext();
+    // Developers make first pushes to main here (default protection has its own test): none.
+    t = await createTestContext({ defaultBranchProtection: 0 });
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     base = `127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
     home = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-git-home-'));

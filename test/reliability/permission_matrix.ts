@@ -69,6 +69,8 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
     requester: await u('requester'),
   };
   const group = await t.createGroup({ visibility: vis });
+  // main stays unprotected (the presets' developers run and retry its pipelines); 'prot-*' below is the protected branch.
+  await t.db.updateTable('namespaces').set({ settings: { default_branch_protection: 0 } }).where('id', '=', group.id).execute();
   for (const [role, level] of [['guest', 10], ['reporter', 20], ['developer', 30], ['maintainer', 40], ['owner', 50], ['member', 30]] as const) await t.addMember(group, users[role].user, level);
   const project = await t.createProject({ group, visibility: vis });
   await t.addMember(project, users.member.user, 30);
@@ -214,6 +216,8 @@ async function gitPath(t: TestContext, w: World, depth: number): Promise<string[
   let group = await t.db.selectFrom('namespaces').selectAll().where('path', '=', groups[groups.length - 1]).where('type', '=', 'Group').executeTakeFirstOrThrow();
   const sub = await t.createGroup({ parent: group as Namespace, visibility: VIS[w.name] });
   const project = await t.createProject({ group: sub, visibility: VIS[w.name] });
+  // The job column's token belongs to a job of the world's project: these projects admit it.
+  await ok(await t.post(`/api/v4/projects/${project.id}/job_token_scope/allowlist`, { target_project_id: w.project.id }), 'job token allowlist');
   group = sub as any;
   const path = [...groups, sub.path, `${project.path}.git`];
   w.gitPaths.set(depth, path);
@@ -312,6 +316,8 @@ function paramValue(t: TestContext, w: World, url: string, name: string, column:
     case 'impersonation_token_id': return i.impersonation;
     case 'error_id': return 1;
     case 'repository_storage_move_id': return 1;
+    case 'target_project_id': return i.other;
+    case 'target_group_id': return i.shareGroup;
   }
   throw new Error(`no value for :${name} of ${url}`);
 }
@@ -392,6 +398,16 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
       return g.id;
     }
     case 'runner_id': return freshRunner(t, w, true);
+    case 'target_project_id': {
+      const target = await t.createProject({ group: w.group, visibility: VIS[w.name] });
+      await body(t.post(`${P}/job_token_scope/allowlist`, { target_project_id: target.id }), 'job token allowlist entry');
+      return target.id;
+    }
+    case 'target_group_id': {
+      const g = await t.createGroup({ visibility: VIS[w.name] });
+      await body(t.post(`${P}/job_token_scope/groups_allowlist`, { target_group_id: g.id }), 'job token groups allowlist entry');
+      return g.id;
+    }
     case 'provider': {
       const provider = t.unique('prov');
       await t.db.insertInto('identities').values({ user_id: w.users.victim.user.id, provider, extern_uid: provider, saml_provider_id: null } as any).execute();

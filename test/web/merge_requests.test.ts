@@ -28,7 +28,8 @@ describe('web: merge requests (list, overview, commits, changes, threads, merge)
   };
 
   before(async () => {
-    t = await createTestContext();
+    // Developers merge into main here: no default branch protection.
+    t = await createTestContext({ defaultBranchProtection: 0 });
     [alice, dev, reporter, outsider] = await Promise.all([t.createUser(), t.createUser(), t.createUser(), t.createUser()]);
     project = await t.createProject({ owner: alice.user, visibility: 0 });
     api = `/api/v4/projects/${project.id}`;

@@ -22,7 +22,8 @@ describe('web: pipelines and jobs pages', () => {
   let pipelineId: number;
 
   before(async () => {
-    t = await createTestContext();
+    // Developers retry and play pipelines of main here: no default branch protection.
+    t = await createTestContext({ defaultBranchProtection: 0 });
     [maintainer, developer, reporter, guest, outsider] = await Promise.all([t.createUser(), t.createUser(), t.createUser(), t.createUser(), t.createUser()]);
     project = await t.createProject({ owner: maintainer.user });
     await t.addMember(project, maintainer.user, 40);

@@ -6,6 +6,7 @@ import { ApiError } from '../../plugins/errors.js';
 import { resolveCredential } from '../../plugins/auth.js';
 import { accountLockedFor, clearAccountFailures, clearIpFailures, ipAuthState, recordAccountFailure, recordIpFailure } from '../../services/auth_failures.js';
 import type { GitCredential } from '../../policies/git_access.js';
+import { jobTokenProjectId } from '../../policies/job_token_scope.js';
 
 /** A git client's request failed authentication or access: a plain-text answer for `remote:`. */
 export class GitHttpError extends Error {
@@ -60,7 +61,7 @@ async function tryResolve(cairn: Cairn, channel: 'bearer' | 'private' | 'job', t
 function fromCredential(cred: Credential): GitCredential {
   checkState(cred.user);
   // CI job tokens fetch (dependencies, submodules) but never push.
-  if (cred.kind === 'job_token') return { user: cred.user, download: true, push: false };
+  if (cred.kind === 'job_token') return { user: cred.user, download: true, push: false, jobProjectId: jobTokenProjectId(cred) ?? undefined };
   return {
     user: cred.user,
     download: cred.scopes.some((s) => READ_SCOPES.includes(s)),

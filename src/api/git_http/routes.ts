@@ -5,6 +5,7 @@ import { createGunzip } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { ProjectWithNamespace } from '../../finders/projects.js';
+import { jobTokenMayAccess } from '../../policies/job_token_scope.js';
 import { loadProjectForUser } from '../../policies/projects.js';
 import {
   ensureHooksDir,
@@ -91,11 +92,13 @@ async function authorizeGit(request: FastifyRequest, service: GitService, pushRp
   const snippetPath = SNIPPET_PATH.exec(fullPath);
   // `snippets` is a reserved top-level path, so `snippets/<id>` is never a project; a project
   // path ending in `/snippets/<id>` is tried as a project first, as GitLab's RepoPath does.
-  const project =
+  let project =
     fullPath.includes('/') && !fullPath.split('/').includes('') && !(snippetPath && snippetPath[1] === undefined)
       ? await loadProjectForUser(cairn, userId, fullPath)
       : undefined;
   if (!project && snippetPath) return authorizeSnippetGit(request, cred, snippetPath[1] ?? null, Number(snippetPath[2]), service, pushRpc);
+  // A CI job token of another project sees this one only through its job token allowlist.
+  if (project && cred?.jobProjectId !== undefined && !(await jobTokenMayAccess(cairn.db, cred.jobProjectId, project))) project = undefined;
   const decision = checkGitAccess(project && pushRpc ? { ...project, repository_read_only: false } : project, cred, service, project?.callerAccessLevel ?? 0);
   if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
   return {

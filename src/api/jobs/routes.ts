@@ -9,6 +9,7 @@ import { projectJobsQuery } from '../../finders/pipelines.js';
 import { encryptSecret } from '../../lib/secrets.js';
 import { can } from '../../policies/abilities.js';
 import { AccessLevel } from '../../policies/access.js';
+import { canUpdateRef } from '../../policies/branches.js';
 import { canDeployTo } from '../../policies/environments.js';
 import { badRequest, forbidden, invalidParam, notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
@@ -146,8 +147,10 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     access: { project: 'update_build', signedIn: true },
     schema: { params: JobParams, response: { 201: JobSchema } },
   }), async (request, reply) => {
-    const { project } = projectOf(request);
+    const { project, user, accessLevel } = projectOf(request);
     const job = await findJob(project.id, request.params.job_id);
+    // GitLab's update_build is refused on a ref the caller may not push or merge to.
+    if (!(await canUpdateRef(cairn.db, project, user!, accessLevel, job.ref, job.tag))) throw forbidden();
     const after = (await cancelBuild(cairn, job.id)) ?? job;
     return reply.code(201).send((await render(request, project, [after]))[0]);
   });
@@ -159,6 +162,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     const { project, user, accessLevel } = projectOf(request);
     const job = await findJob(project.id, request.params.job_id);
     // GitLab's update_build on a deployment job: the caller must be allowed to deploy to its environment.
+    if (!(await canUpdateRef(cairn.db, project, user!, accessLevel, job.ref, job.tag))) throw forbidden();
     if (!(await canDeployTo(cairn.db, project.id, job.environment, user, accessLevel))) throw forbidden();
     if (!isRetryable(job)) throw forbidden('Job is not retryable');
     const retried = await retryBuild(cairn, job.id, user!.id);
@@ -179,6 +183,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     const { project, user, accessLevel } = projectOf(request);
     const job = await findJob(project.id, request.params.job_id);
     // GitLab's play_job: update_build, and deploy rights on a protected environment.
+    if (!(await canUpdateRef(cairn.db, project, user!, accessLevel, job.ref, job.tag))) throw forbidden();
     if (!(await canDeployTo(cairn.db, project.id, job.environment, user, accessLevel))) throw forbidden();
     if (!isPlayable(job)) throw badRequest('Unplayable Job');
     const vars = (request.body?.job_variables_attributes ?? []).map((v) => {
@@ -200,6 +205,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     const subject = { project, accessLevel: access.accessLevel };
     const mayErase = can(user, 'erase_build', subject) || (job.user_id === user!.id && access.accessLevel >= AccessLevel.DEVELOPER);
     if (!mayErase) throw forbidden();
+    if (!(await canUpdateRef(cairn.db, project, user!, access.accessLevel, job.ref, job.tag))) throw forbidden();
     const erased = await eraseBuild(cairn, job.id, user!.id);
     if (!erased) throw forbidden('Job is not erasable!');
     await deleteObjects(artifactStore(cairn.config), erased.storeKeys);

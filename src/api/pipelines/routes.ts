@@ -8,7 +8,8 @@ import type { CiPipeline } from '../../db/schema/ci.js';
 import { PIPELINE_ORDER_BY, PIPELINE_SCOPES, PIPELINE_STATUSES, pipelinesQuery, type PipelineFilters } from '../../finders/pipelines.js';
 import { resolveCommit, readRef } from '../../git/refs.js';
 import { decryptSecret } from '../../lib/secrets.js';
-import { invalidParam, notFound, validationFailed } from '../../plugins/errors.js';
+import { forbidden, invalidParam, notFound, validationFailed } from '../../plugins/errors.js';
+import { canUpdateRef, protectedRefPipelineMessage } from '../../policies/branches.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentPipelineBasic, presentPipelineLoaded } from '../../presenters/ci.js';
 import type { ProjectRow } from '../../presenters/projects.js';
@@ -136,7 +137,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     access: { project: 'create_pipeline', signedIn: true },
     schema: { params: IdParams, body: CreateBody, response: { 201: PipelineSchema } },
   }), async (request, reply) => {
-    const { project, user } = projectOf(request);
+    const { project, user, accessLevel } = projectOf(request);
     const body = request.body;
     const rawVars = Array.isArray(body.variables) ? body.variables : Object.values(body.variables ?? {});
     const variables = rawVars.map((v) => {
@@ -154,6 +155,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
       }
     }
     if (!sha) throw validationFailed({ base: ['Reference not found'] });
+    if (!(await canUpdateRef(cairn.db, project, user!, accessLevel, body.ref, tag))) throw validationFailed({ base: [protectedRefPipelineMessage(body.ref)] });
     const result = await createPipeline(cairn, { project, ref: body.ref, tag, sha, source: 'api', userId: user!.id, variables, api: true, configRequired: true });
     if (result.kind !== 'created') throw validationFailed({ base: result.errors ?? [result.message] });
     return reply.code(201).send(await render(request, project, result.pipeline));
@@ -163,8 +165,10 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     access: { project: 'update_pipeline', signedIn: true },
     schema: { params: PipelineParams, response: { 201: PipelineSchema } },
   }), async (request, reply) => {
-    const { project, user } = projectOf(request);
+    const { project, user, accessLevel } = projectOf(request);
     const p = await findPipeline(project.id, request.params.pipeline_id);
+    // GitLab's update_pipeline is refused on a ref the caller may not push or merge to.
+    if (!(await canUpdateRef(cairn.db, project, user!, accessLevel, p.ref, p.tag))) throw forbidden();
     await retryPipeline(cairn, p.id, user!.id);
     return reply.code(201).send(await render(request, project, await findPipeline(project.id, p.id)));
   });
@@ -173,8 +177,9 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     access: { project: 'update_pipeline', signedIn: true },
     schema: { params: PipelineParams, response: { 200: PipelineSchema } },
   }), async (request) => {
-    const { project } = projectOf(request);
+    const { project, user, accessLevel } = projectOf(request);
     const p = await findPipeline(project.id, request.params.pipeline_id);
+    if (!(await canUpdateRef(cairn.db, project, user!, accessLevel, p.ref, p.tag))) throw forbidden();
     await cancelPipeline(cairn, p.id);
     return render(request, project, await findPipeline(project.id, p.id));
   });

@@ -27,6 +27,7 @@ import * as errorTracking from './0930_error_tracking.js';
 import * as notificationSettings from './0920_notification_settings.js';
 import * as snippets from './0900_snippets.js';
 import * as repositoryStorageMoves from './0940_repository_storage_moves.js';
+import * as jobTokenScope from './0950_job_token_scope.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -59,4 +60,5 @@ export const migrations: Record<string, Migration> = {
   '0850_runner_management': runnerManagement,
   '0900_snippets': snippets,
   '0940_repository_storage_moves': repositoryStorageMoves,
+  '0950_job_token_scope': jobTokenScope,
 };

@@ -3,6 +3,7 @@ import { pageOf, pagination } from '../components/pagination.js';
 import { readTrace, readTraceFrom, traceLength } from '../../ci/trace.js';
 import type { CiBuild } from '../../db/schema/ci.js';
 import { projectJobsQuery } from '../../finders/pipelines.js';
+import { canUpdateRef } from '../../policies/branches.js';
 import { canDeployTo } from '../../policies/environments.js';
 import { actionButton, formatDuration, idParam, jobDuration, jobHref, LIVE_STATUSES, loadJob, pipelineHref, statusBadge } from '../ci.js';
 import { PageRedirect, pageBadRequest, pageForbidden, requireAbility, requireCsrf, type PageContext, type ProjectPage } from '../context.js';
@@ -152,6 +153,8 @@ async function jobAction(ctx: PageContext, page: ProjectPage, action: 'retry' | 
   requireAbility(ctx, page, 'read_build');
   const job = await loadJob(ctx, page, idParam(ctx));
   requireAbility(ctx, page, 'update_build', 'forbid');
+  // As the API: a job of a ref the user may not push or merge to is not theirs to run or stop.
+  if (!(await canUpdateRef(ctx.cairn.db, page.project, user, page.subject.accessLevel, job.ref, job.tag))) throw pageForbidden();
   let target: CiBuild | null = job;
   if (action === 'cancel') {
     await cancelBuild(ctx.cairn, job.id);

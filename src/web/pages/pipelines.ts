@@ -6,7 +6,8 @@ import { pipelinesQuery, type PipelineFilters } from '../../finders/pipelines.js
 import { findUsersByIds } from '../../finders/users.js';
 import { readCommits } from '../../git/refs.js';
 import { actionButton, formatDuration, idParam, jobDuration, jobHref, loadPipeline, pipelineHref, statusBadge } from '../ci.js';
-import { PageRedirect, requireAbility, requireCsrf, type PageContext, type ProjectPage } from '../context.js';
+import { canUpdateRef } from '../../policies/branches.js';
+import { PageRedirect, pageForbidden, requireAbility, requireCsrf, type PageContext, type ProjectPage } from '../context.js';
 import { html, pathUrl, timeAgo, type SafeHtml } from '../html.js';
 import { avatar, projectCrumbs, projectPath, sendPage } from '../layout.js';
 import { gitDirOf } from '../refs.js';
@@ -172,6 +173,8 @@ async function pipelineAction(ctx: PageContext, page: ProjectPage, action: 'retr
   requireAbility(ctx, page, 'read_pipeline');
   const p = await loadPipeline(ctx, page, idParam(ctx));
   requireAbility(ctx, page, 'update_pipeline', 'forbid');
+  // As the API: a pipeline of a ref the user may not push or merge to is not theirs to rerun or stop.
+  if (!(await canUpdateRef(ctx.cairn.db, page.project, user, page.subject.accessLevel, p.ref, p.tag))) throw pageForbidden();
   if (action === 'retry') await retryPipeline(ctx.cairn, p.id, user.id);
   else await cancelPipeline(ctx.cairn, p.id);
   throw new PageRedirect(pipelineHref(page, p.id), 303);
