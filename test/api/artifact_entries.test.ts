@@ -88,7 +88,7 @@ const FOUR_MIB_ZEROS = Buffer.alloc(4 * MiB);
 
 async function setUp(t: TestContext): Promise<Project> {
   const project = await t.createProject();
-  const zip = zipOf([deflated('small.txt', TEXT), { name: 'stored.txt', method: 0, data: [TEXT], crc: zlib.crc32(TEXT), size: TEXT.length }, deflated('zeros.bin', FOUR_MIB_ZEROS), bombEntry('bomb.txt')]);
+  const zip = zipOf([deflated('small.txt', TEXT), { name: 'stored.txt', method: 0, data: [TEXT], crc: zlib.crc32(TEXT), size: TEXT.length }, deflated('zeros.bin', FOUR_MIB_ZEROS), bombEntry('bomb.txt'), { ...bombEntry('liar.txt'), size: 100 }]);
   const key = `test/${t.unique('bomb')}.zip`;
   const { size } = await artifactStore(t.config).put(key, Readable.from(zip));
   const pipeline = await t.db
@@ -127,6 +127,8 @@ function checks(name: string, opts: { objectStore?: () => Promise<{ url: string;
       s3 = await opts.objectStore?.();
       t = await createTestContext({ maxArtifactsSize: LIMIT, ...(s3 ? { objectStoreUrl: s3.url } : {}) });
       project = await setUp(t);
+      // The route's first answer compiles its validators: not the cost of a request.
+      assert.equal((await get(`/api/v4/projects/${project.id}/jobs/${(project as any).buildId}/artifacts/small.txt`)).res.statusCode, 200);
     });
     after(async () => {
       if (s3 && t) (artifactStore(t.config) as S3ObjectStore).destroy();
@@ -188,6 +190,14 @@ function checks(name: string, opts: { objectStore?: () => Promise<{ url: string;
         assert.equal(stored.res.headers['content-encoding'], undefined, 'a stored entry is not compressed on the way');
         assert.deepEqual(stored.res.rawPayload, TEXT);
       }
+    });
+
+    test('an entry that lies about its inflated size fails at its first bytes: a 404 (a damaged file), not a 500 or 1 GiB of work', async () => {
+      const { res, wallMs, cpuMs } = await get(`/api/v4/projects/${project.id}/jobs/${(project as any).buildId}/artifacts/liar.txt`);
+      assert.ok(wallMs < 1000 && cpuMs < 1000, `the server worked ${wallMs.toFixed(0)} ms (${cpuMs.toFixed(0)} ms CPU)`);
+      assert.equal(res.statusCode, 404, res.body.slice(0, 300));
+      assert.match(String(res.headers['content-type']), /^application\/json/);
+      assert.equal(res.headers['content-disposition'], undefined);
     });
   });
 }

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
@@ -17,7 +18,7 @@ import {
 } from '../../services/artifacts.js';
 import { artifactStore } from '../../storage/index.js';
 import { openZipEntry, validArtifactPath, type ZipEntryInfo } from '../../storage/zip.js';
-import { acceptsGzip, contentDisposition, gzipMember, sendArchive } from './send.js';
+import { acceptsGzip, contentDisposition, gzipLength, gzipMember, sendArchive } from './send.js';
 import { IdParams, RowId } from '../params.js';
 import { NoContent, projectOf, RawBody, route } from '../route.js';
 
@@ -84,6 +85,19 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
     if (!entry.stream) {
       throw apiError(406, `406 Not Acceptable - ${entryPath} is ${entry.size} bytes inflated, more than the ${limit} sent uncompressed: ask for it with Accept-Encoding: gzip (curl --compressed), or download the whole archive`);
     }
+    const gzipped = deflated(entry) && gzip;
+    let body: Readable;
+    if (gzipped) body = gzipMember(entry.stream, entry.crc32, entry.size).stream;
+    else {
+      // An entry whose data is damaged, or inflates past the size it states (yauzl stops it
+      // there), fails at its first bytes: known before the 200 goes out.
+      try {
+        body = await started(entry.stream);
+      } catch (err) {
+        request_log(reply, err);
+        throw notFound();
+      }
+    }
     const type = SAFE_TYPES[path.posix.extname(entryPath).toLowerCase()] ?? 'application/octet-stream';
     reply
       .code(200)
@@ -92,11 +106,23 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
       .header('Content-Disposition', contentDisposition(path.posix.basename(entryPath)))
       .header('X-Content-Type-Options', 'nosniff')
       .header('Content-Security-Policy', "default-src 'none'; sandbox");
-    if (deflated(entry) && gzip) {
-      const member = gzipMember(entry.stream, entry.crc32, entry.size);
-      return reply.header('Content-Encoding', 'gzip').header('Content-Length', String(member.length(entry.compressedSize))).send(member.stream);
-    }
-    return reply.header('Content-Length', String(entry.size)).send(entry.stream);
+    if (gzipped) reply.header('Content-Encoding', 'gzip').header('Content-Length', String(gzipLength(entry.compressedSize)));
+    else reply.header('Content-Length', String(entry.size));
+    return reply.send(body);
+  }
+
+  /** The stream once its first chunk came (or it ended); rejects when it fails before. */
+  async function started(stream: Readable): Promise<Readable> {
+    const chunks = stream[Symbol.asyncIterator]();
+    const first = await chunks.next();
+    return Readable.from(
+      (async function* () {
+        if (first.done) return;
+        yield first.value as Buffer;
+        for (let next = await chunks.next(); !next.done; next = await chunks.next()) yield next.value as Buffer;
+      })(),
+      { objectMode: false },
+    );
   }
 
   function request_log(reply: FastifyReply, err: unknown) {

@@ -48,6 +48,7 @@ export function acceptsGzip(header: string | string[] | undefined): boolean {
 }
 
 const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
+const GZIP_TRAILER = 8;
 
 /**
  * A zip entry's deflate data as a gzip member (RFC 1952), without inflating it: gzip is a header,
@@ -55,8 +56,8 @@ const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
  * directory already states. So a client that takes gzip gets the file for the cost of copying
  * its compressed bytes.
  */
-export function gzipMember(deflated: Readable, crc32: number, size: number): { stream: Readable; length: (compressedSize: number) => number } {
-  const trailer = Buffer.alloc(8);
+export function gzipMember(deflated: Readable, crc32: number, size: number): { stream: Readable } {
+  const trailer = Buffer.alloc(GZIP_TRAILER);
   trailer.writeUInt32LE(crc32 >>> 0, 0);
   trailer.writeUInt32LE(size % 2 ** 32, 4);
   const stream = Readable.from(
@@ -68,5 +69,8 @@ export function gzipMember(deflated: Readable, crc32: number, size: number): { s
     { objectMode: false },
   );
   stream.once('close', () => deflated.destroy());
-  return { stream, length: (compressedSize) => GZIP_HEADER.length + compressedSize + trailer.length };
+  return { stream };
 }
+
+/** The length of gzipMember's stream for this many bytes of deflate data. */
+export const gzipLength = (compressedSize: number) => GZIP_HEADER.length + compressedSize + GZIP_TRAILER;
