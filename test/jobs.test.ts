@@ -106,11 +106,11 @@ describe('background job queue', () => {
     let lockedAtAfterTheft = 0;
     let aborted = false;
     defineJob('test.long', async (cairn, _payload, job) => {
-      // Three lock timeouts long: no other claim may take it meanwhile.
-      const until = Date.now() + 900;
+      // Two and a half lock timeouts long: no other claim may take it meanwhile.
+      const until = Date.now() + 1500;
       while (Date.now() < until) {
-        second.push(await runOneJob(cairn, { queue: 'long', lockTimeoutMs: 300, log }));
-        await new Promise((r) => setTimeout(r, 50));
+        second.push(await runOneJob(cairn, { queue: 'long', lockTimeoutMs: 600, log }));
+        await new Promise((r) => setTimeout(r, 100));
       }
       await reclaimElsewhere(job.id);
       lockedAtAfterTheft = new Date((await row(job.id)).locked_at as any).getTime();
@@ -121,7 +121,7 @@ describe('background job queue', () => {
       await new Promise((r) => setTimeout(r, 250));
     });
     const { id } = await enqueue(t.db, 'test.long', {}, { queue: 'long' });
-    assert.equal(await runOneJob(t.app.cairn, { queue: 'long', lockTimeoutMs: 300, heartbeatMs: 50, log }), true);
+    assert.equal(await runOneJob(t.app.cairn, { queue: 'long', lockTimeoutMs: 600, heartbeatMs: 50, log }), true);
     assert.ok(second.length >= 5 && second.every((claimed) => !claimed), `claimed again while running: ${second}`);
     assert.ok(aborted, 'the handler was told');
     assert.ok(warnings.some((w) => /lock lost/.test(w)), warnings.join('; '));
@@ -132,11 +132,13 @@ describe('background job queue', () => {
   });
 
   it('two processes: a live worker keeps its slow job past the lock timeout; a stalled one loses it and cannot finish it', { skip: !process.env.DATABASE_URL && 'needs PostgreSQL (DATABASE_URL): two processes share the database' }, async () => {
-    const LOCK_MS = 800;
+    // Heartbeats every 150 ms against a 1.2 s lock timeout: only a stall of a second loses a job.
+    const LOCK_MS = 1200;
+    const HEARTBEAT_MS = 150;
     const queue = 'two-processes';
     const children: ChildProcess[] = [];
     const spawnWorker = async () => {
-      const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'helpers/queue_worker.ts'), t.databaseUrl!, queue, String(LOCK_MS)], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'helpers/queue_worker.ts'), t.databaseUrl!, queue, String(LOCK_MS), String(HEARTBEAT_MS)], { stdio: ['ignore', 'pipe', 'inherit'] });
       children.push(child);
       let out = '';
       child.stdout!.on('data', (d) => { out += d; });
@@ -147,10 +149,10 @@ describe('background job queue', () => {
       (await t.db.selectFrom('background_jobs').select('payload').where('kind', '=', SLOW_JOB_RAN).execute()).map((r) => r.payload as any).filter((p) => p.job === id);
     const stopLocal: Array<() => Promise<void>> = [];
     try {
-      // 1. Both processes poll; one takes the job and keeps it through three lock timeouts.
+      // 1. Both processes poll; one takes the job and keeps it through two lock timeouts.
       const other = await spawnWorker();
-      stopLocal.push(startWorker(t.app.cairn, { queue, lockTimeoutMs: LOCK_MS, idleMs: 50 }));
-      const { id: slow } = await enqueue(t.db, SLOW_JOB, { ms: 3 * LOCK_MS }, { queue });
+      stopLocal.push(startWorker(t.app.cairn, { queue, lockTimeoutMs: LOCK_MS, heartbeatMs: HEARTBEAT_MS, idleMs: 50 }));
+      const { id: slow } = await enqueue(t.db, SLOW_JOB, { ms: 2 * LOCK_MS }, { queue });
       await waitFor(async () => (await row(slow)).state === 'done', 15_000, 'the slow job finished');
       assert.equal((await runs(slow)).length, 1, 'it ran once: neither worker reclaimed it from the other');
       assert.equal((await row(slow)).attempts, 1);
@@ -162,7 +164,7 @@ describe('background job queue', () => {
       assert.equal((await runs(stalled))[0].pid, other.child.pid);
       other.child.kill('SIGSTOP');
       const stoppedAt = Date.now();
-      stopLocal.push(startWorker(t.app.cairn, { queue, lockTimeoutMs: LOCK_MS, idleMs: 50 }));
+      stopLocal.push(startWorker(t.app.cairn, { queue, lockTimeoutMs: LOCK_MS, heartbeatMs: HEARTBEAT_MS, idleMs: 50 }));
       await waitFor(async () => (await row(stalled)).state === 'done', 10_000, 'this process reclaimed and finished it');
       assert.ok(Date.now() - stoppedAt >= LOCK_MS - 100, 'not before the lock timed out');
       const done = await row(stalled);
