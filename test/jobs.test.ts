@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { defineJob, defineRecurring, drainJobs, enqueue, runOneJob, scheduleRecurring, startWorker } from '../src/jobs/queue.js';
+import { beginInlineJob, defineJob, defineRecurring, drainJobs, enqueue, finishInlineJob, runOneJob, scheduleRecurring, startWorker, updateInlineJob } from '../src/jobs/queue.js';
 import { createTestContext, type TestContext } from './helpers/app.js';
 import { defineSlowJob, SLOW_JOB, SLOW_JOB_RAN } from './helpers/queue_jobs.js';
 
@@ -129,6 +129,31 @@ describe('background job queue', () => {
     assert.equal(after.locked_by, 'elsewhere:1');
     assert.equal(new Date(after.locked_at as any).getTime(), lockedAtAfterTheft, 'the new owner\'s lock was not extended by the old heartbeat');
     assert.equal(after.state, 'running');
+  });
+
+  it('a request\'s journal (an inline job) keeps its lock while the request works; a reclaimed one is neither updated nor removed by it', async () => {
+    const id = await beginInlineJob(t.db, 'test.inline', { n: 1 }, { heartbeatMs: 50 });
+    const until = Date.now() + 1500;
+    while (Date.now() < until) {
+      await runOneJob(t.app.cairn, { lockTimeoutMs: 600 });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const held = await row(id);
+    assert.equal(held.state, 'running');
+    assert.equal(held.attempts, 1, 'no worker reclaimed it');
+    await updateInlineJob(t.db, id, { n: 2 });
+    assert.deepEqual((await row(id)).payload, { n: 2 });
+    await finishInlineJob(t.db, id);
+    assert.equal(await t.db.selectFrom('background_jobs').select('id').where('id', '=', id).executeTakeFirst(), undefined);
+
+    const stolen = await beginInlineJob(t.db, 'test.inline', { n: 1 }, { heartbeatMs: 50 });
+    await reclaimElsewhere(stolen);
+    await updateInlineJob(t.db, stolen, { n: 2 });
+    await finishInlineJob(t.db, stolen);
+    const after = await row(stolen);
+    assert.equal(after.locked_by, 'elsewhere:1');
+    assert.deepEqual(after.payload, { n: 1 });
+    await t.db.deleteFrom('background_jobs').where('id', '=', stolen).execute();
   });
 
   it('two processes: a live worker keeps its slow job past the lock timeout; a stalled one loses it and cannot finish it', { skip: !process.env.DATABASE_URL && 'needs PostgreSQL (DATABASE_URL): two processes share the database' }, async () => {

@@ -87,23 +87,36 @@ const workerId = `${os.hostname()}:${process.pid}`;
  * this host, after the lock timeout elsewhere) and the kind's handler finishes the work. So the
  * handler must be safe to run after a part of the work was done.
  */
-export async function beginInlineJob(db: Database, kind: string, payload: Record<string, unknown>): Promise<number> {
+export async function beginInlineJob(db: Database, kind: string, payload: Record<string, unknown>, opts: { heartbeatMs?: number; log?: QueueLog } = {}): Promise<number> {
   const row = await db
     .insertInto('background_jobs')
     .values({ kind, payload: JSON.stringify(payload) as any, state: 'running', locked_by: workerId, locked_at: sql`now()` as any, attempts: 1, run_at: new Date() } as any)
     .returning('id')
     .executeTakeFirstOrThrow();
-  return Number(row.id);
+  const id = Number(row.id);
+  // A request can hold its journal longer than the lock timeout (a big push over a slow link):
+  // the lock is kept alive as a worker's is, until finishInlineJob (callers call it in finally).
+  inlineHeartbeats.set(id, startHeartbeat(db, { id, attempts: 1, kind }, opts.heartbeatMs ?? DEFAULT_LOCK_TIMEOUT_MS / 3, new AbortController(), opts.log ?? consoleLog));
+  return id;
 }
+
+/** This process's journalled work in progress and how to stop keeping each one's lock. */
+const inlineHeartbeats = new Map<number, () => Promise<void>>();
+
+/** The row is still this request's journal (not reclaimed and worked by another worker meanwhile). */
+const inlineClaim = (id: number) => heldBy({ id, attempts: 1 });
 
 /** What the journalled work knows now (a merge commit built, say), for the handler that may finish it. */
 export async function updateInlineJob(db: Database, id: number, payload: Record<string, unknown>): Promise<void> {
-  await db.updateTable('background_jobs').set({ payload: JSON.stringify(payload) as any }).where('id', '=', id).execute();
+  await db.updateTable('background_jobs').set({ payload: JSON.stringify(payload) as any }).where(inlineClaim(id)).execute();
 }
 
 /** The journalled work is done (or turned out to be nothing): its row goes. */
 export async function finishInlineJob(db: Database, id: number): Promise<void> {
-  await db.deleteFrom('background_jobs').where('id', '=', id).where('locked_by', '=', workerId).where('state', '=', 'running').execute();
+  const stop = inlineHeartbeats.get(id);
+  inlineHeartbeats.delete(id);
+  await stop?.();
+  await db.deleteFrom('background_jobs').where(inlineClaim(id)).execute();
 }
 
 function deadOnThisHost(lockedBy: string | null): boolean {
