@@ -85,7 +85,8 @@ const workerId = `${os.hostname()}:${process.pid}`;
  * does the work; `finishInlineJob` deletes it when the work is done. If the process dies first,
  * the row is reclaimed like any running job of a dead worker (at once by a restarted process on
  * this host, after the lock timeout elsewhere) and the kind's handler finishes the work. So the
- * handler must be safe to run after a part of the work was done.
+ * handler must be safe to run after a part of the work was done. `db` is the pool, never a
+ * transaction: the journal's heartbeat runs on it while the request works.
  */
 export async function beginInlineJob(db: Database, kind: string, payload: Record<string, unknown>, opts: { heartbeatMs?: number; log?: QueueLog } = {}): Promise<number> {
   const row = await db
