@@ -69,7 +69,7 @@ export interface Config {
   runnerPollTimeout: number;
   /** Largest job log kept, in bytes: trace appends beyond it are refused (403). */
   maxTraceSize: number;
-  /** Largest artifact file a job may upload, in bytes (413 beyond it). */
+  /** Largest artifact file a job may upload, in bytes (413 beyond it); also the largest archived file sent inflated (406 beyond it). */
   maxArtifactsSize: number;
   /** Artifacts without expire_in expire after this many seconds (0 = never). */
   defaultArtifactsExpireIn: number;
@@ -536,7 +536,7 @@ export const SETTINGS: Setting[] = [
     type: bytes({ min: 1 }),
     default: 100 * 1024 ** 2,
     defaultText: '`100MB`',
-    help: "largest artifact file a job may upload (GitLab's default 100 MiB); 413 beyond it",
+    help: "largest artifact file a job may upload (GitLab's default 100 MiB); 413 beyond it. Also the largest file of an archive inflated for a client that does not take gzip (a client that does gets it as stored); 406 beyond it",
   }),
   def({
     env: 'CAIRN_ARTIFACTS_EXPIRE_IN',

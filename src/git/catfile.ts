@@ -323,10 +323,19 @@ export interface ParsedCommit {
   message: string;
 }
 
+/**
+ * Signature times Cairn shows: years 1 to 9999 UTC, as every other timestamp (src/lib/timestamps.ts).
+ * git takes any 64-bit time in a pushed commit; one beyond JavaScript's dates would make every
+ * list showing the commit fail, so it is shown at the nearest end of the range (as Gitaly shows
+ * an out-of-range date as its fallback maximum).
+ */
+export const MIN_SIGNATURE_TIME = -62135596800;
+export const MAX_SIGNATURE_TIME = 253402300799;
+
 function parseSignature(value: string): Signature {
   const m = /^(.*?) <([^>]*)> (-?\d+) ([+-]\d{4})$/.exec(value);
   if (!m) return { name: value, email: '', time: 0, tz: '+0000' };
-  return { name: m[1], email: m[2], time: Number(m[3]), tz: m[4] };
+  return { name: m[1], email: m[2], time: Math.min(MAX_SIGNATURE_TIME, Math.max(MIN_SIGNATURE_TIME, Number(m[3]))), tz: m[4] };
 }
 
 export function parseCommit(oid: string, data: Buffer): ParsedCommit {
@@ -352,7 +361,7 @@ export function parseCommit(oid: string, data: Buffer): ParsedCommit {
 export function signatureDate(sig: Signature): string {
   const sign = sig.tz.startsWith('-') ? -1 : 1;
   const offsetMin = sign * (Number(sig.tz.slice(1, 3)) * 60 + Number(sig.tz.slice(3, 5)));
-  const local = new Date((sig.time + offsetMin * 60) * 1000).toISOString().replace('Z', '');
+  const local = new Date(Math.min(MAX_SIGNATURE_TIME, Math.max(MIN_SIGNATURE_TIME, sig.time + offsetMin * 60)) * 1000).toISOString().replace('Z', '');
   return `${local}${sig.tz.slice(0, 3)}:${sig.tz.slice(3, 5)}`;
 }
 

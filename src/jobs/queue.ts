@@ -8,13 +8,40 @@ import { backgroundJobDuration, backgroundJobRuns } from '../metrics/index.js';
  * The durable background queue: rows in background_jobs, claimed with FOR UPDATE SKIP LOCKED so
  * any number of Cairn processes can work it. A job that throws is retried with backoff until
  * max_attempts; a job whose worker died is reclaimed after the lock timeout.
+ *
+ * A claim is fenced by (locked_by, attempts): every claim increments attempts, and the worker
+ * extends its lock (locked_at) with a heartbeat while the handler runs, so only a worker that
+ * stopped heartbeating (died, hung, cut off from the database) loses its job to another. Ending a
+ * job (done, retry, failed) is an update conditional on the claim, so a worker whose job was
+ * reclaimed cannot overwrite what the new owner does: it logs and its result is dropped.
  */
-export type JobHandler = (cairn: Cairn, payload: Record<string, any>, job: { id: number; attempts: number; maxAttempts: number }) => Promise<void>;
+export interface JobContext {
+  id: number;
+  attempts: number;
+  maxAttempts: number;
+  /** Aborted when this worker finds that it no longer holds the job (another worker reclaimed it). */
+  signal: AbortSignal;
+}
+export type JobHandler = (cairn: Cairn, payload: Record<string, any>, job: JobContext) => Promise<void>;
+
+export interface QueueLog {
+  warn(obj: Record<string, unknown>, msg: string): void;
+}
+
+export interface WorkOptions {
+  queue?: string;
+  /** A running job whose lock is older than this is taken to be abandoned and is claimed again (default 15 minutes). */
+  lockTimeoutMs?: number;
+  /** How often a running job's lock is extended (default a third of the lock timeout). */
+  heartbeatMs?: number;
+  log?: QueueLog;
+}
 
 const handlers = new Map<string, JobHandler>();
 /** Recurring kinds and their period in seconds. */
 const recurring = new Map<string, number>();
-const LOCK_TIMEOUT = '15 minutes';
+export const DEFAULT_LOCK_TIMEOUT_MS = 15 * 60_000;
+const consoleLog: QueueLog = { warn: (obj, msg) => console.warn(`${msg} ${JSON.stringify(obj)}`) };
 
 /** Handlers are code, registered at import time by the module that owns the job kind. */
 export function defineJob(kind: string, handler: JobHandler) {
@@ -58,25 +85,39 @@ const workerId = `${os.hostname()}:${process.pid}`;
  * does the work; `finishInlineJob` deletes it when the work is done. If the process dies first,
  * the row is reclaimed like any running job of a dead worker (at once by a restarted process on
  * this host, after the lock timeout elsewhere) and the kind's handler finishes the work. So the
- * handler must be safe to run after a part of the work was done.
+ * handler must be safe to run after a part of the work was done. `db` is the pool, never a
+ * transaction: the journal's heartbeat runs on it while the request works.
  */
-export async function beginInlineJob(db: Database, kind: string, payload: Record<string, unknown>): Promise<number> {
+export async function beginInlineJob(db: Database, kind: string, payload: Record<string, unknown>, opts: { heartbeatMs?: number; log?: QueueLog } = {}): Promise<number> {
   const row = await db
     .insertInto('background_jobs')
     .values({ kind, payload: JSON.stringify(payload) as any, state: 'running', locked_by: workerId, locked_at: sql`now()` as any, attempts: 1, run_at: new Date() } as any)
     .returning('id')
     .executeTakeFirstOrThrow();
-  return Number(row.id);
+  const id = Number(row.id);
+  // A request can hold its journal longer than the lock timeout (a big push over a slow link):
+  // the lock is kept alive as a worker's is, until finishInlineJob (callers call it in finally).
+  inlineHeartbeats.set(id, startHeartbeat(db, { id, attempts: 1, kind }, opts.heartbeatMs ?? DEFAULT_LOCK_TIMEOUT_MS / 3, new AbortController(), opts.log ?? consoleLog));
+  return id;
 }
+
+/** This process's journalled work in progress and how to stop keeping each one's lock. */
+const inlineHeartbeats = new Map<number, () => Promise<void>>();
+
+/** The row is still this request's journal (not reclaimed and worked by another worker meanwhile). */
+const inlineClaim = (id: number) => heldBy({ id, attempts: 1 });
 
 /** What the journalled work knows now (a merge commit built, say), for the handler that may finish it. */
 export async function updateInlineJob(db: Database, id: number, payload: Record<string, unknown>): Promise<void> {
-  await db.updateTable('background_jobs').set({ payload: JSON.stringify(payload) as any }).where('id', '=', id).execute();
+  await db.updateTable('background_jobs').set({ payload: JSON.stringify(payload) as any }).where(inlineClaim(id)).execute();
 }
 
 /** The journalled work is done (or turned out to be nothing): its row goes. */
 export async function finishInlineJob(db: Database, id: number): Promise<void> {
-  await db.deleteFrom('background_jobs').where('id', '=', id).where('locked_by', '=', workerId).where('state', '=', 'running').execute();
+  const stop = inlineHeartbeats.get(id);
+  inlineHeartbeats.delete(id);
+  await stop?.();
+  await db.deleteFrom('background_jobs').where(inlineClaim(id)).execute();
 }
 
 function deadOnThisHost(lockedBy: string | null): boolean {
@@ -116,35 +157,89 @@ export async function reclaimDeadLocalJobs(db: Database): Promise<number> {
   return n;
 }
 
+/** One claim of a job: the row is ours while locked_by and attempts are still these. */
+interface Claim {
+  id: number;
+  attempts: number;
+}
+
+function heldBy(claim: Claim) {
+  return sql<boolean>`id = ${claim.id} and state = 'running' and locked_by = ${workerId} and attempts = ${claim.attempts}`;
+}
+
+/**
+ * Extends the claim's lock every `everyMs` until stopped. When the row is no longer this claim's
+ * (reclaimed after a stall, or its state changed under it) it logs, aborts `lost` and stops: the
+ * new owner's lock is left alone. A failed heartbeat (database briefly unreachable) is retried at
+ * the next tick.
+ */
+function startHeartbeat(db: Database, claim: Claim & { kind: string }, everyMs: number, lost: AbortController, log: QueueLog): () => Promise<void> {
+  let beating: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    beating = (async () => {
+      try {
+        const res = await sql`update background_jobs set locked_at = now() where ${heldBy(claim)}`.execute(db);
+        if (Number(res.numAffectedRows ?? 0) === 0 && !lost.signal.aborted) {
+          clearInterval(timer);
+          log.warn({ jobId: claim.id, kind: claim.kind, attempts: claim.attempts, worker: workerId }, 'background job lock lost: another worker holds it now');
+          lost.abort(new Error(`background job ${claim.id} was reclaimed by another worker`));
+        }
+      } catch {
+        // The next tick tries again; the lock timeout is several heartbeats long.
+      }
+    })();
+  }, everyMs);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    await beating;
+  };
+}
+
 /** Claims and runs one due job; false when none was due. */
-export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolean> {
+export async function runOneJob(cairn: Cairn, opts: string | WorkOptions = 'default'): Promise<boolean> {
+  const o: WorkOptions = typeof opts === 'string' ? { queue: opts } : opts;
+  const queue = o.queue ?? 'default';
+  const lockTimeoutMs = o.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
+  const log = o.log ?? consoleLog;
   const claimed = await sql<{ id: number; kind: string; payload: Record<string, any>; attempts: number; max_attempts: number; recurring: boolean }>`
     update background_jobs set state = 'running', locked_at = now(), locked_by = ${workerId}, attempts = attempts + 1
      where id = (
        select id from background_jobs
         where queue = ${queue}
-          and ((state = 'pending' and run_at <= now()) or (state = 'running' and locked_at < now() - ${LOCK_TIMEOUT}::interval))
+          and ((state = 'pending' and run_at <= now()) or (state = 'running' and locked_at < now() - ${`${lockTimeoutMs} milliseconds`}::interval))
         order by run_at, id
         for update skip locked
         limit 1)
     returning id, kind, payload, attempts, max_attempts, recurring`.execute(cairn.db);
   const job = claimed.rows[0];
   if (!job) return false;
+  const claim = { id: Number(job.id), attempts: job.attempts, kind: job.kind };
   const handler = handlers.get(job.kind);
   // Kinds without a handler are not a label of their own (a bounded set of kinds).
   const kind = handler ? job.kind : 'unknown';
   const started = performance.now();
+  const lost = new AbortController();
+  const stopHeartbeat = startHeartbeat(cairn.db, claim, o.heartbeatMs ?? Math.max(1, Math.floor(lockTimeoutMs / 3)), lost, log);
+  let ended: { numUpdatedRows: bigint } | undefined;
+  let outcome: 'done' | 'failed' | 'retried';
   try {
     if (!handler) throw new Error(`no handler for job kind "${job.kind}"`);
-    await handler(cairn, job.payload, { id: Number(job.id), attempts: job.attempts, maxAttempts: job.max_attempts });
-    await cairn.db.updateTable('background_jobs').set({ state: 'done', finished_at: new Date(), locked_at: null, last_error: null }).where('id', '=', job.id).execute();
-    backgroundJobRuns.inc({ kind, outcome: 'done' });
+    await handler(cairn, job.payload, { id: claim.id, attempts: job.attempts, maxAttempts: job.max_attempts, signal: lost.signal });
+    await stopHeartbeat();
+    outcome = 'done';
+    ended = await cairn.db
+      .updateTable('background_jobs')
+      .set({ state: 'done', finished_at: new Date(), locked_at: null, last_error: null })
+      .where(heldBy(claim))
+      .executeTakeFirst();
   } catch (err) {
+    await stopHeartbeat();
     // A recurring run is not retried: the next scheduled run does the work again.
     const failed = job.recurring || job.attempts >= job.max_attempts;
-    backgroundJobRuns.inc({ kind, outcome: failed ? 'failed' : 'retried' });
+    outcome = failed ? 'failed' : 'retried';
     const backoffSeconds = Math.min(3600, 2 ** job.attempts * 5);
-    await cairn.db
+    ended = await cairn.db
       .updateTable('background_jobs')
       .set({
         state: failed ? 'failed' : 'pending',
@@ -153,24 +248,31 @@ export async function runOneJob(cairn: Cairn, queue = 'default'): Promise<boolea
         run_at: sql`now() + ${`${backoffSeconds} seconds`}::interval` as any,
         finished_at: failed ? new Date() : null,
       })
-      .where('id', '=', job.id)
-      .execute();
+      .where(heldBy(claim))
+      .executeTakeFirst();
   }
   backgroundJobDuration.observe({ kind }, (performance.now() - started) / 1000);
+  if (Number(ended?.numUpdatedRows ?? 0) === 0) {
+    // Reclaimed while it ran: the row is the new owner's, and so is scheduling a recurring kind's next run.
+    log.warn({ jobId: claim.id, kind: job.kind, attempts: claim.attempts, worker: workerId, outcome }, 'background job finished after losing its lock; its result is dropped');
+    backgroundJobRuns.inc({ kind, outcome: 'lost' });
+    return true;
+  }
+  backgroundJobRuns.inc({ kind, outcome });
   const every = job.recurring ? recurring.get(job.kind) : undefined;
   if (every !== undefined) await scheduleNext(cairn.db, job.kind, every);
   return true;
 }
 
 /** Runs due jobs until none is left (tests, and `cairn` commands that must finish their work). */
-export async function drainJobs(cairn: Cairn, queue = 'default', max = 1000): Promise<number> {
+export async function drainJobs(cairn: Cairn, queue: string | WorkOptions = 'default', max = 1000): Promise<number> {
   let n = 0;
   while (n < max && (await runOneJob(cairn, queue))) n++;
   return n;
 }
 
 /** Polls the queue in the background until stopped. */
-export function startWorker(cairn: Cairn, opts: { queue?: string; idleMs?: number } = {}): () => Promise<void> {
+export function startWorker(cairn: Cairn, opts: WorkOptions & { idleMs?: number } = {}): () => Promise<void> {
   let stopped = false;
   if ((opts.queue ?? 'default') === 'default') void scheduleRecurring(cairn.db).catch(() => {});
   let wake: (() => void) | null = null;
@@ -183,7 +285,7 @@ export function startWorker(cairn: Cairn, opts: { queue?: string; idleMs?: numbe
           reclaimedAt = Date.now();
           await reclaimDeadLocalJobs(cairn.db);
         }
-        worked = await runOneJob(cairn, opts.queue);
+        worked = await runOneJob(cairn, opts);
       } catch {
         // The database may be briefly unreachable; keep polling.
       }

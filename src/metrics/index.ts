@@ -74,7 +74,7 @@ export const backgroundJobs = new client.Gauge({
 
 export const backgroundJobRuns = new client.Counter({
   name: 'cairn_background_job_runs_total',
-  help: 'Background job runs in this process, by kind and outcome (done, retried, failed).',
+  help: 'Background job runs in this process, by kind and outcome (done, retried, failed; lost: reclaimed by another worker while it ran, its result dropped).',
   labelNames: ['kind', 'outcome'] as const,
   registers,
 });

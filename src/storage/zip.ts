@@ -95,10 +95,28 @@ export function validArtifactPath(p: string): string | null {
   return cleaned.join('/');
 }
 
-export interface ZipEntryStream {
-  stream: Readable;
-  size: number;
+/** What the central directory says of one file entry. */
+export interface ZipEntryInfo {
   name: string;
+  /** Inflated size as declared; yauzl refuses to inflate past it (validateEntrySizes). */
+  size: number;
+  compressedSize: number;
+  /** 0 stored, 8 deflated (others are not read). */
+  method: number;
+  crc32: number;
+  encrypted: boolean;
+}
+
+/**
+ * How to read the entry found: its bytes inflated, its stored bytes as they are (a deflated
+ * entry's raw deflate data, to pass on without inflating), or not at all (the caller answers
+ * from the entry's description alone).
+ */
+export type ZipEntryRead = 'inflate' | 'raw' | 'none';
+
+export interface ZipEntryStream extends ZipEntryInfo {
+  /** null when the read chosen was 'none'. */
+  stream: Readable | null;
 }
 
 function openReader(reader: StoreRangeReader, size: number): Promise<yauzl.ZipFile> {
@@ -110,11 +128,11 @@ function openReader(reader: StoreRangeReader, size: number): Promise<yauzl.ZipFi
 }
 
 /**
- * The inflated bytes of the file `path` (already validated) inside the zip stored under key, or
- * null when the archive has no such file (directories and symlinks are not files). Throws when
- * the archive cannot be read as a zip.
+ * The file `path` (already validated) inside the zip stored under key, read as `read` chooses
+ * once the entry is known (by default inflated), or null when the archive has no such file
+ * (directories and symlinks are not files). Throws when the archive cannot be read as a zip.
  */
-export async function openZipEntry(store: ObjectStore, key: string, size: number, path: string): Promise<ZipEntryStream | null> {
+export async function openZipEntry(store: ObjectStore, key: string, size: number, path: string, read: (entry: ZipEntryInfo) => ZipEntryRead = () => 'inflate'): Promise<ZipEntryStream | null> {
   const reader = new StoreRangeReader(store, key, size);
   const zip = await openReader(reader, size);
   let found: yauzl.Entry | null = null;
@@ -139,8 +157,22 @@ export async function openZipEntry(store: ObjectStore, key: string, size: number
     return null;
   }
   const entry = found;
-  const stream = await new Promise<Readable>((resolve, reject) => zip.openReadStream(entry, (err, s) => (err ? reject(err) : resolve(s!))));
+  const info: ZipEntryInfo = { name: path, size: entry.uncompressedSize, compressedSize: entry.compressedSize, method: entry.compressionMethod, crc32: entry.crc32 >>> 0, encrypted: entry.isEncrypted() };
+  const how = read(info);
+  if (how === 'none') {
+    zip.close();
+    return { ...info, stream: null };
+  }
+  let stream: Readable;
+  try {
+    stream = await new Promise<Readable>((resolve, reject) =>
+      zip.openReadStream(entry, how === 'raw' ? { decodeFileData: false } : {}, (err, s) => (err ? reject(err) : resolve(s!))),
+    );
+  } catch (err) {
+    zip.close();
+    throw err;
+  }
   stream.once('close', () => zip.close());
   stream.once('end', () => zip.close());
-  return { stream, size: entry.uncompressedSize, name: path };
+  return { ...info, stream };
 }

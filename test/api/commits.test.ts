@@ -578,6 +578,28 @@ describe('commits API', () => {
     assert.equal((await t.get(`${url}/repository/commits/${sha}/discussions`, { token: guest.token })).status, 403);
   });
 
+  it('a pushed commit or tag dated beyond any JavaScript date is listed, dated at the end of year 9999 (never a 500)', async () => {
+    const p = await t.createProject();
+    const base = `/api/v4/projects/${p.id}`;
+    const first = await t.post(`${base}/repository/commits`, { branch: 'main', commit_message: 'x', actions: [{ action: 'create', file_path: 'a', content: 'a' }] });
+    assert.equal(first.status, 201);
+    const tree = gitIn(p, 'rev-parse', 'main^{tree}').trim();
+    // git takes any 64-bit time; 99999999999999 s is year ~3.17 million, -99999999999999 before year 1.
+    const hash = (type: string, body: string) =>
+      execFileSync('git', ['--git-dir', projectRepoPath(t.app.cairn, p), 'hash-object', '-t', type, '-w', '--stdin'], { input: body, encoding: 'utf8' }).trim();
+    const oid = hash('commit', `tree ${tree}\nparent ${first.body.id}\nauthor A <a@example.com> 99999999999999 +0000\ncommitter B <b@example.com> -99999999999999 +0200\n\nfuture\n`);
+    gitIn(p, 'update-ref', 'refs/heads/main', oid);
+    gitIn(p, 'update-ref', 'refs/tags/far', hash('tag', `object ${oid}\ntype commit\ntag far\ntagger T <t@example.com> 99999999999999 +1400\n\nfar\n`));
+    for (const path of ['/repository/commits', `/repository/commits/${oid}`, '/repository/branches', '/repository/branches/main', '/repository/tags']) {
+      const res = await t.get(base + path);
+      assert.equal(res.status, 200, `${path}: ${res.text.slice(0, 200)}`);
+    }
+    const c = (await t.get(`${base}/repository/commits/${oid}`)).body;
+    assert.equal(c.authored_date, '9999-12-31T23:59:59.000+00:00');
+    assert.equal(c.committed_date, '0001-01-01T02:00:00.000+02:00');
+    assert.equal((await t.get(`${base}/repository/tags/far`)).body.created_at, '9999-12-31T23:59:59.000+14:00');
+  });
+
   it('concurrency: 20 parallel commits with the same last_commit_id — exactly one wins, fsck is clean', async () => {
     const seed = await commit({ branch: 'race', start_branch: 'main', commit_message: 'seed', actions: [{ action: 'create', file_path: 'counter.txt', content: '0' }] });
     assert.equal(seed.status, 201);

@@ -12,6 +12,7 @@ import {
   type CompileInput,
   type CompileResult,
 } from '../../src/ci/config/index.js';
+import { MAX_DURATION_SECONDS } from '../../src/ci/config/duration.js';
 
 const SHA = 'a'.repeat(40);
 
@@ -147,6 +148,20 @@ describe('ci config: helpers', () => {
     assert.equal(parseDuration('soon'), null);
     assert.equal(parseDuration('5 parsecs'), null);
     assert.equal(parseDuration(''), null);
+  });
+
+  it('refuses durations too long to be a date (never Infinity or a RangeError later)', () => {
+    assert.equal(parseDuration('1000 years'), MAX_DURATION_SECONDS);
+    for (const huge of ['999999999999 years', '1001 years', '9'.repeat(400), `${'9'.repeat(400)} seconds`, '99999999999999999:00', 1e300, Infinity]) {
+      assert.equal(parseDuration(huge), null, String(huge).slice(0, 40));
+    }
+  });
+
+  it('reads a long duration text in one pass (300 KB of terms in milliseconds, not seconds)', () => {
+    const started = performance.now();
+    assert.equal(parseDuration('1s '.repeat(100_000)), 100_000);
+    assert.equal(parseDuration(`${'1s and '.repeat(50_000)}x`), null);
+    assert.ok(performance.now() - started < 1000, `${performance.now() - started} ms`);
   });
 
   it('matches globs like File.fnmatch with PATHNAME|DOTMATCH|EXTGLOB', () => {
@@ -430,6 +445,12 @@ c: { script: x, retry: { max: 2, when: script_failure, exit_codes: [1] } }
     assert.equal(job(p, 'a').timeout, 5400);
     assert.equal(job(p, 'b').timeout, 10800);
     assert.equal(await firstError('a: { script: x, timeout: forever }'), 'jobs:a:timeout config should be a duration');
+    // GitLab's limit is a month; beyond it (or beyond any date) is a config error, not an integer overflow.
+    assert.equal(job(await pipeline('a: { script: x, timeout: 30 days }\n'), 'a').timeout, 2_592_000);
+    assert.equal(await firstError('a: { script: x, timeout: 31 days }'), 'jobs:a:timeout config should not exceed the limit');
+    assert.equal(await firstError('a: { script: x, timeout: 100 years }'), 'jobs:a:timeout config should not exceed the limit');
+    assert.equal(await firstError('a: { script: x, timeout: 999999999999 years }'), 'jobs:a:timeout config should be a duration');
+    assert.equal(await firstError(`a: { script: x, timeout: ${'9'.repeat(400)} }`), 'jobs:a:timeout config should be a duration');
   });
 
   it('takes tags, expanding variables', async () => {
@@ -475,6 +496,8 @@ b:
     assert.equal(await firstError('a: { script: x, artifacts: { path: [x] } }'), 'jobs:a:artifacts config contains unknown keys: path');
     assert.equal(await firstError('a: { script: x, artifacts: { paths: [x], when: sometimes } }'), 'jobs:a:artifacts when should be on_success, on_failure or always');
     assert.equal(await firstError('a: { script: x, artifacts: { paths: [x], expire_in: whenever } }'), 'jobs:a:artifacts expire in should be a duration');
+    assert.equal(await firstError('a: { script: x, artifacts: { paths: [x], expire_in: 999999999999 years } }'), 'jobs:a:artifacts expire in should be a duration');
+    assert.equal(await firstError('a: { script: x, when: delayed, start_in: 999999999999 years }'), 'jobs:a start in should be a duration');
   });
 
   it('normalises cache (single or list, with defaults)', async () => {

@@ -410,6 +410,31 @@ describe('runner protocol (gitlab-runner replay)', () => {
     assert.equal(failedRow.exit_code, 2);
   });
 
+  it('refuses an expire_in no date can hold with a 400, never a 500', async () => {
+    const r = await register();
+    await drain(r.token);
+    await createJob(project);
+    const { body: job } = await requestJob(r.token);
+    const upload = (query: string, fields: Array<{ name: string; data: string }> = []) =>
+      send(app, 'POST', `/api/v4/jobs/${job.id}/artifacts?artifact_format=zip&artifact_type=archive${query}`, {
+        headers: { 'job-token': job.token, 'content-type': 'multipart/form-data; boundary=exp' },
+        payload: multipart('exp', [...fields, { name: 'file', filename: 'artifacts.zip', data: Buffer.alloc(100, 1) }]),
+      });
+    for (const bad of ['999999999999 years', '1001 years', '9'.repeat(400), '99999999999999999 seconds', 'soon']) {
+      const res = await upload(`&expire_in=${encodeURIComponent(bad)}`);
+      assert.equal(res.status, 400, `${bad.slice(0, 30)}: ${res.raw.toString()}`);
+      assert.deepEqual(res.body, { message: '400 Bad request - expire_in is invalid' });
+    }
+    const field = await upload('', [{ name: 'expire_in', data: '999999999999 years' }]);
+    assert.equal(field.status, 400, 'the same in a form field');
+    assert.equal(await t.db.selectFrom('ci_job_artifacts').select('id').where('job_id', '=', job.id).executeTakeFirst(), undefined, 'nothing stored');
+    const good = await upload(`&expire_in=${encodeURIComponent('100 years')}`);
+    assert.equal(good.status, 201, good.raw.toString());
+    const row = await t.db.selectFrom('ci_job_artifacts').select('expire_at').where('job_id', '=', job.id).executeTakeFirstOrThrow();
+    const years = (new Date(row.expire_at as any).getTime() - Date.now()) / (365 * 86400_000);
+    assert.ok(Math.abs(years - 100) < 0.01, String(years));
+  });
+
   it('refuses trace beyond the size limit and fails the job', async () => {
     const r = await register();
     await drain(r.token);

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
@@ -16,8 +17,8 @@ import {
   scheduleProjectArtifactsExpiry,
 } from '../../services/artifacts.js';
 import { artifactStore } from '../../storage/index.js';
-import { openZipEntry, validArtifactPath } from '../../storage/zip.js';
-import { contentDisposition, sendArchive } from './send.js';
+import { openZipEntry, validArtifactPath, type ZipEntryInfo } from '../../storage/zip.js';
+import { acceptsGzip, contentDisposition, gzipLength, gzipMember, sendArchive } from './send.js';
 import { IdParams, RowId } from '../params.js';
 import { NoContent, projectOf, RawBody, route } from '../route.js';
 
@@ -53,14 +54,27 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
     if (!mayReadJobArtifacts(build, access.accessLevel, !!access.user?.admin)) throw forbidden();
   }
 
-  async function sendEntry(reply: FastifyReply, build: CiBuild, rawPath: string) {
+  /**
+   * One file of the job's archive. Inflating costs the server CPU in proportion to the inflated
+   * size, which a small upload can make huge (1 MiB of deflated zeros is 1 GiB). So a deflated
+   * entry goes as it is stored, wrapped as gzip (Content-Encoding: gzip), to every client that
+   * takes gzip (browsers, curl --compressed, python-gitlab through requests); one that does not is
+   * sent the inflated bytes only up to the instance's artifact size limit, and a 406 beyond that
+   * says how to ask for it. Stored entries are copied as they are.
+   */
+  async function sendEntry(request: FastifyRequest, reply: FastifyReply, build: CiBuild, rawPath: string) {
     const artifact = await downloadableArchive(cairn.db, build.id);
     if (!artifact) throw notFound();
     const entryPath = validArtifactPath(rawPath);
     if (entryPath === null) throw apiError(400, '400 Bad request');
+    const gzip = acceptsGzip(request.headers['accept-encoding']);
+    const limit = cairn.config.maxArtifactsSize;
+    const deflated = (e: ZipEntryInfo) => e.method === 8 && !e.encrypted;
     let entry;
     try {
-      entry = await openZipEntry(artifactStore(cairn.config), artifact.store_key, Number(artifact.size), entryPath);
+      entry = await openZipEntry(artifactStore(cairn.config), artifact.store_key, Number(artifact.size), entryPath, (e) =>
+        deflated(e) && gzip ? 'raw' : deflated(e) && e.size > limit ? 'none' : 'inflate',
+      );
     } catch (err) {
       if (err instanceof ApiError) throw err;
       // Not a zip (or a damaged one): there is no such file in it.
@@ -68,15 +82,47 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
       throw notFound();
     }
     if (!entry) throw notFound();
+    if (!entry.stream) {
+      throw apiError(406, `406 Not Acceptable - ${entryPath} is ${entry.size} bytes inflated, more than the ${limit} sent uncompressed: ask for it with Accept-Encoding: gzip (curl --compressed), or download the whole archive`);
+    }
+    const gzipped = deflated(entry) && gzip;
+    let body: Readable;
+    if (gzipped) body = gzipMember(entry.stream, entry.crc32, entry.size).stream;
+    else {
+      // An entry whose data is damaged, or inflates past the size it states (yauzl stops it
+      // there), fails at its first bytes: known before the 200 goes out.
+      try {
+        body = await started(entry.stream);
+      } catch (err) {
+        request_log(reply, err);
+        throw notFound();
+      }
+    }
     const type = SAFE_TYPES[path.posix.extname(entryPath).toLowerCase()] ?? 'application/octet-stream';
-    return reply
+    reply
       .code(200)
       .type(type)
-      .header('Content-Length', String(entry.size))
+      .header('Vary', 'Accept-Encoding')
       .header('Content-Disposition', contentDisposition(path.posix.basename(entryPath)))
       .header('X-Content-Type-Options', 'nosniff')
-      .header('Content-Security-Policy', "default-src 'none'; sandbox")
-      .send(entry.stream);
+      .header('Content-Security-Policy', "default-src 'none'; sandbox");
+    if (gzipped) reply.header('Content-Encoding', 'gzip').header('Content-Length', String(gzipLength(entry.compressedSize)));
+    else reply.header('Content-Length', String(entry.size));
+    return reply.send(body);
+  }
+
+  /** The stream once its first chunk came (or it ended); rejects when it fails before. */
+  async function started(stream: Readable): Promise<Readable> {
+    const chunks = stream[Symbol.asyncIterator]();
+    const first = await chunks.next();
+    return Readable.from(
+      (async function* () {
+        if (first.done) return;
+        yield first.value as Buffer;
+        for (let next = await chunks.next(); !next.done; next = await chunks.next()) yield next.value as Buffer;
+      })(),
+      { objectMode: false },
+    );
   }
 
   function request_log(reply: FastifyReply, err: unknown) {
@@ -116,7 +162,7 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
     const { project } = projectOf(request);
     const build = await findJob(project.id, request.params.job_id);
     authorizeArtifacts(request, build);
-    return sendEntry(reply, build, request.params['*']);
+    return sendEntry(request, reply, build, request.params['*']);
   });
 
   // GET .../jobs/artifacts/:ref_name/download?job= and .../jobs/artifacts/:ref_name/raw/*artifact_path?job=
@@ -135,7 +181,7 @@ export default async function jobArtifactRoutes(fastify: FastifyInstance) {
     if (!build) throw notFound('Build');
     authorizeArtifacts(request, build);
     if (target.kind === 'download') return sendArchive(cairn, reply, await downloadableArchive(cairn.db, build.id));
-    return sendEntry(reply, build, target.path);
+    return sendEntry(request, reply, build, target.path);
   });
 
   app.post('/api/v4/projects/:id/jobs/:job_id/artifacts/keep', route({

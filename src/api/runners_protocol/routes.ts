@@ -22,6 +22,7 @@ import {
   type RunnerInfo,
 } from '../../ci/runners.js';
 import { appendTrace } from '../../ci/trace.js';
+import { inTimestampRange } from '../../lib/timestamps.js';
 import { MultipartError, multipartBoundary, readMultipart } from '../../lib/multipart.js';
 import { artifactStore } from '../../storage/index.js';
 import { downloadableArchive } from '../../services/artifacts.js';
@@ -511,12 +512,15 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     const expireIn = query.expire_in ?? fields.expire_in;
     let expireAt: Date | null = null;
     if (expireIn && expireIn.trim().toLowerCase() !== 'never') {
+      // parseDuration refuses what no date can hold ("999999999999 years"); the range check keeps
+      // the answer a 400 whatever the limit becomes.
       const seconds = parseDuration(expireIn);
-      if (seconds === null) {
+      const at = seconds === null ? null : new Date(Date.now() + seconds * 1000);
+      if (at === null || !inTimestampRange(at)) {
         await cleanup();
         throw apiError(400, '400 Bad request - expire_in is invalid');
       }
-      expireAt = new Date(Date.now() + seconds * 1000);
+      expireAt = at;
     } else if (!expireIn && cairn.config.defaultArtifactsExpireIn > 0) {
       expireAt = new Date(Date.now() + cairn.config.defaultArtifactsExpireIn * 1000);
     }

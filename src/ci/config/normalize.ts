@@ -23,6 +23,8 @@ export const MAX_JOB_NAME_LENGTH = 255;
 export const MAX_PARALLEL = 200;
 export const MAX_NEEDS = 50;
 export const MAX_START_IN_SECONDS = 7 * 24 * 3600;
+/** A job's `timeout` is at most one month, as a project's build timeout (services/project-settings.ts). */
+export const MAX_JOB_TIMEOUT_SECONDS = 2_592_000;
 export const DEFAULT_STAGES = ['build', 'test', 'deploy'];
 const JOB_WHEN = ['on_success', 'on_failure', 'always', 'manual', 'delayed'] as const;
 const BRIDGE_WHEN = ['on_success', 'on_failure', 'always', 'manual'] as const;
@@ -351,6 +353,8 @@ function timeout(v: unknown, path: string, errors: Errors): number | null {
   if (v === undefined || v === null) return null;
   const s = parseDuration(v);
   if (s === null) errors.add(path, 'config should be a duration');
+  // GitLab's limit (Project::MAX_BUILD_TIMEOUT); the column is a 32-bit integer of seconds.
+  else if (s > MAX_JOB_TIMEOUT_SECONDS) errors.add(path, 'config should not exceed the limit');
   return s;
 }
 
