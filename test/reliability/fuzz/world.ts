@@ -78,7 +78,9 @@ export async function buildWorld(t: TestContext): Promise<World> {
   ]);
   const feature = await commit('feature', 'feature work', [create('feature.txt', 'a feature\n'), { action: 'update', file_path: 'README.md', content: '# Target\n\nChanged.\n' }], 'main');
   await ok(await t.post(`${P}/repository/tags`, { tag_name: 'v1.0', ref: main1, message: 'release' }, as), 'tag');
-  await ok(await t.post(`${P}/protected_branches`, { name: 'main' }, as), 'protected branch');
+  // main is protected from its first commit (default branch protection); the world asks anyway.
+  const protectMain = await t.post(`${P}/protected_branches`, { name: 'main' }, as);
+  await ok(protectMain, 'protected branch', [201, 409]);
   await ok(await t.post(`${P}/protected_environments`, { name: 'production', deploy_access_levels: [{ access_level: 40 }] }, as), 'protected environment');
 
   const label = await t.post(`${P}/labels`, { name: 'bug', color: '#ff0000' }, as);
