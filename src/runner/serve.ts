@@ -14,13 +14,36 @@ export function loopbackUrl(config: Pick<Config, 'host' | 'port'>, port = config
   return `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
 }
 
+function isLoopbackHost(hostname: string): boolean {
+  const h = hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h.endsWith('.localhost') || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+/**
+ * The ports a job of the built-in runner reaches this server at on its own loopback (the
+ * runner's URL, and the external URL when that is on loopback), each forwarded to the job
+ * listener: never to the main listener, where loopback is a trusted proxy.
+ */
+export function builtinForwards(config: Pick<Config, 'host' | 'port' | 'externalUrl'>, jobPort: number, port = config.port): { jobPort: number; hostPort: number }[] {
+  const ports = new Set<number>();
+  for (const u of [loopbackUrl(config, port), config.externalUrl]) {
+    try {
+      const url = new URL(u);
+      if (isLoopbackHost(url.hostname)) ports.add(Number(url.port || (url.protocol === 'https:' ? 443 : 80)));
+    } catch {
+      /* not a URL */
+    }
+  }
+  return [...ports].map((p) => ({ jobPort: p, hostPort: jobPort }));
+}
+
 /**
  * Starts the built-in instance runner (untagged jobs) of a listening server, unless
  * CAIRN_BUILTIN_RUNNER=0. Never throws: a runner that cannot start is logged, the server serves.
  */
 export async function startServeBuiltinRunner(
   cairn: Pick<Cairn, 'db' | 'config'>,
-  opts: { port?: number; env?: NodeJS.ProcessEnv; log: (msg: string) => void },
+  opts: { port?: number; env?: NodeJS.ProcessEnv; log: (msg: string) => void; /** The job listener's port (startJobListener): jobs reach this server there. */ jobPort?: number },
 ): Promise<BuiltinRunner | null> {
   const env = opts.env ?? process.env;
   if (!setting<boolean>('CAIRN_BUILTIN_RUNNER', env)) return null;
@@ -30,6 +53,7 @@ export async function startServeBuiltinRunner(
       registrationToken: await registrationToken(cairn, { type: 'instance_type' }),
       dataDir: cairn.config.dataDir,
       env,
+      forwardPorts: opts.jobPort ? builtinForwards(cairn.config, opts.jobPort, opts.port) : [],
       log: (m) => opts.log(`built-in runner: ${m}`),
     });
   } catch (err) {
