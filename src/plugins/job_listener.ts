@@ -31,7 +31,7 @@ export interface JobListener {
   close(): Promise<void>;
 }
 
-/** Opens the job listener on host:port (port 0: any free one) for a ready app; closed with the app. */
+/** Opens the job listener on host:port (port 0: any free one); it closes with the app. */
 export async function startJobListener(app: FastifyInstance, opts: { host?: string; port?: number } = {}): Promise<JobListener> {
   await app.ready();
   const server = http.createServer(
@@ -65,6 +65,7 @@ export async function startJobListener(app: FastifyInstance, opts: { host?: stri
       // Long polls and live logs do not hold the server's shutdown up.
       setTimeout(() => server.closeAllConnections(), 5_000).unref();
     }));
-  app.addHook('onClose', async () => close());
+  // Closed with the app (a hook can no longer be added to a listening app).
+  app.cairn.closers.push(close);
   return { port: (server.address() as AddressInfo).port, close };
 }

@@ -66,12 +66,12 @@ function ownCgroups(): Map<string, string> {
 }
 
 /** A directory we may make job cgroups in: made (mode 0755) and proven writable by a trial child. */
-function usableParent(dir: string, files: string[]): boolean {
+function usableParent(dir: string, files: [string, string][]): boolean {
   try {
     fs.mkdirSync(dir, { recursive: true });
     const trial = fs.mkdtempSync(path.join(dir, 'trial-'));
     try {
-      for (const f of files) fs.writeFileSync(path.join(trial, f), 'max');
+      for (const [f, value] of files) fs.writeFileSync(path.join(trial, f), value);
       return true;
     } finally {
       fs.rmdirSync(trial);
@@ -100,7 +100,7 @@ export function detectCgroups(opts: { refresh?: boolean } = {}): CgroupSupport |
       const dir = path.join(parent, 'cairn-jobs');
       if (controllers.includes('pids') && usableParent(dir, [])) {
         fs.writeFileSync(path.join(dir, 'cgroup.subtree_control'), controllers.includes('memory') ? '+pids +memory' : '+pids');
-        if (usableParent(dir, ['pids.max'])) detected = { version: 2, dir };
+        if (usableParent(dir, [['pids.max', 'max']])) detected = { version: 2, dir };
       }
     } catch {
       /* not delegated */
@@ -112,9 +112,9 @@ export function detectCgroups(opts: { refresh?: boolean } = {}): CgroupSupport |
       return m && own.has(c) ? path.join(m.point, own.get(c)!, 'cairn-jobs') : null;
     };
     const pids = v1('pids');
-    if (pids && usableParent(pids, ['pids.max'])) {
+    if (pids && usableParent(pids, [['pids.max', 'max']])) {
       const memory = v1('memory');
-      detected = { version: 1, pids, memory: memory && usableParent(memory, ['memory.limit_in_bytes']) ? memory : null };
+      detected = { version: 1, pids, memory: memory && usableParent(memory, [['memory.limit_in_bytes', '-1']]) ? memory : null };
     }
   }
   return detected;
