@@ -126,6 +126,7 @@ describe('what a CI job can reach', { skip: sandbox.available ? false : `bubblew
     const job = (await jobsByName(t, (await latestPipeline(t, project.id)).id)).reach;
     const row = await finished(job.id);
     const log = await trace(job.id);
+    if (process.env.TEST_LOG) console.log(log);
     assert.equal(row.status, 'success', log + messages.join('\n'));
     if (sandbox.pasta) assert.match(log, /Network: a namespace of its own/);
     assert.match(log, /^clone=cloned inside the job$/m, 'cloned through CI_REPOSITORY_URL');
@@ -177,6 +178,7 @@ describe('what a CI job can reach', { skip: sandbox.available ? false : `bubblew
     assert.equal(calm.status, 'success', await trace(jobs.calm.id));
     assert.match(await trace(jobs.calm.id), /^calm-ok$/m);
     const bomb = await finished(jobs.bomb.id);
+    if (process.env.TEST_LOG) console.log(await trace(jobs.bomb.id));
     assert.equal(bomb.status, 'failed');
     assert.equal(bomb.failure_reason, 'job_execution_timeout');
     assert.ok(Date.now() - started < 20_000);
