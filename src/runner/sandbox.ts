@@ -169,6 +169,19 @@ export function sandboxArgs(spec: SandboxSpec, command: string[]): string[] {
   return [...args, '--cap-drop', 'ALL', '--', ...limited];
 }
 
+/** Waits (up to 2 s) until the namespace of `pid` has its loopback address (bwrap's loopback setup is done). */
+async function loopbackReady(pid: number) {
+  const end = Date.now() + 2000;
+  while (Date.now() < end) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/net/fib_trie`, 'utf8').includes('127.0.0.1')) return;
+    } catch {
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
 export interface PortForward {
   /** The port a job connects to on its own loopback (127.0.0.1 / ::1). */
   jobPort: number;
@@ -193,6 +206,9 @@ export async function attachNetwork(
   childPid: number,
   opts: { pasta: string; forward: PortForward[]; wrap?: string[]; pidFile: string },
 ): Promise<AttachedNetwork> {
+  // bwrap brings the namespace's loopback up itself, racing pasta's own setup of it (an
+  // RTM_NEWADDR of one fails): pasta starts once bwrap's 127.0.0.1 is there.
+  await loopbackReady(childPid);
   // A root runner's pasta drops to nobody, who may not open a root process's namespace: the
   // namespace is opened here and handed over as fd 3; pasta keeps root (--runas 0) to enter it.
   const nsFd = fs.openSync(`/proc/${childPid}/ns/net`, 'r');

@@ -15,7 +15,7 @@ import type { BuiltinRunner } from '../../src/runner/runner.js';
 import { detectSandbox } from '../../src/runner/sandbox.js';
 import { startServeBuiltinRunner } from '../../src/runner/serve.js';
 import { ipAuthState } from '../../src/services/auth_failures.js';
-import { createTestContext, type TestContext } from '../helpers/app.js';
+import { createTestContext, ROOT_TOKEN, type TestContext } from '../helpers/app.js';
 import { commitFiles, jobsByName, latestPipeline } from '../helpers/ci.js';
 import { freePort } from '../helpers/serve.js';
 
@@ -51,13 +51,16 @@ for (const n of [1, 2, 3]) {
 }
 `;
 
-describe('what a CI job can reach', { skip: sandbox.available ? false : `bubblewrap cannot run here: ${sandbox.reason}` }, () => {
+const noSandbox = sandbox.available ? false : `bubblewrap cannot run here: ${sandbox.reason}`;
+
+describe('what a CI job can reach', () => {
   let t: TestContext;
   let project: Project;
   let builtin: BuiltinRunner | null = null;
   let db: net.Server;
   let dbConnections = 0;
   let hostSocket: net.Server;
+  let jobPort: number;
   const socketPath = `/run/cairn-reach-test-${process.pid}.sock`;
   const messages: string[] = [];
 
@@ -67,7 +70,7 @@ describe('what a CI job can reach', { skip: sandbox.available ? false : `bubblew
     // A short long poll: the runner's last one does not hold the server's close up.
     t = await createTestContext({ host: '127.0.0.1', port, externalUrl: url, failedAuthMaxRetry: 2, runnerPollTimeout: 1 });
     await t.app.listen({ host: '127.0.0.1', port });
-    const jobs = await startJobListener(t.app);
+    jobPort = (await startJobListener(t.app)).port;
     db = net.createServer((s) => {
       dbConnections++;
       s.end('a database\n');
@@ -78,9 +81,10 @@ describe('what a CI job can reach', { skip: sandbox.available ? false : `bubblew
     await new Promise<void>((r) => hostSocket.listen(socketPath, () => r()));
     fs.chmodSync(socketPath, 0o777);
     project = await t.createProject();
+    if (!sandbox.available) return;
     builtin = await startServeBuiltinRunner(t.app.cairn, {
       port,
-      jobPort: jobs.port,
+      jobPort,
       env: { CAIRN_BUILTIN_RUNNER_CONCURRENT: '2', CAIRN_RUNNER_JOB_PIDS: '64' },
       log: (m) => (messages.push(m), process.env.TEST_LOG && console.log(m)),
     });
@@ -107,7 +111,25 @@ describe('what a CI job can reach', { skip: sandbox.available ? false : `bubblew
     }
   };
 
-  test('Cairn with the job token, yes; the loopback, /run, metrics and a forged X-Forwarded-For, no', async () => {
+  test('the job listener: requests come from 100::1 whatever X-Forwarded-For says, and never read metrics', async () => {
+    const viaJobs = await fetch(`http://127.0.0.1:${jobPort}/-/metrics`, { headers: { 'X-Forwarded-For': '127.0.0.1', Forwarded: 'for=127.0.0.1' } });
+    assert.equal(viaJobs.status, 404);
+    const version = await fetch(`http://127.0.0.1:${jobPort}/api/v4/version`, { headers: { 'PRIVATE-TOKEN': ROOT_TOKEN } });
+    assert.equal(version.status, 200, 'the whole API is there');
+    const other = (await t.get(`/api/v4/projects/${(await t.createProject()).id}`)).body as { path_with_namespace: string };
+    const gitUrl = `http://127.0.0.1:${jobPort}/${other.path_with_namespace}.git/info/refs?service=git-upload-pack`;
+    const wrong = { authorization: `Basic ${Buffer.from('someone:wrong').toString('base64')}`, 'X-Forwarded-For': '198.51.100.7' };
+    assert.equal((await fetch(gitUrl, { headers: wrong })).status, 401);
+    assert.equal((await fetch(gitUrl, { headers: wrong })).status, 401);
+    assert.equal((await ipAuthState(t.app.cairn, 'git_http', JOB_CLIENT_ADDRESS)).bannedFor > 0, true, 'both failures counted against 100::1');
+    assert.equal((await ipAuthState(t.app.cairn, 'git_http', '198.51.100.7')).bannedFor, 0);
+    // The jobs below start with the address clean.
+    await t.db.deleteFrom('rate_limit_counters').where('key', 'like', `%:ip:${JOB_CLIENT_ADDRESS}`).execute();
+    // The main listener is unchanged: loopback is a trusted proxy and may read metrics.
+    assert.equal((await fetch(`http://127.0.0.1:${t.config.port}/-/metrics`)).status, 200);
+  });
+
+  test('Cairn with the job token, yes; the loopback, /run, metrics and a forged X-Forwarded-For, no', { skip: noSandbox }, async () => {
     await commitFiles(t, project, {
       'README.md': 'cloned inside the job\n',
       'probe.mjs': PROBE,
@@ -149,7 +171,7 @@ describe('what a CI job can reach', { skip: sandbox.available ? false : `bubblew
     assert.equal(metrics.status, 200);
   });
 
-  test('a fork bomb ends with its job; the server answers and another job succeeds meanwhile', { skip: cgroups ? false : 'no cgroup can be made here (the rlimit fallback limits the job user, all jobs together)' }, async () => {
+  test('a fork bomb ends with its job; the server answers and another job succeeds meanwhile', { skip: noSandbox || (cgroups ? false : 'no cgroup can be made here (the rlimit fallback limits the job user, all jobs together)') }, async () => {
     await commitFiles(t, project, {
       '.gitlab-ci.yml': [
         'bomb:',
