@@ -11,7 +11,8 @@ import { after, before, describe, test } from 'node:test';
 import type { Project } from '../../src/db/schema/core.js';
 import { JOB_CLIENT_ADDRESS, startJobListener } from '../../src/plugins/job_listener.js';
 import { detectCgroups } from '../../src/runner/limits.js';
-import type { BuiltinRunner } from '../../src/runner/runner.js';
+import { startBuiltinRunner, type BuiltinRunner } from '../../src/runner/runner.js';
+import { registrationToken } from '../../src/ci/runners.js';
 import { detectSandbox } from '../../src/runner/sandbox.js';
 import { startServeBuiltinRunner } from '../../src/runner/serve.js';
 import { ipAuthState } from '../../src/services/auth_failures.js';
@@ -208,5 +209,45 @@ describe('what a CI job can reach', () => {
     // Every process of the bomb is gone: its cgroup could be removed (only an empty one can).
     const parents = cgroups!.version === 2 ? [cgroups!.dir] : [cgroups!.pids, cgroups!.memory].filter((d): d is string => !!d);
     for (const dir of parents) assert.deepEqual(fs.readdirSync(dir).filter((n) => n.startsWith(`job-${jobs.bomb.id}-`)), [], dir);
+  });
+
+  test('without pasta a job has no network at all, without a cgroup rlimits bound it, and its log says so', { skip: noSandbox }, async () => {
+    await builtin?.stop();
+    builtin = null;
+    const fallback = await startBuiltinRunner({
+      url: `http://127.0.0.1:${t.config.port}`,
+      registrationToken: await registrationToken(t.app.cairn, { type: 'instance_type' }),
+      dataDir: fs.mkdtempSync(path.join(t.tmpDir, 'fallback-')),
+      env: {},
+      forwardPorts: [{ jobPort: t.config.port, hostPort: jobPort }],
+      log: (m) => messages.push(m),
+      executor: {
+        sandbox: { ...sandbox, pasta: null, pastaReason: 'pasta is not installed (the test hides it)' },
+        cgroups: null,
+        limits: { pids: 4096, memory: 1024 ** 3, fileSize: 64 * 1024 ** 2 },
+      },
+    });
+    assert.ok(fallback, messages.join('\n'));
+    try {
+      await commitFiles(t, project, {
+        '.gitlab-ci.yml': [
+          'offline:',
+          '  script:',
+          "    - '(exec 3<>/dev/tcp/127.0.0.1/${CI_SERVER_URL##*:}) 2>/dev/null && echo cairn=reachable || echo cairn=unreachable'",
+          '    - echo "nproc=$(ulimit -u) fsize=$(ulimit -f)"',
+          '',
+        ].join('\n'),
+      });
+      const job = (await jobsByName(t, (await latestPipeline(t, project.id)).id)).offline;
+      const row = await finished(job.id);
+      const log = await trace(job.id);
+      assert.equal(row.status, 'success', log);
+      assert.match(log, /WARNING: this job has no network: pasta is not installed \(the test hides it\)/);
+      assert.match(log, /^cairn=unreachable$/m, 'not even the forwarded port: there is no pasta to forward it');
+      assert.match(log, /Limits \(no cgroup here\): at most 4096 processes/);
+      if (sandbox.prlimit) assert.match(log, /^nproc=4096 fsize=65536$/m);
+    } finally {
+      await fallback.stop();
+    }
   });
 });
