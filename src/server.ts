@@ -33,6 +33,7 @@ export async function serve() {
   await app.listen({ host: config.host, port: config.port });
   // CI jobs reach this server through their own listener (no trusted-proxy status, no metrics).
   const jobs = await startJobListener(app, { port: config.jobPort });
+  app.log.info(`job listener on 127.0.0.1:${jobs.port} (CI jobs' own requests: client address 100::1, no X-Forwarded-For, no metrics)`);
   // Cairn's own instance runner for untagged jobs (CAIRN_BUILTIN_RUNNER=0 turns it off); it talks
   // to this server over HTTP like any other runner.
   builtin = await startServeBuiltinRunner(app.cairn, { log: (m) => app.log.info(m), jobPort: jobs.port });
