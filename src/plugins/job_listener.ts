@@ -34,38 +34,48 @@ export interface JobListener {
 /** Opens the job listener on host:port (port 0: any free one); it closes with the app. */
 export async function startJobListener(app: FastifyInstance, opts: { host?: string; port?: number } = {}): Promise<JobListener> {
   await app.ready();
-  const server = http.createServer(
-    { requestTimeout: 300_000, headersTimeout: 60_000, keepAliveTimeout: 72_000 },
-    (req, res) => {
-      for (const h of FORWARDING_HEADERS) delete req.headers[h];
-      app.routing(req, res);
-    },
-  );
-  server.on('connection', (socket: Socket) => {
-    Object.defineProperty(socket, 'remoteAddress', { value: JOB_CLIENT_ADDRESS, configurable: true });
-    Object.defineProperty(socket, 'remoteFamily', { value: 'IPv6', configurable: true });
-    (socket as Socket & { [JOB_SOCKET]?: true })[JOB_SOCKET] = true;
-  });
-  server.on('clientError', (_err, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
-    else socket.destroy();
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 }, () => {
-      server.off('error', reject);
-      resolve();
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
+    for (const h of FORWARDING_HEADERS) delete req.headers[h];
+    app.routing(req, res);
+  };
+  const open = (host: string, port: number) => {
+    const server = http.createServer({ requestTimeout: 300_000, headersTimeout: 60_000, keepAliveTimeout: 72_000 }, handler);
+    server.on('connection', (socket: Socket) => {
+      Object.defineProperty(socket, 'remoteAddress', { value: JOB_CLIENT_ADDRESS, configurable: true });
+      Object.defineProperty(socket, 'remoteFamily', { value: 'IPv6', configurable: true });
+      (socket as Socket & { [JOB_SOCKET]?: true })[JOB_SOCKET] = true;
     });
-  });
+    server.on('clientError', (_err, socket) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+      else socket.destroy();
+    });
+    return new Promise<http.Server>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ host, port, ipv6Only: host.includes(':') }, () => {
+        server.off('error', reject);
+        resolve(server);
+      });
+    });
+  };
+  const servers = [await open(opts.host ?? '127.0.0.1', opts.port ?? 0)];
+  const port = (servers[0].address() as AddressInfo).port;
+  // The same port on ::1 too, when the machine has it: a job whose URL says `localhost` may try
+  // IPv6 first (pasta forwards each family to the host's loopback of that family).
+  if (!opts.host) await open('::1', port).then((s) => servers.push(s), () => undefined);
   let closed: Promise<void> | null = null;
   const close = () =>
-    (closed ??= new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeIdleConnections();
-      // Long polls and live logs do not hold the server's shutdown up.
-      setTimeout(() => server.closeAllConnections(), 5_000).unref();
-    }));
+    (closed ??= Promise.all(
+      servers.map(
+        (server) =>
+          new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            server.closeIdleConnections();
+            // Long polls and live logs do not hold the server's shutdown up.
+            setTimeout(() => server.closeAllConnections(), 5_000).unref();
+          }),
+      ),
+    ).then(() => undefined));
   // Closed with the app (a hook can no longer be added to a listening app).
   app.cairn.closers.push(close);
-  return { port: (server.address() as AddressInfo).port, close };
+  return { port, close };
 }

@@ -12,7 +12,7 @@ import type { Readable } from 'node:stream';
 import { setting } from '../config.js';
 import { createJobCgroup, detectCgroups, formatBytes, jobLimitsFromEnv, type CgroupSupport, type JobCgroup, type JobLimits } from './limits.js';
 import { runProcess, type Running, type RunResult } from './process.js';
-import { attachNetwork, sandboxArgs, type AttachedNetwork, type PortForward, type SandboxStatus } from './sandbox.js';
+import { attachNetwork, isLoopbackHost, sandboxArgs, urlPort, type AttachedNetwork, type PortForward, type SandboxStatus } from './sandbox.js';
 import { baseEnvironment, expandVariables, jobEnvironment, stepScript } from './script.js';
 import { JobTrace } from './trace.js';
 import type { JobArtifact, JobPayload, JobStep } from './types.js';
@@ -186,6 +186,17 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     const forward = o.forwardPorts ?? setting<PortForward[]>('CAIRN_RUNNER_FORWARD_PORTS');
     if (isolated) {
       if (pasta) trace.write(color.info(`Network: a namespace of its own, outbound connections through pasta; this machine's loopback is not reachable${forward.length ? ` except port${forward.length > 1 ? 's' : ''} ${forward.map((f) => f.jobPort).join(', ')} (forwarded)` : ''}`));
+      if (pasta) {
+        // A server on this machine's loopback that no forward reaches: the job's API calls fail.
+        try {
+          const server = new URL(vars.get('CI_SERVER_URL')?.value ?? '');
+          if (isLoopbackHost(server.hostname) && !forward.some((f) => f.jobPort === urlPort(server))) {
+            trace.write(color.warn(`${server.origin} is on this machine's loopback, which jobs do not reach: the runner can forward it to the server's job listener (CAIRN_RUNNER_FORWARD_PORTS=${urlPort(server)}:<the server's CAIRN_JOB_PORT>)`));
+          }
+        } catch {
+          /* no server URL */
+        }
+      }
       else if (network === 'pasta') trace.write(color.warn(`this job has no network: ${o.sandbox.pastaReason ?? 'pasta is not available'}`));
       else if (network === 'none') trace.write(color.info('Network: none (CAIRN_RUNNER_JOB_NETWORK=none)'));
       else trace.write(color.warn("the job shares this machine's network, loopback services included (CAIRN_RUNNER_JOB_NETWORK=host)"));

@@ -182,6 +182,16 @@ async function loopbackReady(pid: number) {
   }
 }
 
+/** localhost, 127.x.y.z, ::1: a host name that means this machine's loopback. */
+export function isLoopbackHost(hostname: string): boolean {
+  const h = hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h.endsWith('.localhost') || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+export function urlPort(url: URL): number {
+  return Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+}
+
 export interface PortForward {
   /** The port a job connects to on its own loopback (127.0.0.1 / ::1). */
   jobPort: number;

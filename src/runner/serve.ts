@@ -5,6 +5,7 @@ import type { Cairn } from '../context.js';
 import { registrationToken } from '../ci/runners.js';
 import { startBuiltinRunner, type BuiltinRunner } from './runner.js';
 import { setting } from '../config.js';
+import { isLoopbackHost, urlPort } from './sandbox.js';
 
 /** The address a process reaches its own listening server at. */
 export function loopbackUrl(config: Pick<Config, 'host' | 'port'>, port = config.port): string {
@@ -12,11 +13,6 @@ export function loopbackUrl(config: Pick<Config, 'host' | 'port'>, port = config
   if (host === '0.0.0.0' || host === '' || host === '*') return `http://127.0.0.1:${port}`;
   if (host === '::' || host === '[::]') return `http://[::1]:${port}`;
   return `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
-}
-
-function isLoopbackHost(hostname: string): boolean {
-  const h = hostname.replace(/^\[|\]$/g, '').toLowerCase();
-  return h === 'localhost' || h.endsWith('.localhost') || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
 }
 
 /**
@@ -29,7 +25,7 @@ export function builtinForwards(config: Pick<Config, 'host' | 'port' | 'external
   for (const u of [loopbackUrl(config, port), config.externalUrl]) {
     try {
       const url = new URL(u);
-      if (isLoopbackHost(url.hostname)) ports.add(Number(url.port || (url.protocol === 'https:' ? 443 : 80)));
+      if (isLoopbackHost(url.hostname)) ports.add(urlPort(url));
     } catch {
       /* not a URL */
     }
