@@ -221,21 +221,23 @@ export async function attachNetwork(
   await loopbackReady(childPid);
   // A root runner's pasta drops to nobody, who may not open a root process's namespace: the
   // namespace is opened here and handed over as fd 3; pasta keeps root (--runas 0) to enter it.
-  const nsFd = fs.openSync(`/proc/${childPid}/ns/net`, 'r');
+  // A runner that is not root has an unprivileged bwrap, whose namespaces belong to a user
+  // namespace of its own: pasta joins both by pid, the rootless way (not exercised by the tests,
+  // which run as root).
   const root = typeof process.getuid === 'function' && process.getuid() === 0;
+  const nsFd = root ? fs.openSync(`/proc/${childPid}/ns/net`, 'r') : null;
   const spec = opts.forward.length ? opts.forward.map((f) => `${f.jobPort}:${f.hostPort}`).join(',') : 'none';
   const args = [
     '--config-net', '--no-map-gw', '--quiet',
     '-t', 'none', '-u', 'none', '-U', 'none', '-T', spec,
     '--pid', opts.pidFile,
-    '--netns', '/proc/self/fd/3', '--netns-only',
-    ...(root ? ['--runas', '0:0'] : []),
+    ...(root ? ['--netns', '/proc/self/fd/3', '--netns-only', '--runas', '0:0'] : [String(childPid)]),
   ];
   const [file, argv] = opts.wrap?.length ? [opts.wrap[0], [...opts.wrap.slice(1), opts.pasta, ...args]] : [opts.pasta, args];
   try {
     // pasta goes to the background once the namespace is configured; its first process exits 0.
     const r = await new Promise<{ code: number | null; err: string }>((resolve) => {
-      const p = spawn(file, argv, { stdio: ['ignore', 'ignore', 'pipe', nsFd] });
+      const p = spawn(file, argv, { stdio: nsFd === null ? ['ignore', 'ignore', 'pipe'] : ['ignore', 'ignore', 'pipe', nsFd] });
       let err = '';
       p.stderr!.on('data', (b) => (err += b));
       p.once('error', (e) => resolve({ code: null, err: e.message }));
@@ -243,7 +245,7 @@ export async function attachNetwork(
     });
     if (r.code !== 0) throw new Error(`pasta failed (${r.code ?? 'not started'}): ${r.err.split('\n').filter((l) => l && !/syslog/.test(l)).join('; ')}`);
   } finally {
-    fs.closeSync(nsFd);
+    if (nsFd !== null) fs.closeSync(nsFd);
   }
   return {
     close() {
