@@ -115,8 +115,11 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   // Fastify runs onClose while the server still drains: requests in flight finish on an open database.
   const inFlight = new Set<unknown>();
   app.decorateRequest('cacheGeneration', 0);
-  app.addHook('onRequest', (request, _reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
     inFlight.add(request);
+    // A client that went away (a runner's aborted long poll) gets neither onResponse nor, once the
+    // handler has begun, onRequestAbort: the response's close ends it in every case.
+    reply.raw.once('close', () => inFlight.delete(request));
     request.cacheGeneration = cairn.cache.generation;
     done();
   });

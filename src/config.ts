@@ -87,6 +87,12 @@ export interface Config {
    * (src/storage/s3.ts parses it); null = local disk under dataDir/artifacts.
    */
   objectStoreUrl: string | null;
+  /**
+   * The port of the listener for CI jobs' own requests (127.0.0.1; 0 = any free port): requests
+   * on it come from JOB_CLIENT_ADDRESS, so X-Forwarded-For is never believed there and the
+   * monitoring allowlist does not let them in (src/plugins/job_listener.ts).
+   */
+  jobPort: number;
 }
 
 /** A setting's bad value: `message` is the one line `cairn` prints before exiting 1. */
@@ -311,6 +317,22 @@ const filePath = (): SettingType<string> => ({
     return path.resolve(raw);
   },
 });
+
+/** `8080:8081,22:2222`: job port to host loopback port pairs (CAIRN_RUNNER_FORWARD_PORTS). */
+function portPairs(): SettingType<{ jobPort: number; hostPort: number }[]> {
+  const p = port();
+  return {
+    noun: 'a valid port list',
+    accepts: 'comma-separated JOBPORT:HOSTPORT pairs such as 8080:8081, or empty for none',
+    parse(raw) {
+      return raw.split(',').map((s) => s.trim()).filter(Boolean).map((pair) => {
+        const m = /^(\d+):(\d+)$/.exec(pair);
+        if (!m) throw new Invalid(`entry "${pair}" is not JOBPORT:HOSTPORT`);
+        return { jobPort: p.parse(m[1]), hostPort: p.parse(m[2]) };
+      });
+    },
+  };
+}
 
 /** A numeric user id, or `root` (CAIRN_RUNNER_JOB_UID). */
 function userId(): SettingType<number | 'root'> {
@@ -586,6 +608,14 @@ export const SETTINGS: Setting[] = [
     defaultText: 'unset (local disk, `$CAIRN_DATA_DIR/artifacts`)',
     help: "S3-compatible object storage for job artifacts: `s3://ACCESS_KEY:SECRET@host:port/bucket[/prefix]?region=us-east-1&path_style=true&tls=false` (key and secret URL-encoded; without them the AWS SDK's credential chain; `s3:///bucket?region=..` is AWS itself). Uploads and downloads are streamed; single files are read out of archives with ranged GETs",
   }),
+  def({
+    env: 'CAIRN_JOB_PORT',
+    key: 'jobPort',
+    type: integer({ min: 0, max: 65535, noun: 'a valid port' }),
+    default: 0,
+    defaultText: '`0` (any free port)',
+    help: "port of the second listener, on 127.0.0.1, for CI jobs' own requests (API calls and clones with the job token): the built-in runner forwards the server's port into each job's network namespace to it. Requests on it come from the address `100::1` whatever their `X-Forwarded-For`, so they never get a trusted proxy's say and never read `/-/metrics`. Set it when a separate `cairn runner` on this machine forwards to it (`CAIRN_RUNNER_FORWARD_PORTS`)",
+  }),
   extra({ env: 'CAIRN_BUILTIN_RUNNER', type: bool(), default: true, defaultText: '`true`', help: '`false`: `cairn serve` starts no built-in runner', scope: 'server' }),
   extra({ env: 'CAIRN_BUILTIN_RUNNER_CONCURRENT', type: integer({ min: 1, max: 64 }), default: 1, defaultText: '`1`', help: 'jobs the built-in runner runs at once', scope: 'server' }),
   extra({
@@ -602,6 +632,47 @@ export const SETTINGS: Setting[] = [
     default: null as unknown as string,
     defaultText: '`$CAIRN_DATA_DIR/runner/config.json`',
     help: "where `cairn runner register` saves (mode 0600) and `run` reads the runner's configuration",
+    scope: 'runner',
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_JOB_NETWORK',
+    type: oneOf(['pasta', 'none', 'host'] as const, 'a valid network mode'),
+    default: 'pasta',
+    defaultText: '`pasta`',
+    help: "a job's network: `pasta`: a network namespace of its own with outbound connections through pasta (`apt-get install passt`), the machine's loopback not reachable except the ports `CAIRN_RUNNER_FORWARD_PORTS` (and the built-in runner's server port) name; without pasta, no network; `none`: no network at all; `host`: the machine's network, loopback services included (unsafe with untrusted jobs)",
+    scope: 'runner',
+  }),
+  extra({ env: 'CAIRN_RUNNER_PASTA', type: filePath(), default: null as unknown as string, defaultText: '`pasta` on `PATH`', help: 'the pasta binary (package passt) that connects jobs to the network', scope: 'runner' }),
+  extra({
+    env: 'CAIRN_RUNNER_FORWARD_PORTS',
+    type: portPairs(),
+    default: [],
+    defaultText: 'none',
+    help: "loopback ports of this machine a job may still reach, `JOBPORT:HOSTPORT` pairs: the job's connection to its 127.0.0.1:JOBPORT goes to the machine's 127.0.0.1:HOSTPORT. For a `cairn runner` whose server URL is on loopback: `8080:8081` with the server's `CAIRN_PORT=8080` and `CAIRN_JOB_PORT=8081` (the built-in runner does this itself)",
+    scope: 'runner',
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_JOB_PIDS',
+    type: integer({ min: 8, max: 4194304 }),
+    default: 1024,
+    defaultText: '`1024`',
+    help: "most processes and threads one job has at once (its cgroup's `pids.max`; without cgroups, RLIMIT_NPROC of the job's user, shared by all its jobs)",
+    scope: 'runner',
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_JOB_MEMORY',
+    type: bytes({ min: 16 * 1024 ** 2 }),
+    default: 2 * 1024 ** 3,
+    defaultText: '`2GB`',
+    help: "memory of one job (its cgroup's memory limit, its private /tmp included); without cgroups, RLIMIT_DATA of each of its processes",
+    scope: 'runner',
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_JOB_FILE_SIZE',
+    type: bytes({ min: 1024 ** 2 }),
+    default: 1024 ** 3,
+    defaultText: '`1GB`',
+    help: "largest file a job writes (RLIMIT_FSIZE), and the size of its private /tmp",
     scope: 'runner',
   }),
   extra({ env: 'CAIRN_RUNNER_BWRAP', type: filePath(), default: null as unknown as string, defaultText: '`bwrap` on `PATH`', help: 'the bubblewrap binary runners isolate jobs with', scope: 'runner' }),

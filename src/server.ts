@@ -5,6 +5,7 @@ import { sweepLeftoversSoon } from './services/leftovers.js';
 import type { BuiltinRunner } from './runner/runner.js';
 import { startServeBuiltinRunner } from './runner/serve.js';
 import { reduceMemorySoon } from './lib/memory.js';
+import { startJobListener } from './plugins/job_listener.js';
 
 export async function serve() {
   const config = loadConfig();
@@ -30,9 +31,12 @@ export async function serve() {
     app.cairn.closers.push(stop);
   }
   await app.listen({ host: config.host, port: config.port });
+  // CI jobs reach this server through their own listener (no trusted-proxy status, no metrics).
+  const jobs = await startJobListener(app, { port: config.jobPort });
+  app.log.info(`job listener on 127.0.0.1:${jobs.port} (CI jobs' own requests: client address 100::1, no X-Forwarded-For, no metrics)`);
   // Cairn's own instance runner for untagged jobs (CAIRN_BUILTIN_RUNNER=0 turns it off); it talks
   // to this server over HTTP like any other runner.
-  builtin = await startServeBuiltinRunner(app.cairn, { log: (m) => app.log.info(m) });
+  builtin = await startServeBuiltinRunner(app.cairn, { log: (m) => app.log.info(m), jobPort: jobs.port });
   reduceMemorySoon(2000);
   app.log.info(`Cairn serving ${config.externalUrl} (${app.cairn.dbKind === 'pglite' ? `embedded database in ${config.dataDir}` : 'PostgreSQL'})`);
   return app;

@@ -4,6 +4,7 @@ import type { OpenedDatabase } from '../db/index.js';
 import { RawBody, route } from '../api/route.js';
 import { AddressList } from '../lib/address_list.js';
 import { notFound } from '../plugins/errors.js';
+import { isJobRequest } from '../plugins/job_listener.js';
 import {
   backgroundJobs,
   cacheEntries,
@@ -36,8 +37,8 @@ async function collectQueueDepth(database: OpenedDatabase) {
 /**
  * Prometheus metrics at /-/metrics: HTTP requests counted and timed per route pattern and status
  * (onResponse), and the gauges of this process's state read at scrape time. Only clients in
- * CAIRN_MONITORING_ALLOWLIST may read it (the address Fastify derives with the trusted proxies);
- * anyone else gets 404, as GitLab answers outside its monitoring whitelist. Registered before the
+ * CAIRN_MONITORING_ALLOWLIST may read it (the address Fastify derives with the trusted proxies),
+ * never a CI job (plugins/job_listener.ts); anyone else gets 404, as GitLab answers outside its monitoring whitelist. Registered before the
  * routes so that its hook sees every one of them.
  */
 export function registerMetrics(app: FastifyInstance, database: OpenedDatabase) {
@@ -55,7 +56,8 @@ export function registerMetrics(app: FastifyInstance, database: OpenedDatabase) 
     config: { skipApiAuth: true },
     schema: { response: { 200: RawBody('text/plain; version=0.0.4') } },
   }), async (request, reply) => {
-    if (!allowed.includes(request.ip)) throw notFound();
+    // A CI job's requests (the job listener) never read metrics, whatever the allowlist says.
+    if (isJobRequest(request.raw) || !allowed.includes(request.ip)) throw notFound();
     const stats = database.poolStats?.();
     if (stats) {
       dbPoolConnections.set({ state: 'total' }, stats.total);

@@ -8,8 +8,11 @@ import path from 'node:path';
 import { CAIRN_VERSION } from '../version.js';
 import { collectArtifactFiles, extractZip, writeGzipConcat, writeZip } from './artifacts.js';
 import type { RunnerClient } from './client.js';
+import type { Readable } from 'node:stream';
+import { setting } from '../config.js';
+import { createJobCgroup, detectCgroups, formatBytes, jobLimitsFromEnv, type CgroupSupport, type JobCgroup, type JobLimits } from './limits.js';
 import { runProcess, type Running, type RunResult } from './process.js';
-import { sandboxArgs, type SandboxStatus } from './sandbox.js';
+import { attachNetwork, isLoopbackHost, sandboxArgs, urlPort, type AttachedNetwork, type PortForward, type SandboxStatus } from './sandbox.js';
 import { baseEnvironment, expandVariables, jobEnvironment, stepScript } from './script.js';
 import { JobTrace } from './trace.js';
 import type { JobArtifact, JobPayload, JobStep } from './types.js';
@@ -41,6 +44,14 @@ export interface ExecutorOptions {
   log?: (msg: string) => void;
   /** The runner is shutting down and will not wait: the job is killed and reported failed. */
   signal?: AbortSignal;
+  /** The job's network (CAIRN_RUNNER_JOB_NETWORK): `pasta` (outbound only; no pasta: none), `none`, `host`. */
+  network?: 'pasta' | 'none' | 'host';
+  /** Host loopback ports a job may reach (CAIRN_RUNNER_FORWARD_PORTS; the built-in runner adds its server's). */
+  forwardPorts?: PortForward[];
+  /** Processes, memory, file size (CAIRN_RUNNER_JOB_PIDS, _MEMORY, _FILE_SIZE). */
+  limits?: JobLimits;
+  /** Where job cgroups go (detectCgroups()); null: rlimits only. */
+  cgroups?: CgroupSupport | null;
 }
 
 export interface JobOutcome {
@@ -150,6 +161,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
   }, timeoutSec * 1000);
 
   let jobDir: string | null = null;
+  let cgroup: JobCgroup | null = null;
   let outcome: JobOutcome;
   try {
     fs.mkdirSync(o.buildsDir, { recursive: true, mode: 0o700 });
@@ -169,6 +181,33 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     if (isolated) trace.write(color.info(`Using bubblewrap isolation (${o.sandbox.bwrap})${runAs ? `, jobs run as uid ${runAs.uid}` : ''}`));
     else if (o.allowUnisolated) trace.write(color.warn(`running WITHOUT isolation: ${o.sandbox.reason}`));
     else throw new JobError(`this runner refuses to run jobs without isolation: ${o.sandbox.reason}`, 'runner_system_failure');
+    const network = isolated ? (o.network ?? setting<'pasta' | 'none' | 'host'>('CAIRN_RUNNER_JOB_NETWORK')) : 'host';
+    const pasta = network === 'pasta' ? (o.sandbox.pasta ?? null) : null;
+    const forward = o.forwardPorts ?? setting<PortForward[]>('CAIRN_RUNNER_FORWARD_PORTS');
+    if (isolated) {
+      if (pasta) trace.write(color.info(`Network: a namespace of its own, outbound connections through pasta; this machine's loopback is not reachable${forward.length ? ` except port${forward.length > 1 ? 's' : ''} ${forward.map((f) => f.jobPort).join(', ')} (forwarded)` : ''}`));
+      if (pasta) {
+        // A server on this machine's loopback that no forward reaches: the job's API calls fail.
+        try {
+          const server = new URL(vars.get('CI_SERVER_URL')?.value ?? '');
+          if (isLoopbackHost(server.hostname) && !forward.some((f) => f.jobPort === urlPort(server))) {
+            trace.write(color.warn(`${server.origin} is on this machine's loopback, which jobs do not reach: the runner can forward it to the server's job listener (CAIRN_RUNNER_FORWARD_PORTS=${urlPort(server)}:<the server's CAIRN_JOB_PORT>)`));
+          }
+        } catch {
+          /* no server URL */
+        }
+      }
+      else if (network === 'pasta') trace.write(color.warn(`this job has no network: ${o.sandbox.pastaReason ?? 'pasta is not available'}`));
+      else if (network === 'none') trace.write(color.info('Network: none (CAIRN_RUNNER_JOB_NETWORK=none)'));
+      else trace.write(color.warn("the job shares this machine's network, loopback services included (CAIRN_RUNNER_JOB_NETWORK=host)"));
+    }
+    const limits = o.limits ?? jobLimitsFromEnv();
+    cgroup = createJobCgroup(o.cgroups === undefined ? detectCgroups() : o.cgroups, `job-${job.id}-${path.basename(jobDir).slice(-6)}`, limits);
+    const prlimit = isolated ? (o.sandbox.prlimit ?? null) : null;
+    const rlimits = prlimit ? { prlimit, fsize: limits.fileSize, nproc: cgroup ? null : limits.pids, data: cgroup ? null : limits.memory } : null;
+    if (cgroup) trace.write(color.info(`Limits: ${cgroup.description}${rlimits ? `; files up to ${formatBytes(limits.fileSize)}` : ''}`));
+    else if (rlimits) trace.write(color.info(`Limits (no cgroup here): at most ${limits.pids} processes of the job's user, ${formatBytes(limits.memory)} of data per process, files up to ${formatBytes(limits.fileSize)}`));
+    else trace.write(color.warn('no process, memory or file size limits: neither a cgroup nor prlimit is available'));
     trace.write(color.info(`Running on ${os.hostname()}...`));
 
     const base = baseEnvironment();
@@ -185,10 +224,38 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     const env = jobEnvironment(vars, { tmpDir, base, extra });
     const hidden = [...o.hiddenPaths, o.buildsDir];
 
-    const run = (file: string, args: string[], cwd: string, runEnv: NodeJS.ProcessEnv, sandboxed: boolean, limitSec?: number): Promise<RunResult> => {
-      const [cmd, argv] = sandboxed && isolated ? [o.sandbox.bwrap!, sandboxArgs({ bwrap: o.sandbox.bwrap!, jobDir: jobDir!, cwd, hidden, runAs }, [file, ...args])] : [file, args];
-      const proc = runProcess(cmd, argv, { cwd, env: runEnv, onOutput: (b) => trace.write(b) });
+    let runs = 0;
+    const run = async (file: string, args: string[], cwd: string, runEnv: NodeJS.ProcessEnv, sandboxed: boolean, limitSec?: number): Promise<RunResult> => {
+      const enter = sandboxed ? (cgroup?.enter ?? []) : [];
+      const withNetwork = sandboxed && isolated && !!pasta;
+      let cmd = file;
+      let argv = args;
+      if (sandboxed && isolated) {
+        const spec = {
+          bwrap: o.sandbox.bwrap!, jobDir: jobDir!, cwd, hidden, runAs,
+          network: network === 'host' ? ('host' as const) : ('none' as const),
+          syncFds: withNetwork ? { info: 3, block: 4 } : undefined,
+          tmpSize: o.sandbox.tmpfsSize ? limits.fileSize : null,
+          rlimits,
+        };
+        [cmd, argv] = [o.sandbox.bwrap!, sandboxArgs(spec, [file, ...args])];
+      }
+      if (enter.length) [cmd, argv] = [enter[0], [...enter.slice(1), cmd, ...argv]];
+      const proc = runProcess(cmd, argv, { cwd, env: runEnv, onOutput: (b) => trace.write(b), extraPipes: withNetwork ? 2 : 0 });
       current = proc;
+      let attached: AttachedNetwork | null = null;
+      if (withNetwork) {
+        const block = proc.stdio[4] as NodeJS.WritableStream;
+        try {
+          const pid = await sandboxPid(proc.stdio[3] as Readable);
+          attached = await attachNetwork(pid, { pasta: pasta!, forward, wrap: enter, pidFile: path.join(tmpDir, `pasta-${++runs}.pid`) });
+        } catch (err) {
+          trace.write(color.warn(`this step has no network: ${(err as Error).message}`));
+        } finally {
+          // The namespace is ready (or stays without network): bwrap runs the command.
+          block.end('1');
+        }
+      }
       let own: NodeJS.Timeout | null = null;
       let ownTimedOut = false;
       if (limitSec) {
@@ -200,6 +267,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
       // A stop that arrived while nothing was running applies to this one too.
       if (aborted || canceled || timedOut || interruptedByRunner) proc.kill();
       return proc.done.then((r) => {
+        attached?.close();
         if (own) clearTimeout(own);
         if (current === proc) current = null;
         return ownTimedOut ? { ...r, killed: true, exitCode: null } : r;
@@ -314,6 +382,8 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
   } finally {
     clearTimeout(deadline);
     o.signal?.removeEventListener('abort', onRunnerStop);
+    // Whatever the job left running (a fork bomb's last children, a daemon) dies here.
+    await cgroup?.destroy().catch((err) => log(`job ${job.id}: removing its cgroup: ${(err as Error).message}`));
   }
 
   try {
@@ -327,6 +397,28 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
   }
   log(`job ${job.id}: ${outcome.state}${outcome.failureReason ? ` (${outcome.failureReason})` : ''}`);
   return outcome;
+}
+
+/** The sandbox's pid, from bwrap's --info-fd JSON. */
+function sandboxPid(info: Readable): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    const timer = setTimeout(() => done(new Error('bwrap did not report its sandbox in time')), 10_000);
+    const done = (err: Error | null, pid?: number) => {
+      clearTimeout(timer);
+      info.removeAllListeners('data');
+      info.removeAllListeners('end');
+      info.resume();
+      if (err) reject(err);
+      else resolve(pid!);
+    };
+    info.on('data', (b: Buffer) => {
+      text += b;
+      const m = /"child-pid"\s*:\s*(\d+)/.exec(text);
+      if (m) done(null, Number(m[1]));
+    });
+    info.on('end', () => done(new Error('bwrap exited before its sandbox was ready')));
+  });
 }
 
 type RunFn = (file: string, args: string[], cwd: string, env: NodeJS.ProcessEnv, sandboxed: boolean, limitSec?: number) => Promise<RunResult>;

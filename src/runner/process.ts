@@ -1,7 +1,7 @@
 // Runs one command of a job in its own process group (detached), streaming its output, and
 // kills the whole group when asked, when it times out, or when its leader exits (so a
 // background `sleep &` does not outlive the step).
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 
 export interface RunResult {
   exitCode: number | null;
@@ -14,6 +14,8 @@ export interface RunResult {
 
 export interface Running {
   pid: number | undefined;
+  /** The child's stdio; entries 3.. are the `extraPipes`. */
+  stdio: ChildProcess['stdio'];
   done: Promise<RunResult>;
   kill(): void;
 }
@@ -27,9 +29,12 @@ function killGroup(pid: number | undefined) {
   }
 }
 
-export function runProcess(file: string, args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv; onOutput: (b: Buffer) => void }): Running {
+export function runProcess(file: string, args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv; onOutput: (b: Buffer) => void; extraPipes?: number }): Running {
   let killed = false;
-  const child = spawn(file, args, { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const extra = Array.from({ length: opts.extraPipes ?? 0 }, () => 'pipe' as const);
+  const child = spawn(file, args, { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', 'pipe', 'pipe', ...extra] });
+  // An extra pipe the other side closed early must not throw.
+  for (const s of child.stdio.slice(3)) s?.on('error', () => {});
   const pid = child.pid;
   child.stdout?.on('data', (b: Buffer) => opts.onOutput(b));
   child.stderr?.on('data', (b: Buffer) => opts.onOutput(b));
@@ -58,6 +63,7 @@ export function runProcess(file: string, args: string[], opts: { cwd: string; en
   });
   return {
     pid,
+    stdio: child.stdio,
     done,
     kill() {
       killed = true;

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { ProtocolError, RunnerClient } from './client.js';
 import { readRunnerConfig, writeRunnerConfig } from './config.js';
 import { executeJob, type ExecutorOptions, type JobOutcome } from './job.js';
-import { detectSandbox, type SandboxStatus } from './sandbox.js';
+import { detectSandbox, type PortForward, type SandboxStatus } from './sandbox.js';
+import { jobLimitsFromEnv } from './limits.js';
 import { sleep } from './trace.js';
 import { setting } from '../config.js';
 
@@ -173,6 +174,8 @@ export interface BuiltinRunnerOptions {
   env?: NodeJS.ProcessEnv;
   log?: (msg: string) => void;
   executor?: Partial<ExecutorOptions>;
+  /** Host loopback ports its jobs may reach (the server's job listener), on top of CAIRN_RUNNER_FORWARD_PORTS. */
+  forwardPorts?: PortForward[];
 }
 
 export interface BuiltinRunner {
@@ -232,7 +235,12 @@ export async function startBuiltinRunner(opts: BuiltinRunnerOptions): Promise<Bu
     sandbox,
     description: 'cairn built-in runner',
     log,
-    executor: opts.executor,
+    executor: {
+      network: setting<'pasta' | 'none' | 'host'>('CAIRN_RUNNER_JOB_NETWORK', env),
+      limits: jobLimitsFromEnv(env),
+      forwardPorts: [...setting<PortForward[]>('CAIRN_RUNNER_FORWARD_PORTS', env), ...(opts.forwardPorts ?? [])],
+      ...opts.executor,
+    },
   });
   void runner.start().catch((err) => log(`stopped: ${(err as Error).message}`));
   return {

@@ -1,8 +1,10 @@
 // Job isolation with bubblewrap: the root filesystem read-only, only the job's own directory
 // (and a private /tmp) writable, Cairn's data directory, the runner's configuration and other
-// jobs' directories hidden under empty tmpfs mounts, a new PID namespace so that the job's
-// processes all die with it. The network stays (jobs fetch dependencies).
-import { spawnSync } from 'node:child_process';
+// jobs' directories hidden under empty tmpfs mounts, /run and /var/run (host sockets) hidden, a
+// new PID namespace so that the job's processes all die with it, and a network namespace of its
+// own: no network at all, unless the runner connects it to the outside through pasta
+// (attachNetwork) with the host's loopback not mapped. Resource limits: limits.ts.
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { setting } from '../config.js';
@@ -19,6 +21,13 @@ export interface SandboxStatus {
    * keep the runner's uid (a root runner's jobs then have every capability dropped instead).
    */
   runAs?: { uid: number; gid: number; setpriv: string } | null;
+  /** The pasta binary that gives jobs outbound network (null: jobs get no network; `pastaReason` says why). */
+  pasta?: string | null;
+  pastaReason?: string | null;
+  /** bwrap understands --size (0.5.0+): the private /tmp gets a size. */
+  tmpfsSize?: boolean;
+  /** The prlimit binary (limits that apply inside the sandbox), when installed. */
+  prlimit?: string | null;
 }
 
 let cached: SandboxStatus | null = null;
@@ -74,6 +83,13 @@ export function detectSandbox(opts: { refresh?: boolean; bwrapPath?: string; env
       }
     }
   }
+  if (status.available) {
+    const pasta = setting<string | null>('CAIRN_RUNNER_PASTA', env) ?? findOnPath('pasta');
+    status.pasta = pasta;
+    status.pastaReason = pasta ? null : 'pasta is not installed (on Debian/Ubuntu: apt-get install passt)';
+    status.prlimit = findOnPath('prlimit');
+    status.tmpfsSize = /--size\b/.test(spawnSync(bwrap!, ['--help'], { encoding: 'utf8', timeout: 10_000 }).stdout ?? '');
+  }
   if (!opts.bwrapPath) cached = status;
   return status;
 }
@@ -92,11 +108,37 @@ export interface SandboxSpec {
   hidden: string[];
   /** Drop to this user inside the sandbox (a root runner); otherwise every capability is dropped. */
   runAs?: { uid: number; gid: number; setpriv: string } | null;
+  /**
+   * `none` (the default): a network namespace of its own with nothing but its loopback; `host`:
+   * the machine's network (no namespace; only when an operator asks for it). A job that gets
+   * network through pasta is spawned with `none` and `syncFds`, then attachNetwork().
+   */
+  network?: 'none' | 'host';
+  /** bwrap writes the sandbox's pid to `info` and waits for a byte on `block` before running the command. */
+  syncFds?: { info: number; block: number };
+  /** Size of the private /tmp and /var/tmp, bytes (needs SandboxStatus.tmpfsSize). */
+  tmpSize?: number | null;
+  /** Limits applied inside the sandbox with prlimit (each process gets them; RLIMIT_NPROC counts per user). */
+  rlimits?: { prlimit: string; nproc?: number | null; data?: number | null; fsize?: number | null } | null;
 }
+
+/** /run and /var/run as the job sees them: empty (host sockets: PostgreSQL's, D-Bus, any world-writable one). */
+const HOST_SOCKET_DIRS = ['/run', '/var/run'];
 
 /** The bwrap argument list that runs `command` isolated (arguments, never a shell string). */
 export function sandboxArgs(spec: SandboxSpec, command: string[]): string[] {
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--tmpfs', '/var/tmp'];
+  const size = spec.tmpSize ? ['--size', String(spec.tmpSize)] : [];
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', ...size, '--tmpfs', '/tmp', ...size, '--tmpfs', '/var/tmp'];
+  for (const dir of HOST_SOCKET_DIRS) {
+    // /var/run is usually a link to /run: hidden once, where it really is.
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(dir);
+    } catch {
+      continue;
+    }
+    if (st.isDirectory()) args.push('--tmpfs', dir);
+  }
   const jobDir = path.resolve(spec.jobDir);
   // Shallow paths first, so a deeper hidden path is mounted inside a shallower one's tmpfs.
   const hidden = [...new Set(spec.hidden.map((p) => path.resolve(p)))].sort((a, b) => a.length - b.length);
@@ -119,6 +161,102 @@ export function sandboxArgs(spec: SandboxSpec, command: string[]): string[] {
   // After the tmpfs mounts, so the job's directory reappears inside a hidden parent.
   args.push('--bind', jobDir, jobDir);
   args.push('--unshare-pid', '--die-with-parent', '--chdir', spec.cwd);
-  if (spec.runAs) return [...args, '--', ...setprivArgs(spec.runAs), ...command];
-  return [...args, '--cap-drop', 'ALL', '--', ...command];
+  if (spec.network !== 'host') args.push('--unshare-net');
+  if (spec.syncFds) args.push('--info-fd', String(spec.syncFds.info), '--block-fd', String(spec.syncFds.block));
+  const r = spec.rlimits;
+  const limited = r ? [r.prlimit, ...(r.nproc ? [`--nproc=${r.nproc}`] : []), ...(r.data ? [`--data=${r.data}`] : []), ...(r.fsize ? [`--fsize=${r.fsize}`] : []), '--', ...command] : command;
+  if (spec.runAs) return [...args, '--', ...setprivArgs(spec.runAs), ...limited];
+  return [...args, '--cap-drop', 'ALL', '--', ...limited];
+}
+
+/** Waits (up to 2 s) until the namespace of `pid` has its loopback address (bwrap's loopback setup is done). */
+async function loopbackReady(pid: number) {
+  const end = Date.now() + 2000;
+  while (Date.now() < end) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/net/fib_trie`, 'utf8').includes('127.0.0.1')) return;
+    } catch {
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+/** localhost, 127.x.y.z, ::1: a host name that means this machine's loopback. */
+export function isLoopbackHost(hostname: string): boolean {
+  const h = hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h.endsWith('.localhost') || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+export function urlPort(url: URL): number {
+  return Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+}
+
+export interface PortForward {
+  /** The port a job connects to on its own loopback (127.0.0.1 / ::1). */
+  jobPort: number;
+  /** The host loopback port that connection is forwarded to. */
+  hostPort: number;
+}
+
+export interface AttachedNetwork {
+  /** Stops pasta (it would otherwise outlive the namespace). */
+  close(): void;
+}
+
+/**
+ * Connects the network namespace of a sandbox spawned with `syncFds` to the outside through
+ * pasta: outbound TCP/UDP from the job goes out as the runner's own connections, the host's
+ * loopback is NOT reachable (--no-map-gw; no automatic port forwarding), except exactly the
+ * `forward` ports (a job's connection to 127.0.0.1:jobPort goes to the host's
+ * 127.0.0.1:hostPort). Resolves once the namespace is configured; then the caller lets bwrap
+ * go on (a byte on the block fd). `wrap` prefixes pasta's command (the job's cgroup).
+ */
+export async function attachNetwork(
+  childPid: number,
+  opts: { pasta: string; forward: PortForward[]; wrap?: string[]; pidFile: string },
+): Promise<AttachedNetwork> {
+  // bwrap brings the namespace's loopback up itself, racing pasta's own setup of it (an
+  // RTM_NEWADDR of one fails): pasta starts once bwrap's 127.0.0.1 is there.
+  await loopbackReady(childPid);
+  // A root runner's pasta drops to nobody, who may not open a root process's namespace: the
+  // namespace is opened here and handed over as fd 3; pasta keeps root (--runas 0) to enter it.
+  // A runner that is not root has an unprivileged bwrap, whose namespaces belong to a user
+  // namespace of its own: pasta joins both by pid, the rootless way (not exercised by the tests,
+  // which run as root).
+  const root = typeof process.getuid === 'function' && process.getuid() === 0;
+  const nsFd = root ? fs.openSync(`/proc/${childPid}/ns/net`, 'r') : null;
+  const spec = opts.forward.length ? opts.forward.map((f) => `${f.jobPort}:${f.hostPort}`).join(',') : 'none';
+  const args = [
+    '--config-net', '--no-map-gw', '--quiet',
+    '-t', 'none', '-u', 'none', '-U', 'none', '-T', spec,
+    '--pid', opts.pidFile,
+    ...(root ? ['--netns', '/proc/self/fd/3', '--netns-only', '--runas', '0:0'] : [String(childPid)]),
+  ];
+  const [file, argv] = opts.wrap?.length ? [opts.wrap[0], [...opts.wrap.slice(1), opts.pasta, ...args]] : [opts.pasta, args];
+  try {
+    // pasta goes to the background once the namespace is configured; its first process exits 0.
+    const r = await new Promise<{ code: number | null; err: string }>((resolve) => {
+      const p = spawn(file, argv, { stdio: nsFd === null ? ['ignore', 'ignore', 'pipe'] : ['ignore', 'ignore', 'pipe', nsFd] });
+      let err = '';
+      p.stderr!.on('data', (b) => (err += b));
+      p.once('error', (e) => resolve({ code: null, err: e.message }));
+      p.once('close', (code) => resolve({ code, err }));
+    });
+    if (r.code !== 0) throw new Error(`pasta failed (${r.code ?? 'not started'}): ${r.err.split('\n').filter((l) => l && !/syslog/.test(l)).join('; ')}`);
+  } finally {
+    if (nsFd !== null) fs.closeSync(nsFd);
+  }
+  return {
+    close() {
+      try {
+        const pid = Number(fs.readFileSync(opts.pidFile, 'utf8').trim());
+        // Only the pasta it started (a pid can be reused once pasta is gone).
+        if (Number.isInteger(pid) && pid > 1 && fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'pasta') process.kill(pid, 'SIGKILL');
+      } catch {
+        /* gone already */
+      }
+      fs.rmSync(opts.pidFile, { force: true });
+    },
+  };
 }

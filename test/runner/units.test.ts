@@ -137,6 +137,19 @@ describe('sandbox arguments', () => {
       const at = dropped.indexOf('/usr/bin/setpriv');
       assert.ok(at > 0 && dropped[at - 1] === '--');
       assert.deepEqual(dropped.slice(at + 1), ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--', 'bash', 'x.sh']);
+      // A network namespace of its own and /run hidden, unless the operator asked for the host's network.
+      assert.ok(args.includes('--unshare-net'));
+      if (fs.lstatSync('/run').isDirectory()) assert.ok(s.includes('--tmpfs /run'));
+      assert.ok(!sandboxArgs({ bwrap: 'bwrap', jobDir, cwd: jobDir, hidden: [], network: 'host' }, ['true']).includes('--unshare-net'));
+      const limited = sandboxArgs(
+        { bwrap: 'bwrap', jobDir, cwd: jobDir, hidden: [], runAs: { uid: 65534, gid: 65534, setpriv: '/usr/bin/setpriv' }, syncFds: { info: 3, block: 4 }, tmpSize: 1024, rlimits: { prlimit: '/usr/bin/prlimit', nproc: 10, data: null, fsize: 2048 } },
+        ['bash', 'x.sh'],
+      );
+      const l = limited.join(' ');
+      assert.ok(l.includes('--info-fd 3 --block-fd 4'));
+      assert.ok(l.startsWith('--ro-bind / / --dev /dev --proc /proc --size 1024 --tmpfs /tmp --size 1024 --tmpfs /var/tmp'));
+      // The limits apply to the job's user, after setpriv dropped root.
+      assert.ok(l.endsWith('--no-new-privs -- /usr/bin/prlimit --nproc=10 --fsize=2048 -- bash x.sh'), l);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
