@@ -14,12 +14,13 @@ import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { isUtf8 } from 'node:buffer';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import picomatch from 'picomatch';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
-import { Dir, openPath, removeEntry } from './nofollow.js';
+import { Dir, openPath, removeEntry, type WalkFailure } from './nofollow.js';
 
 export interface CollectResult {
   /** Relative paths (with / separators) of regular files and in-tree symlinks. */
@@ -221,13 +222,13 @@ type Opened = { kind: 'link'; target: Buffer; mtime: Date } | { kind: 'file'; fd
  * at. A hard link (nlink > 1) to a file the job's user does not own is refused: with
  * protected_hardlinks off a job could link any file of the machine into its tree.
  */
-function openForArchive(root: Dir, rel: string, jobUid: number | null): Opened {
+function openForArchive(parents: ParentCache, rel: string, jobUid: number | null): Opened {
   const segs = rel.split('/');
   const name = segs.pop()!;
-  const opened = openPath(root, segs);
+  const opened = parents.open(segs);
   if ('failure' in opened) return { kind: 'skip', why: parentFailure(rel, opened.failure).slice(rel.length + 2) };
   const dir = opened.dir;
-  try {
+  {
     const st = dir.lstat(name);
     if (!st) return { kind: 'skip', why: 'no longer there' };
     if (st.isSymbolicLink()) return { kind: 'link', target: fs.readlinkSync(dir.at(name), { encoding: 'buffer' }), mtime: st.mtime };
@@ -245,8 +246,41 @@ function openForArchive(root: Dir, rel: string, jobUid: number | null): Opened {
       return { kind: 'skip', why };
     }
     return { kind: 'file', fd, stat: fst };
-  } finally {
-    dir.close();
+  }
+}
+
+/**
+ * The last directory opened, kept for the next entry in the same one (archives list files
+ * directory by directory). It is held as a descriptor: what it is cannot change under it.
+ */
+class ParentCache {
+  private key: string | null = null;
+  private dir: Dir | null = null;
+  constructor(
+    private readonly root: Dir,
+    private readonly create = false,
+  ) {}
+
+  open(segs: string[]): { dir: Dir } | { failure: WalkFailure } {
+    const key = segs.join('/');
+    if (this.dir && this.key === key) return { dir: this.dir };
+    this.forget();
+    const opened = openPath(this.root, segs, this.create);
+    if ('dir' in opened) {
+      this.dir = opened.dir;
+      this.key = key;
+    }
+    return opened;
+  }
+
+  /**
+   * Closes the cached directory. Nothing an entry does replaces the cached directory itself: an
+   * entry naming that directory has another parent, so the cache has moved on before it runs.
+   */
+  forget(): void {
+    this.dir?.close();
+    this.dir = null;
+    this.key = null;
   }
 }
 
@@ -284,12 +318,13 @@ async function archiveFiles(buildDir: string, files: string[], opts: WriteOption
   const maxBytes = opts.maxBytes ?? DEFAULT_ARTIFACT_LIMITS.maxBytes;
   const maxEntries = opts.maxEntries ?? DEFAULT_ARTIFACT_LIMITS.maxEntries;
   const skipped: string[] = [];
+  const parents = new ParentCache(root);
   let written = 0;
   let bytes = 0;
   try {
     if (files.length > maxEntries) throw new ArtifactLimitError(`${files.length} files to archive, more than the limit of ${maxEntries}`);
     for (const rel of files) {
-      const o = openForArchive(root, rel, jobUid);
+      const o = openForArchive(parents, rel, jobUid);
       if (o.kind === 'skip') {
         skipped.push(`${rel}: ${o.why}`);
         continue;
@@ -305,9 +340,28 @@ async function archiveFiles(buildDir: string, files: string[], opts: WriteOption
       written++;
     }
   } finally {
+    parents.forget();
     root.close();
   }
   return { written, skipped };
+}
+
+const SMALL_FILE = 1024 * 1024;
+
+/** Reads up to size bytes of a small file and closes it. */
+function readSmall(fd: number, size: number): Buffer {
+  try {
+    const buf = Buffer.alloc(size);
+    let got = 0;
+    while (got < size) {
+      const n = fs.readSync(fd, buf, got, size - got, got);
+      if (!n) break;
+      got += n;
+    }
+    return buf.subarray(0, got);
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /** Writes the files into a zip (a path, created exclusively, or an open descriptor), streamed from disk. */
@@ -323,8 +377,10 @@ export async function writeZip(buildDir: string, files: string[], out: string | 
         return;
       }
       const mode = o.stat.mode & 0o777 ? 0o100000 | (o.stat.mode & 0o777) : 0o100644;
-      const rs = fs.createReadStream('', { fd: o.fd, autoClose: true, start: 0 });
-      zip.addReadStream(rs, rel, { mode, mtime: o.stat.mtime });
+      // Small files are read at once (no thread-pool round trips for each of 60,000 files).
+      const rs = o.stat.size <= SMALL_FILE ? Readable.from([readSmall(o.fd, o.stat.size)]) : fs.createReadStream('', { fd: o.fd, autoClose: true, start: 0 });
+      // Small files are stored: deflating them saves nothing and costs a zlib stream each.
+      zip.addReadStream(rs, rel, { mode, mtime: o.stat.mtime, compress: o.stat.size > 512 });
       // One file open at a time: wait for yazl to have read this one.
       await Promise.race([once(rs, 'close'), piped]);
     });
@@ -411,6 +467,7 @@ export async function extractZip(file: string | number, dest: string, limits: Pa
     skipped.push(name);
     warnings.push(`${name}: ${why}`);
   };
+  const parents = new ParentCache(root, true);
   let extracted = 0;
   let entries = 0;
   let declared = 0;
@@ -435,13 +492,13 @@ export async function extractZip(file: string | number, dest: string, limits: Pa
           const mode = (entry.externalFileAttributes >>> 16) & 0xffff;
           const isLink = !isDir && (mode & 0o170000) === 0o120000;
           const last = isDir ? null : segs.pop()!;
-          const opened = openPath(root, segs, true);
+          const opened = parents.open(segs);
           if ('failure' in opened) {
             const f = opened.failure;
             return skip(fileName, 'notDir' in f && f.link ? `${f.notDir} is a symlink: entry not extracted through it` : `entry would be extracted outside the build directory, skipped`);
           }
           const dir = opened.dir;
-          try {
+          {
             if (last === null) return;
             const stream = await new Promise<NodeJS.ReadableStream>((res, rej) => zip.openReadStream(entry, (err, s) => (err ? rej(err) : res(s!))));
             if (isLink) {
@@ -459,11 +516,18 @@ export async function extractZip(file: string | number, dest: string, limits: Pa
               removeEntry(dir, last);
               const perm = mode & 0o777 ? (mode & 0o755) | 0o600 : 0o644;
               const fd = fs.openSync(dir.at(last), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, perm);
-              await pipeline(stream, fs.createWriteStream('', { fd, autoClose: true }));
+              if (entry.uncompressedSize <= SMALL_FILE) {
+                // Small entries are written at once (yauzl holds each to its declared size).
+                try {
+                  const chunks: Buffer[] = [];
+                  for await (const c of stream) chunks.push(c as Buffer);
+                  fs.writeSync(fd, Buffer.concat(chunks));
+                } finally {
+                  fs.closeSync(fd);
+                }
+              } else await pipeline(stream, fs.createWriteStream('', { fd, autoClose: true }));
             }
             extracted++;
-          } finally {
-            dir.close();
           }
         })().then(
           () => zip.readEntry(),
@@ -473,6 +537,7 @@ export async function extractZip(file: string | number, dest: string, limits: Pa
       zip.readEntry();
     });
   } finally {
+    parents.forget();
     zip.close();
     root.close();
   }

@@ -109,26 +109,25 @@ export function openPath(root: Dir, segments: string[], create = false): { dir: 
   };
   for (const seg of segments) {
     so = so ? `${so}/${seg}` : seg;
-    let st = cur.lstat(seg);
-    if (!st && create) {
-      try {
-        fs.mkdirSync(cur.at(seg), 0o755);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
-          release();
-          throw err;
-        }
-      }
-      st = cur.lstat(seg);
-    }
-    if (!st) {
-      release();
-      return { failure: { missing: so } };
-    }
-    const next = st.isDirectory() ? cur.child(seg) : null;
+    let next = cur.child(seg);
     if (!next) {
-      release();
-      return { failure: { notDir: so, link: st.isSymbolicLink() } };
+      let st = cur.lstat(seg);
+      if (!st && create) {
+        try {
+          fs.mkdirSync(cur.at(seg), 0o755);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+            release();
+            throw err;
+          }
+        }
+        next = cur.child(seg);
+        if (!next) st = cur.lstat(seg);
+      }
+      if (!next) {
+        release();
+        return { failure: st ? { notDir: so, link: st.isSymbolicLink() } : { missing: so } };
+      }
     }
     release();
     cur = next;
