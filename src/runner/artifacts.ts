@@ -296,13 +296,16 @@ export interface WriteResult {
   skipped: string[];
 }
 
-/** Opens an output file the runner owns: what was there is removed (a link is not followed), then created exclusively. */
-export function createOutput(file: string): number {
+/**
+ * Opens an output file the runner owns: what was there is removed (a link is not followed),
+ * then created exclusively; its directory itself must not be a link either.
+ */
+export function createOutput(file: string, mode = 0o600): number {
   const abs = path.resolve(file);
   const parent = Dir.open(path.dirname(abs));
   try {
     removeEntry(parent, path.basename(abs));
-    return fs.openSync(parent.at(path.basename(abs)), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    return fs.openSync(parent.at(path.basename(abs)), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
   } finally {
     parent.close();
   }

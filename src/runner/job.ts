@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CAIRN_VERSION } from '../version.js';
 import { archiveArtifacts, extractArtifacts, type ArtifactWorkOptions } from './artifact_sandbox.js';
-import { DEFAULT_ARTIFACT_LIMITS, type ArtifactLimits } from './artifacts.js';
+import { createOutput, DEFAULT_ARTIFACT_LIMITS, type ArtifactLimits } from './artifacts.js';
 import type { RunnerClient } from './client.js';
 import { chownTree, removeTree } from './nofollow.js';
 import { runProcess, type Running, type RunResult } from './process.js';
@@ -357,8 +357,13 @@ type RunFn = (file: string, args: string[], cwd: string, env: NodeJS.ProcessEnv,
 
 async function runStep(step: JobStep, name: string, c: { run: RunFn; jobDir: string; buildDir: string; tmpDir: string; env: NodeJS.ProcessEnv; own: (p: string) => void }, limitSec?: number): Promise<RunResult> {
   const file = path.join(c.tmpDir, `${name}.sh`);
-  fs.rmSync(file, { force: true });
-  fs.writeFileSync(file, stepScript(step.script ?? []), { mode: 0o700, flag: 'wx' });
+  // Neither the script's name nor tmp/ itself is followed if the job made a link of it.
+  const fd = createOutput(file, 0o700);
+  try {
+    fs.writeFileSync(fd, stepScript(step.script ?? []));
+  } finally {
+    fs.closeSync(fd);
+  }
   c.own(file);
   return c.run('bash', ['--noprofile', '--norc', file], c.buildDir, c.env, true, limitSec);
 }
