@@ -18,7 +18,7 @@ import yauzl from 'yauzl';
 import yazl from 'yazl';
 import { archiveArtifacts, extractArtifacts, type ArtifactWorkOptions } from '../../src/runner/artifact_sandbox.js';
 import { ArtifactLimitError, DEFAULT_ARTIFACT_LIMITS, type ArtifactLimits } from '../../src/runner/artifacts.js';
-import { chownTree } from '../../src/runner/nofollow.js';
+import { chownTree, removeTree } from '../../src/runner/nofollow.js';
 import { detectSandbox } from '../../src/runner/sandbox.js';
 
 const sandbox = detectSandbox();
@@ -415,3 +415,36 @@ for (const [m, { sandboxed }] of modes.entries()) {
     });
   });
 }
+
+describe('the job directory and the helper', () => {
+  test('removeTree removes a tree full of links without following any', () => {
+    const j = makeJob(false);
+    try {
+      fs.symlinkSync(j.host, path.join(j.build, 'to-host'));
+      fs.symlinkSync(path.join(j.host, 'secret.txt'), path.join(j.build, 'to-secret'));
+      fs.mkdirSync(path.join(j.build, 'd/e'), { recursive: true });
+      fs.symlinkSync('../../../../../host', path.join(j.build, 'd/e/up'));
+      execFileSync('mkfifo', [path.join(j.build, 'd/fifo')]);
+      fs.chmodSync(path.join(j.build, 'd/e'), 0o500);
+      const before = snapshot(j.top, j.jobDir);
+      removeTree(j.jobDir);
+      assert.ok(!fs.existsSync(j.jobDir));
+      assert.deepEqual(snapshot(j.top, j.jobDir), before);
+      assert.equal(fs.readFileSync(path.join(j.host, 'secret.txt'), 'utf8'), j.secret);
+    } finally {
+      j.done();
+    }
+  });
+
+  test('the sandboxed work is killed at its timeout', { skip: !sandbox.available }, async () => {
+    const j = makeJob(true);
+    try {
+      j.handOver();
+      const zip = path.join(j.tmp, 'dep.zip');
+      await zipFile(zip, [['a.txt', 'a']]);
+      await assert.rejects(extractArtifacts(zip, j.build, { ...j.work(), timeoutSec: 0.001 }), (e: Error) => e instanceof ArtifactLimitError && /took longer than 0.001s/.test(e.message));
+    } finally {
+      j.done();
+    }
+  });
+});
