@@ -373,8 +373,22 @@ export async function writeZip(buildDir: string, files: string[], out: string | 
   const stream = outputStream(out);
   const piped = pipeline(zip.outputStream, stream);
   piped.catch(() => {});
+  // yazl looks for its first unfinished entry from the start of its list at every step:
+  // quadratic in the entries (16 s of 24 for 60,000 files). Finished entries are kept aside
+  // while writing and put back before end() writes the central directory from the list.
+  const internals = zip as unknown as { entries?: Array<{ state: number }> };
+  const FILE_DATA_DONE = 3;
+  const finished: Array<{ state: number }> = [];
+  const setAside = () => {
+    const list = internals.entries;
+    if (!Array.isArray(list)) return;
+    let n = 0;
+    while (n < list.length && list[n].state === FILE_DATA_DONE) n++;
+    for (const e of list.splice(0, n)) finished.push(e);
+  };
   try {
     const result = await archiveFiles(buildDir, files, opts, async (rel, o) => {
+      setAside();
       if (o.kind === 'link') {
         zip.addBuffer(o.target, rel, { mode: 0o120777, mtime: o.mtime });
         return;
@@ -387,6 +401,7 @@ export async function writeZip(buildDir: string, files: string[], out: string | 
       // One file open at a time: wait for yazl to have read this one.
       await Promise.race([once(rs, 'close'), piped]);
     });
+    if (Array.isArray(internals.entries)) internals.entries = finished.concat(internals.entries);
     zip.end();
     await piped;
     return result;
