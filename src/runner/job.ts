@@ -218,9 +218,8 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     await fetchSources(job, buildDir, { run, trace, allowFileUrls: !!o.allowFileUrls, interrupted });
 
     // From here on the job's own user works in build/ and home/ (dependencies' artifacts are
-    // extracted as that user). The job directory and tmp/
-    // stay the runner's (traversable only), so the job cannot plant a symlink where the
-    // runner writes its scripts and archives.
+    // extracted as that user). The job directory and tmp/ stay the runner's (traversable
+    // only), so the job cannot plant a symlink where the runner writes its scripts and archives.
     if (runAs) {
       own(buildDir);
       own(homeDir);
@@ -347,7 +346,11 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
   } finally {
     trace.stop();
     // Never following a link the job left in it.
-    if (jobDir && !o.keepBuilds) removeTree(jobDir);
+    try {
+      if (jobDir && !o.keepBuilds) removeTree(jobDir);
+    } catch (err) {
+      log(`job ${job.id}: removing ${jobDir} failed: ${(err as Error).message}`);
+    }
   }
   log(`job ${job.id}: ${outcome.state}${outcome.failureReason ? ` (${outcome.failureReason})` : ''}`);
   return outcome;
