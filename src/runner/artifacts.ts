@@ -513,7 +513,8 @@ export async function extractZip(file: string | number, dest: string, limits: Pa
           const opened = parents.open(segs);
           if ('failure' in opened) {
             const f = opened.failure;
-            return skip(fileName, 'notDir' in f && f.link ? `${f.notDir} is a symlink: entry not extracted through it` : `entry would be extracted outside the build directory, skipped`);
+            if (!('notDir' in f)) return skip(fileName, `${f.missing} could not be created, skipped`);
+            return skip(fileName, f.link ? `${f.notDir} is a symlink: entry not extracted through it` : `${f.notDir} is not a directory, skipped`);
           }
           const dir = opened.dir;
           {
