@@ -431,12 +431,30 @@ export async function writeGzipConcat(buildDir: string, files: string[], out: st
   }
 }
 
+/** Archives up to this size are read into memory at once: two thread-pool reads an entry cost more. */
+const IN_MEMORY_ZIP = 64 * 1024 * 1024;
+
 function openZip(file: string | number): Promise<yauzl.ZipFile> {
   const options = { lazyEntries: true, decodeStrings: false, validateEntrySizes: true, autoClose: typeof file !== 'number' };
   return new Promise((resolve, reject) => {
     const done = (err: Error | null, z?: yauzl.ZipFile) => (err ? reject(err) : resolve(z!));
-    if (typeof file === 'number') yauzl.fromFd(file, options, done);
-    else yauzl.open(file, options, done);
+    const fd = typeof file === 'number' ? file : fs.openSync(file, O_RDONLY);
+    try {
+      const size = fs.fstatSync(fd).size;
+      if (size <= IN_MEMORY_ZIP) {
+        const buf = Buffer.alloc(size);
+        for (let got = 0; got < size; ) {
+          const n = fs.readSync(fd, buf, got, size - got, got);
+          if (!n) break;
+          got += n;
+        }
+        if (typeof file !== 'number') fs.closeSync(fd);
+        yauzl.fromBuffer(buf, options, done);
+      } else yauzl.fromFd(fd, options, done);
+    } catch (err) {
+      if (typeof file !== 'number') fs.closeSync(fd);
+      reject(err);
+    }
   });
 }
 
