@@ -6,11 +6,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { CAIRN_VERSION } from '../version.js';
-import { collectArtifactFiles, extractZip, writeGzipConcat, writeZip } from './artifacts.js';
+import { archiveArtifacts, extractArtifacts, type ArtifactWorkOptions } from './artifact_sandbox.js';
+import { createOutput, DEFAULT_ARTIFACT_LIMITS, type ArtifactLimits } from './artifacts.js';
 import type { RunnerClient } from './client.js';
 import type { Readable } from 'node:stream';
 import { setting } from '../config.js';
 import { createJobCgroup, detectCgroups, formatBytes, jobLimitsFromEnv, type CgroupSupport, type JobCgroup, type JobLimits } from './limits.js';
+import { chownTree, removeTree } from './nofollow.js';
 import { runProcess, type Running, type RunResult } from './process.js';
 import { attachNetwork, isLoopbackHost, sandboxArgs, urlPort, type AttachedNetwork, type PortForward, type SandboxStatus } from './sandbox.js';
 import { baseEnvironment, expandVariables, jobEnvironment, stepScript } from './script.js';
@@ -38,6 +40,10 @@ export interface ExecutorOptions {
   afterScriptTimeoutSec?: number;
   /** Accept file:// repository URLs (tests and local setups; a server could otherwise make the runner copy local repositories). */
   allowFileUrls?: boolean;
+  /** Bounds of one artifact archive, extracted or written (DEFAULT_ARTIFACT_LIMITS: 200,000 entries, 4 GiB expanded). */
+  artifactLimits?: Partial<ArtifactLimits>;
+  /** How long extracting or writing one archive may take, seconds (1800). */
+  artifactTimeoutSec?: number;
   /** Keep job directories (debugging). */
   keepBuilds?: boolean;
   description?: string;
@@ -236,6 +242,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
           network: network === 'host' ? ('host' as const) : ('none' as const),
           syncFds: withNetwork ? { info: 3, block: 4 } : undefined,
           tmpSize: o.sandbox.tmpfsSize ? limits.fileSize : null,
+          tmpSticky: !!o.sandbox.tmpfsPerms,
           rlimits,
         };
         [cmd, argv] = [o.sandbox.bwrap!, sandboxArgs(spec, [file, ...args])];
@@ -279,6 +286,31 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     trace.write(color.section('Getting source from Git repository'));
     await fetchSources(job, buildDir, { run, trace, allowFileUrls: !!o.allowFileUrls, interrupted });
 
+    // From here on the job's own user works in build/ and home/ (dependencies' artifacts are
+    // extracted as that user). The job directory and tmp/ stay the runner's (traversable
+    // only), so the job cannot plant a symlink where the runner writes its scripts and archives.
+    if (runAs) {
+      own(buildDir);
+      own(homeDir);
+      if (fs.existsSync(path.join(tmpDir, 'variables'))) own(path.join(tmpDir, 'variables'));
+      fs.chmodSync(jobDir, 0o711);
+      fs.chmodSync(tmpDir, 0o711);
+    }
+
+    // Artifact work on the job's files: inside the job's sandbox, as the job's user.
+    const artifactWork = (): ArtifactWorkOptions => ({
+      sandbox: isolated ? { bwrap: o.sandbox.bwrap!, jobDir: jobDir!, hidden, runAs } : null,
+      limits: { ...DEFAULT_ARTIFACT_LIMITS, ...o.artifactLimits },
+      timeoutSec: o.artifactTimeoutSec ?? 1800,
+      onStart: (r) => {
+        current = r;
+        if (interrupted()) r.kill();
+        void r.done.then(() => {
+          if (current === r) current = null;
+        });
+      },
+    });
+
     // Dependencies' artifacts.
     const deps = (job.dependencies ?? []).filter((d) => d.artifacts_file?.filename);
     if (deps.length) {
@@ -289,26 +321,17 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
         trace.write(color.info(`Downloading artifacts for ${d.name ?? d.id} (${d.id})...`));
         try {
           await client.downloadArtifacts(d.id, d.token, zipPath);
-          const r = await extractZip(zipPath, buildDir);
-          trace.write(color.info(`  ${r.extracted} files extracted`));
-          for (const s of r.skipped) trace.write(color.warn(`${s}: entry would be extracted outside the build directory, skipped`));
+          const r = await extractArtifacts(zipPath, buildDir, artifactWork());
+          if (interrupted()) break;
+          trace.write(color.info(`  ${r.count} files extracted`));
+          for (const w of r.warnings) trace.write(color.warn(w));
         } catch (err) {
+          if (interrupted()) throw new JobError('interrupted', 'script_failure');
           throw new JobError(`downloading artifacts of ${d.name ?? d.id}: ${(err as Error).message}`, 'runner_system_failure');
         } finally {
           fs.rmSync(zipPath, { force: true });
         }
       }
-    }
-
-    // From here on the job's own user works in build/ and home/. The job directory and tmp/
-    // stay the runner's (traversable only), so the job cannot plant a symlink where the
-    // runner writes its scripts and archives.
-    if (runAs) {
-      own(buildDir);
-      own(homeDir);
-      if (fs.existsSync(path.join(tmpDir, 'variables'))) own(path.join(tmpDir, 'variables'));
-      fs.chmodSync(jobDir, 0o711);
-      fs.chmodSync(tmpDir, 0o711);
     }
 
     // Steps.
@@ -353,7 +376,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
         const when = a.when || 'on_success';
         if (!(ok ? when === 'on_success' || when === 'always' : when === 'on_failure' || when === 'always')) continue;
         try {
-          await uploadArtifact(client, job, a, { buildDir, tmpDir, trace });
+          await uploadArtifact(client, job, a, { buildDir, tmpDir, trace, work: artifactWork() });
         } catch (err) {
           trace.write(color.error((err as Error).message));
           failure ??= new JobError('Job failed: uploading artifacts failed', 'script_failure');
@@ -393,7 +416,12 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     log(`job ${job.id}: final update failed: ${(err as Error).message}`);
   } finally {
     trace.stop();
-    if (jobDir && !o.keepBuilds) fs.rmSync(jobDir, { recursive: true, force: true });
+    // Never following a link the job left in it.
+    try {
+      if (jobDir && !o.keepBuilds) removeTree(jobDir);
+    } catch (err) {
+      log(`job ${job.id}: removing ${jobDir} failed: ${(err as Error).message}`);
+    }
   }
   log(`job ${job.id}: ${outcome.state}${outcome.failureReason ? ` (${outcome.failureReason})` : ''}`);
   return outcome;
@@ -423,17 +451,15 @@ function sandboxPid(info: Readable): Promise<number> {
 
 type RunFn = (file: string, args: string[], cwd: string, env: NodeJS.ProcessEnv, sandboxed: boolean, limitSec?: number) => Promise<RunResult>;
 
-/** lchown of a tree, never following symlinks (the job may have planted some). */
-function chownTree(p: string, uid: number, gid: number) {
-  const st = fs.lstatSync(p);
-  fs.lchownSync(p, uid, gid);
-  if (st.isDirectory()) for (const e of fs.readdirSync(p)) chownTree(path.join(p, e), uid, gid);
-}
-
 async function runStep(step: JobStep, name: string, c: { run: RunFn; jobDir: string; buildDir: string; tmpDir: string; env: NodeJS.ProcessEnv; own: (p: string) => void }, limitSec?: number): Promise<RunResult> {
   const file = path.join(c.tmpDir, `${name}.sh`);
-  fs.rmSync(file, { force: true });
-  fs.writeFileSync(file, stepScript(step.script ?? []), { mode: 0o700, flag: 'wx' });
+  // Neither the script's name nor tmp/ itself is followed if the job made a link of it.
+  const fd = createOutput(file, 0o700);
+  try {
+    fs.writeFileSync(fd, stepScript(step.script ?? []));
+  } finally {
+    fs.closeSync(fd);
+  }
   c.own(file);
   return c.run('bash', ['--noprofile', '--norc', file], c.buildDir, c.env, true, limitSec);
 }
@@ -455,10 +481,13 @@ async function fetchSources(job: JobPayload, buildDir: string, c: { run: RunFn; 
   let refspecs = g.refspecs?.length ? g.refspecs : ref ? [g.ref_type === 'tag' ? `+refs/tags/${ref}:refs/tags/${ref}` : `+refs/heads/${ref}:refs/remotes/origin/${ref}`] : [];
   refspecs = refspecs.filter((r) => SAFE_REFSPEC.test(r));
   const depth = Number.isInteger(g.depth) && g.depth! > 0 ? g.depth! : 0;
-  const gitEnv: NodeJS.ProcessEnv = { ...baseEnvironment(), HOME: path.dirname(buildDir), GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C', GIT_CONFIG_NOSYSTEM: '1' };
+  // git runs as the runner, outside the sandbox, in a directory nothing of the job has touched
+  // yet (each job's directory is new, and git runs before the job's code and its dependencies'
+  // artifacts). Still no configuration but ours, no hooks, no fsmonitor command.
+  const gitEnv: NodeJS.ProcessEnv = { ...baseEnvironment(), HOME: path.dirname(buildDir), GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
   const git = async (args: string[], show = true) => {
     if (c.interrupted()) throw new JobError('interrupted', 'script_failure');
-    const r = await c.run('git', ['-c', 'advice.detachedHead=false', '-c', 'init.defaultBranch=main', '-c', 'protocol.file.allow=' + (c.allowFileUrls ? 'always' : 'never'), ...args], buildDir, gitEnv, false);
+    const r = await c.run('git', ['-c', 'advice.detachedHead=false', '-c', 'init.defaultBranch=main', '-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'protocol.file.allow=' + (c.allowFileUrls ? 'always' : 'never'), ...args], buildDir, gitEnv, false);
     if (show && r.exitCode !== 0 && !c.interrupted()) c.trace.write(`git ${args[0]} exited with ${r.exitCode ?? r.signal}\n`);
     return r.exitCode === 0;
   };
@@ -479,32 +508,23 @@ async function fetchSources(job: JobPayload, buildDir: string, c: { run: RunFn; 
   c.trace.write('Skipping Git submodules setup\n');
 }
 
-async function uploadArtifact(client: RunnerClient, job: JobPayload, a: JobArtifact, c: { buildDir: string; tmpDir: string; trace: JobTrace }) {
+async function uploadArtifact(client: RunnerClient, job: JobPayload, a: JobArtifact, c: { buildDir: string; tmpDir: string; trace: JobTrace; work: ArtifactWorkOptions }) {
   const type = a.artifact_type || 'archive';
   const format = a.artifact_format || (type === 'archive' ? 'zip' : 'gzip');
   c.trace.write(color.section(type === 'archive' ? 'Uploading artifacts for job' : `Uploading artifacts as "${type}"`));
   if (a.untracked) c.trace.write(color.warn('artifacts:untracked is not supported by this runner, ignored'));
-  const { files, warnings } = collectArtifactFiles(c.buildDir, a.paths ?? [], a.exclude ?? []);
-  for (const w of warnings) c.trace.write(color.warn(w));
-  if (!files.length) {
-    c.trace.write(color.error('No files to upload'));
-    return;
-  }
-  c.trace.write(color.info(`${files.length} files found`));
-  let out: string;
-  let fileName: string;
-  if (format === 'zip') {
-    fileName = type === 'archive' ? 'artifacts.zip' : `${type}.zip`;
-    out = path.join(c.tmpDir, `upload-${type}.zip`);
-    await writeZip(c.buildDir, files, out);
-  } else if (format === 'gzip') {
-    fileName = `${type}.gz`;
-    out = path.join(c.tmpDir, `upload-${type}.gz`);
-    await writeGzipConcat(c.buildDir, files, out);
-  } else {
-    throw new Error(`artifact format ${format} is not supported by this runner`);
-  }
+  if (format !== 'zip' && format !== 'gzip') throw new Error(`artifact format ${format} is not supported by this runner`);
+  const fileName = format === 'zip' ? (type === 'archive' ? 'artifacts.zip' : `${type}.zip`) : `${type}.gz`;
+  // Written by the job's user inside its sandbox, into a file the runner created (tmp/ is the runner's).
+  const out = path.join(c.tmpDir, `upload-${type}.${format === 'zip' ? 'zip' : 'gz'}`);
   try {
+    const r = await archiveArtifacts(c.buildDir, { paths: a.paths ?? [], exclude: a.exclude ?? [], format }, out, c.work);
+    for (const w of r.warnings) c.trace.write(color.warn(w));
+    if (!r.count) {
+      c.trace.write(color.error('No files to upload'));
+      return;
+    }
+    c.trace.write(color.info(`${r.count} files found`));
     await client.uploadArtifact(job.id, job.token, out, { fileName, type, format, expireIn: a.expire_in ?? null });
     c.trace.write(color.info(`Uploading artifacts (${type}) to coordinator... 201 Created`));
   } finally {

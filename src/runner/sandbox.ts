@@ -26,6 +26,8 @@ export interface SandboxStatus {
   pastaReason?: string | null;
   /** bwrap understands --size (0.5.0+): the private /tmp gets a size. */
   tmpfsSize?: boolean;
+  /** bwrap understands --perms (0.5.0+): the private /tmp is world-writable and sticky, as /tmp is. */
+  tmpfsPerms?: boolean;
   /** The prlimit binary (limits that apply inside the sandbox), when installed. */
   prlimit?: string | null;
 }
@@ -88,7 +90,9 @@ export function detectSandbox(opts: { refresh?: boolean; bwrapPath?: string; env
     status.pasta = pasta;
     status.pastaReason = pasta ? null : 'pasta is not installed (on Debian/Ubuntu: apt-get install passt)';
     status.prlimit = findOnPath('prlimit');
-    status.tmpfsSize = /--size\b/.test(spawnSync(bwrap!, ['--help'], { encoding: 'utf8', timeout: 10_000 }).stdout ?? '');
+    const help = spawnSync(bwrap!, ['--help'], { encoding: 'utf8', timeout: 10_000 }).stdout ?? '';
+    status.tmpfsSize = /--size\b/.test(help);
+    status.tmpfsPerms = /--perms\b/.test(help);
   }
   if (!opts.bwrapPath) cached = status;
   return status;
@@ -118,6 +122,11 @@ export interface SandboxSpec {
   syncFds?: { info: number; block: number };
   /** Size of the private /tmp and /var/tmp, bytes (needs SandboxStatus.tmpfsSize). */
   tmpSize?: number | null;
+  /**
+   * The private /tmp and /var/tmp mode 1777 (needs SandboxStatus.tmpfsPerms): bwrap makes a tmpfs
+   * root's and 0755, which a job dropped to an unprivileged user could not write.
+   */
+  tmpSticky?: boolean;
   /** Limits applied inside the sandbox with prlimit (each process gets them; RLIMIT_NPROC counts per user). */
   rlimits?: { prlimit: string; nproc?: number | null; data?: number | null; fsize?: number | null } | null;
 }
@@ -127,8 +136,8 @@ const HOST_SOCKET_DIRS = ['/run', '/var/run'];
 
 /** The bwrap argument list that runs `command` isolated (arguments, never a shell string). */
 export function sandboxArgs(spec: SandboxSpec, command: string[]): string[] {
-  const size = spec.tmpSize ? ['--size', String(spec.tmpSize)] : [];
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', ...size, '--tmpfs', '/tmp', ...size, '--tmpfs', '/var/tmp'];
+  const tmp = [...(spec.tmpSize ? ['--size', String(spec.tmpSize)] : []), ...(spec.tmpSticky ? ['--perms', '1777'] : [])];
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', ...tmp, '--tmpfs', '/tmp', ...tmp, '--tmpfs', '/var/tmp'];
   for (const dir of HOST_SOCKET_DIRS) {
     // /var/run is usually a link to /run: hidden once, where it really is.
     let st: fs.Stats;

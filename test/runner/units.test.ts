@@ -1,13 +1,14 @@
 // The runner's pure parts: masking across writes, variable expansion, path checks for
 // artifacts, failure-reason mapping, the bwrap argument list.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { collectArtifactFiles, normalisePattern, safeEntryName } from '../../src/runner/artifacts.js';
 import { supportedFailureReason } from '../../src/runner/job.js';
 import { Masker } from '../../src/runner/mask.js';
-import { sandboxArgs } from '../../src/runner/sandbox.js';
+import { detectSandbox, sandboxArgs } from '../../src/runner/sandbox.js';
 import { ansiQuote, baseEnvironment, expandVariables, stepScript } from '../../src/runner/script.js';
 import { tmpDir } from './fake_server.js';
 
@@ -150,6 +151,24 @@ describe('sandbox arguments', () => {
       assert.ok(l.startsWith('--ro-bind / / --dev /dev --proc /proc --size 1024 --tmpfs /tmp --size 1024 --tmpfs /var/tmp'));
       // The limits apply to the job's user, after setpriv dropped root.
       assert.ok(l.endsWith('--no-new-privs -- /usr/bin/prlimit --nproc=10 --fsize=2048 -- bash x.sh'), l);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // bwrap makes a tmpfs root's and 0755: a job dropped to an unprivileged user could not write /tmp.
+  test('the private /tmp is world-writable and sticky for a job that runs as another user', (t) => {
+    const dir = tmpDir('cairn-sandbox-');
+    try {
+      const jobDir = path.join(dir, 'job');
+      fs.mkdirSync(jobDir);
+      const spec = { bwrap: 'bwrap', jobDir, cwd: jobDir, hidden: [], tmpSize: 1 << 20, tmpSticky: true };
+      assert.ok(sandboxArgs(spec, ['true']).join(' ').startsWith('--ro-bind / / --dev /dev --proc /proc --size 1048576 --perms 1777 --tmpfs /tmp --size 1048576 --perms 1777 --tmpfs /var/tmp'));
+      const sandbox = detectSandbox();
+      if (!sandbox.available || !sandbox.runAs || !sandbox.tmpfsPerms) return t.skip('needs bwrap 0.5+ and a root runner that drops to a job user');
+      const r = spawnSync(sandbox.bwrap!, sandboxArgs({ ...spec, bwrap: sandbox.bwrap!, runAs: sandbox.runAs }, ['sh', '-c', 'stat -c %a /tmp /var/tmp; echo x > /tmp/t && echo x > /var/tmp/t && id -u']), { encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stdout, `1777\n1777\n${sandbox.runAs.uid}\n`);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
