@@ -158,6 +158,25 @@ describe('cairn token create', () => {
     });
   });
 
+  // The embedded database is one process's: the CLI beside a running server used to print a
+  // token that answered 401 and was gone after a restart (both wrote the same files).
+  it('refuses, in one line and before touching anything, while another process holds the embedded database', { skip: onPostgres ? 'PostgreSQL is shared by design' : false }, async () => {
+    await withApp(async (a) => {
+      const before = (await a.cairn.db.selectFrom('personal_access_tokens').select('id').execute()).length;
+      for (const args of [['token', 'create', '--user', 'root', '--scopes', 'api'], ['migrate'], ['registration-token']]) {
+        const r = await cairn(args, env);
+        assert.equal(r.code, 1, args.join(' '));
+        assert.equal(r.stdout, '', 'no token printed');
+        assert.match(r.stderr, /^CAIRN_DATA_DIR: the embedded database in .* is in use by another process \(pid \d+\); stop it first/);
+        assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+      }
+      assert.equal((await a.cairn.db.selectFrom('personal_access_tokens').select('id').execute()).length, before);
+    });
+    // Once the server has stopped, the same command works.
+    const r = await cairn(['token', 'create', '--user', 'root', '--scopes', 'api'], env);
+    assert.equal(r.code, 0, r.stderr);
+  });
+
   it('errors are one line on stderr with exit code 1, and nothing is created', async () => {
     const count = () => withApp(async (a) => (await a.cairn.db.selectFrom('personal_access_tokens').select('id').execute()).length);
     const before = await count();

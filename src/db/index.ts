@@ -5,6 +5,7 @@ import path from 'node:path';
 import { Kysely, PostgresDialect, sql, type LogEvent } from 'kysely';
 import type pg from 'pg';
 import type { PGlite } from '@electric-sql/pglite';
+import { lockDataDir } from './data_dir_lock.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import type { DB } from './types.js';
 import { observeWrites, type WriteObserver } from './write_observer.js';
@@ -183,19 +184,33 @@ export async function openDatabase(opts: OpenOptions): Promise<OpenedDatabase> {
     await checkConnection(pool, opts.databaseUrl);
     return { db, kind: 'postgres', url: opts.databaseUrl, writeObservers, poolStats, close: () => db.destroy() };
   }
-  const { PGlite } = await import('@electric-sql/pglite');
+  // The data directory is this process's before anything in it is read or made.
+  const unlock = opts.pgliteTemplate ? () => {} : lockDataDir(opts.dataDir);
   let pglite: PGlite;
-  const options = { parsers: pgliteParsers, startParams: pgliteStartParams(PGlite) };
-  if (opts.pgliteTemplate) {
-    pglite = await PGlite.create({ loadDataDir: opts.pgliteTemplate, ...options });
-  } else {
-    const dir = path.join(opts.dataDir, 'pglite');
-    fs.mkdirSync(dir, { recursive: true });
-    await initializePgliteInChild(dir, options.startParams);
-    pglite = await PGlite.create(dir, options);
+  try {
+    const { PGlite } = await import('@electric-sql/pglite');
+    const options = { parsers: pgliteParsers, startParams: pgliteStartParams(PGlite) };
+    if (opts.pgliteTemplate) {
+      pglite = await PGlite.create({ loadDataDir: opts.pgliteTemplate, ...options });
+    } else {
+      const dir = path.join(opts.dataDir, 'pglite');
+      fs.mkdirSync(dir, { recursive: true });
+      await initializePgliteInChild(dir, options.startParams);
+      pglite = await PGlite.create(dir, options);
+    }
+  } catch (err) {
+    unlock();
+    throw err;
   }
   const writeObservers = new Set<WriteObserver>();
   const dialect = new PGliteDialect(pglite);
   const db = new Kysely<DB>({ dialect: observeWrites(dialect, writeObservers), log: observeQuery });
-  return { db, kind: 'pglite', pglite, writeObservers, poolStats: () => dialect.stats(), close: () => db.destroy() };
+  const close = async () => {
+    try {
+      await db.destroy();
+    } finally {
+      unlock();
+    }
+  };
+  return { db, kind: 'pglite', pglite, writeObservers, poolStats: () => dialect.stats(), close };
 }
