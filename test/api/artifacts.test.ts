@@ -18,6 +18,7 @@ import { createTestContext, type TestContext, type TestUser } from '../helpers/a
 import { commitFiles, jobsByName, testRunner } from '../helpers/ci.js';
 import { startS3 } from '../helpers/s3.js';
 import { freePort } from '../helpers/serve.js';
+import { until } from '../helpers/until.js';
 
 const sandbox = detectSandbox();
 
@@ -59,16 +60,6 @@ const CHILD_YML = [
   '    paths: [c.txt]',
   '',
 ].join('\n');
-
-async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 90_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
 
 function zipNames(body: string | Buffer): Promise<string[]> {
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body, 'binary');

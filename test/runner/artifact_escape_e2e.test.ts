@@ -22,22 +22,13 @@ import { detectSandbox } from '../../src/runner/sandbox.js';
 import { createTestContext, ROOT_TOKEN, type TestContext } from '../helpers/app.js';
 import { jobsByName, latestPipeline } from '../helpers/ci.js';
 import { freePort } from '../helpers/serve.js';
+import { until } from '../helpers/until.js';
 
 const sandbox = detectSandbox();
 /** Nine levels: `z` leads back to the build directory, `y` reads as staying inside but reaches /. */
 const DEEP = 'deep/a/b/c/d/e/f/g/h';
 const Z = '../'.repeat(9);
 const Y = `z${'/..'.repeat(9)}`;
-
-async function until<T>(what: string, fn: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms = 90_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
 
 function zipEntries(buf: Buffer): Promise<Map<string, Buffer>> {
   return new Promise((resolve, reject) => {

@@ -15,6 +15,7 @@ import { createTestContext, type TestContext } from '../helpers/app.js';
 import { commitFiles, jobsByName, latestPipeline } from '../helpers/ci.js';
 import { freePort } from '../helpers/serve.js';
 import { startWorker } from '../../src/jobs/queue.js';
+import { until } from '../helpers/until.js';
 
 const sandbox = detectSandbox();
 
@@ -27,16 +28,6 @@ function cli(args: string[], env: Record<string, string>): Promise<{ status: num
     child.on('close', (status) => resolve({ status, out }));
   });
 }
-async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 60_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
-
 describe('cairn runner against a Cairn server', () => {
   let t: TestContext;
   let url: string;
