@@ -88,8 +88,10 @@ const workerId = `${os.hostname()}:${process.pid}`;
  * handler must be safe to run after a part of the work was done. `db` is the pool, never a
  * transaction: the journal's heartbeat runs on it while the request works.
  */
-export async function beginInlineJob(db: Database, kind: string, payload: Record<string, unknown>, opts: { heartbeatMs?: number; log?: QueueLog } = {}): Promise<number> {
-  const row = await db
+export async function beginInlineJob(db: Database, kind: string, payload: Record<string, unknown>, opts: { heartbeatMs?: number; log?: QueueLog; trx?: Database } = {}): Promise<number> {
+  // In the caller's transaction when given: the journal exists exactly when the caller's own
+  // writes do (the heartbeat, on the pool, first beats long after that transaction commits).
+  const row = await (opts.trx ?? db)
     .insertInto('background_jobs')
     .values({ kind, payload: JSON.stringify(payload) as any, state: 'running', locked_by: workerId, locked_at: sql`now()` as any, attempts: 1, run_at: new Date() } as any)
     .returning('id')

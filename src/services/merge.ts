@@ -198,16 +198,23 @@ const MERGE_ATTEMPTS = 5;
 /** The merge itself: lock, build, compare-and-swap, record. */
 async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: User, mr: MergeRequest, opts: MergeOptions & { squash: boolean }): Promise<MergeRequest> {
   const { db } = cairn;
-  const locked = await db
-    .updateTable('merge_requests')
-    .set({ state_id: MR_STATE.locked, merge_error: null, updated_at: sql`now()` as any })
-    .where('id', '=', mr.id)
-    .where('state_id', '=', MR_STATE.opened)
-    .where(sql<boolean>`head_sha is not distinct from ${mr.head_sha}`)
-    .returningAll()
-    .executeTakeFirst();
+  // If this process dies while the request is locked, the journal finishes the merge (when its
+  // commit reached the target) or opens the request again. The lock and its journal commit
+  // together: a crash between two separate writes left a request locked with no journal.
+  const journalPayload: MergeJournal = { mergeRequestId: mr.id, userId: user.id, opts, built: null };
+  const journal = await db.transaction().execute(async (trx) => {
+    const locked = await trx
+      .updateTable('merge_requests')
+      .set({ state_id: MR_STATE.locked, merge_error: null, updated_at: sql`now()` as any })
+      .where('id', '=', mr.id)
+      .where('state_id', '=', MR_STATE.opened)
+      .where(sql<boolean>`head_sha is not distinct from ${mr.head_sha}`)
+      .returning('id')
+      .executeTakeFirst();
+    return locked ? beginInlineJob(db, MERGE_JOURNAL_JOB, { ...journalPayload }, { trx }) : null;
+  });
   // Someone else is merging it, or it changed under us.
-  if (!locked) {
+  if (journal === null) {
     const now = await db.selectFrom('merge_requests').selectAll().where('id', '=', mr.id).executeTakeFirstOrThrow();
     if (now.state_id === MR_STATE.merged || now.state_id === MR_STATE.locked) throw apiError(405, '405 Method Not Allowed');
     if (opts.sha !== undefined && opts.sha !== now.head_sha) throw apiError(409, 'SHA does not match HEAD of source branch: ' + (now.head_sha ?? ''));
@@ -218,10 +225,6 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
       .where('id', '=', mr.id).where('state_id', '=', MR_STATE.locked).execute();
 
   const gitDir = projectRepoPath(cairn, project);
-  // If this process dies while the request is locked, the journal finishes the merge (when its
-  // commit reached the target) or opens the request again.
-  const journalPayload: MergeJournal = { mergeRequestId: mr.id, userId: user.id, opts, built: null };
-  const journal = await beginInlineJob(db, MERGE_JOURNAL_JOB, { ...journalPayload });
   try {
     const method = String(settings(project).merge_method ?? 'merge');
     const ffOnly = method === 'ff' || method === 'rebase_merge';
