@@ -8,7 +8,7 @@ import { refsContaining } from '../git/commits.js';
 import { apiError, notFound, validationFailed } from '../plugins/errors.js';
 import { nextInternalId } from '../services/internal_ids.js';
 import { projectRepoPath } from '../services/projects.js';
-import { processPipeline } from './jobs/state.js';
+import { advancePipeline, afterPipelineCommit } from './jobs/state.js';
 import { isProtectedRef } from './pipelines/create.js';
 
 /**
@@ -79,7 +79,7 @@ export async function createCommitStatus(cairn: Cairn, input: CommitStatusInput)
   if (!ref) throw notFound('References for commit');
   const protectedRef = await isProtectedRef(cairn, project.id, ref, false);
 
-  const { build, pipelineId } = await cairn.db.transaction().execute(async (trx) => {
+  const { build, transition } = await cairn.db.transaction().execute(async (trx) => {
     // One writer per commit at a time (GitLab's exclusive lease): two first statuses make one pipeline.
     await sql`select pg_advisory_xact_lock(${project.id}, hashtext(${'commit_status:' + sha}))`.execute(trx);
     let pipeline = first ? await trx.selectFrom('ci_pipelines').selectAll().where('id', '=', first.id).forUpdate().executeTakeFirst() : undefined;
@@ -129,10 +129,10 @@ export async function createCommitStatus(cairn: Cairn, input: CommitStatusInput)
       ...(input.coverage !== undefined ? { coverage: input.coverage } : {}),
       updated_at: now,
     }).where('id', '=', status.id).returningAll().executeTakeFirstOrThrow();
-    return { build: updated, pipelineId: pipeline.id };
+    // Stage and pipeline statuses follow in the same transaction (and merge-when-pipeline-succeeds after it).
+    return { build: updated, transition: await advancePipeline(cairn, trx, pipeline.id) };
   });
-  // Stage and pipeline statuses follow (and merge-when-pipeline-succeeds with them).
-  await processPipeline(cairn, pipelineId);
+  await afterPipelineCommit(cairn, transition);
   return build;
 }
 

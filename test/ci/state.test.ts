@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { assignBuild, cancelBuild, cancelPipeline, compositeStatus, enqueueBuild, failTimedOut, finishBuild, playBuild, processPipeline, retryBuild, retryPipeline } from '../../src/ci/jobs/state.js';
+import { assignBuild, cancelBuild, cancelPipeline, compositeStatus, enqueueBuild, failTimedOut, finishBuild, onPipelineStatusChange, PIPELINE_TRANSITION_JOB, playBuild, processPipeline, retryBuild, retryPipeline } from '../../src/ci/jobs/state.js';
 import type { Project } from '../../src/db/schema/core.js';
 import { drainJobs } from '../../src/jobs/queue.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
@@ -333,5 +333,31 @@ after: { stage: deploy, script: [x] }
     const b2 = (await jobsByName(t, broken.id)).child;
     assert.equal(b2.status, 'failed');
     assert.equal(b2.failure_reason, 'downstream_pipeline_creation_failed');
+  });
+
+  it('a job ends and its pipeline moves on in one transaction; status changes a dead process did not announce are announced by the queue', async () => {
+    const seen: string[] = [];
+    onPipelineStatusChange(async (_cairn, pl, before, after) => {
+      seen.push(`${pl.id}:${before}>${after}`);
+    });
+    const p = await pipelineFor(`
+stages: [a, b]
+one: { stage: a, script: [x] }
+two: { stage: b, script: [y] }
+`);
+    const jobs = await jobsByName(t, p.id);
+    await runJob(t, jobs.one, 'success');
+    assert.deepEqual(await statuses(t, p.id), { one: 'success', two: 'pending' });
+    await runJob(t, (await jobsByName(t, p.id)).two, 'success');
+    assert.equal((await pipeline(t, p.id)).status, 'success');
+    assert.ok(seen.includes(`${p.id}:running>success`), seen.join(', '));
+    const journals = () => t.db.selectFrom('background_jobs').select('id').where('kind', '=', PIPELINE_TRANSITION_JOB).execute();
+    assert.equal((await journals()).length, 0, 'announced changes leave no journal');
+    // What a process killed between the commit and its listeners leaves behind: the journal.
+    seen.length = 0;
+    await t.db.insertInto('background_jobs').values({ kind: PIPELINE_TRANSITION_JOB, payload: JSON.stringify({ pipelineId: p.id, before: 'running', after: 'success' }) as any, state: 'pending', run_at: new Date() } as any).execute();
+    await drainJobs(t.app.cairn);
+    assert.deepEqual(seen, [`${p.id}:running>success`]);
+    assert.deepEqual((await t.db.selectFrom('background_jobs').select('state').where('kind', '=', PIPELINE_TRANSITION_JOB).execute()).map((r) => r.state), ['done']);
   });
 });

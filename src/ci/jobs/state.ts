@@ -4,7 +4,7 @@ import type { Cairn } from '../../context.js';
 import type { Database } from '../../db/index.js';
 import type { CiBuild, CiStatus } from '../../db/schema/ci.js';
 import '../../db/schema/ci_engine.js';
-import { defineJob, enqueue } from '../../jobs/queue.js';
+import { beginInlineJob, defineJob, enqueue, finishInlineJob } from '../../jobs/queue.js';
 import { randomToken, tokenDigest } from '../../lib/secrets.js';
 import { canDeployTo } from '../../policies/environments.js';
 import { projectSettings } from '../../presenters/projects.js';
@@ -29,6 +29,8 @@ export const BUILD_SCHEDULED_JOB = 'ci.build_scheduled';
 export const BUILD_TIMEOUT_JOB = 'ci.build_timeout';
 /** A bridge went to pending: create its downstream pipeline (handler in src/ci/pipelines/downstream.ts). */
 export const CREATE_DOWNSTREAM_JOB = 'ci.create_downstream';
+/** The journal of a pipeline's status change whose consequences (listeners) have not all run yet. */
+export const PIPELINE_TRANSITION_JOB = 'ci.pipeline_transition';
 
 const DEFAULT_TIMEOUT = 3600;
 
@@ -221,7 +223,7 @@ export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOpt
     if (opts.updatedBefore) out = out.where('updated_at', '<', opts.updatedBefore);
     return out;
   };
-  const pipelineId = await inTransaction(cairn.db, async (trx) => {
+  const done = await inTransaction(cairn.db, async (trx) => {
     const current = await trx.selectFrom('ci_builds').select(['pipeline_id']).where('id', '=', buildId).executeTakeFirst();
     if (!current) return null;
     await lockPipeline(trx, current.pipeline_id);
@@ -251,10 +253,10 @@ export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOpt
     if (!build) return null;
     if (before.status !== 'running') await dropPending(trx, [build.id]);
     if (failed && (await shouldAutoRetry(trx, build))) await cloneForRetry(trx, build, build.user_id, false);
-    return build.pipeline_id;
+    return { transition: await advancePipeline(cairn, trx, build.pipeline_id) };
   });
-  if (pipelineId === null) return false;
-  await processPipeline(cairn, pipelineId);
+  if (done === null) return false;
+  await afterPipelineCommit(cairn, done.transition);
   return true;
 }
 
@@ -377,10 +379,10 @@ export async function cancelBuild(cairn: Cairn, buildId: number): Promise<CiBuil
     if (!current) return null;
     await lockPipeline(trx, current.pipeline_id);
     const canceled = await cancelBuildsLocked(trx, [buildId]);
-    return { pipelineId: current.pipeline_id, changed: canceled.length > 0 };
+    return { transition: canceled.length > 0 ? await advancePipeline(cairn, trx, current.pipeline_id) : null };
   });
   if (!result) return null;
-  if (result.changed) await processPipeline(cairn, result.pipelineId);
+  await afterPipelineCommit(cairn, result.transition);
   return (await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', buildId).executeTakeFirst()) ?? null;
 }
 
@@ -419,11 +421,11 @@ export async function retryBuild(cairn: Cairn, buildId: number, userId: number |
     if (!build || !isRetryable(build)) return null;
     const made = await cloneForRetry(trx, build, userId, true);
     await resetSkippedAfter(trx, build);
-    return made;
+    return { made, transition: await advancePipeline(cairn, trx, current.pipeline_id) };
   });
   if (!copy) return null;
-  await processPipeline(cairn, copy.pipeline_id);
-  return (await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', copy.id).executeTakeFirst()) ?? copy;
+  await afterPipelineCommit(cairn, copy.transition);
+  return (await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', copy.made.id).executeTakeFirst()) ?? copy.made;
 }
 
 /** GitLab's playable?: a manual or scheduled job, or a finished manual one (played again as a retry). */
@@ -465,11 +467,11 @@ export async function playBuild(cairn: Cairn, buildId: number, userId: number | 
     }
     await enqueueBuild(trx, target.id);
     await resetSkippedAfter(trx, build);
-    return target;
+    return { target, transition: await advancePipeline(cairn, trx, current.pipeline_id) };
   });
   if (!played) return null;
-  await processPipeline(cairn, played.pipeline_id);
-  return (await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', played.id).executeTakeFirst()) ?? played;
+  await afterPipelineCommit(cairn, played.transition);
+  return (await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', played.target.id).executeTakeFirst()) ?? played.target;
 }
 
 /** GitLab's erasable?: a finished job with a log or artifacts. */
@@ -506,18 +508,19 @@ export async function eraseBuild(cairn: Cairn, buildId: number, userId: number |
 export async function cancelPipeline(cairn: Cairn, pipelineId: number): Promise<void> {
   const children = await cairn.db.selectFrom('ci_pipelines').select('id').where('parent_pipeline_id', '=', pipelineId).execute();
   for (const c of children) await cancelPipeline(cairn, c.id);
-  await inTransaction(cairn.db, async (trx) => {
-    if (!(await lockPipeline(trx, pipelineId))) return;
+  const transition = await inTransaction(cairn.db, async (trx) => {
+    if (!(await lockPipeline(trx, pipelineId))) return null;
     const ids = await trx.selectFrom('ci_builds').select('id').where('pipeline_id', '=', pipelineId).where('status', 'in', CANCELABLE_STATUSES).execute();
     await cancelBuildsLocked(trx, ids.map((r) => r.id));
+    return advancePipeline(cairn, trx, pipelineId);
   });
-  await processPipeline(cairn, pipelineId);
+  await afterPipelineCommit(cairn, transition);
 }
 
 /** Pipeline retry: failed and canceled jobs get a new attempt, skipped ones wait again. False when nothing was retryable. */
 export async function retryPipeline(cairn: Cairn, pipelineId: number, userId: number | null): Promise<boolean> {
   const retried = await inTransaction(cairn.db, async (trx) => {
-    if (!(await lockPipeline(trx, pipelineId))) return 0;
+    if (!(await lockPipeline(trx, pipelineId))) return { n: 0, transition: null };
     const builds = await trx.selectFrom('ci_builds').selectAll().where('pipeline_id', '=', pipelineId).where('retried', '=', false).orderBy('stage_idx').orderBy('id').execute();
     let n = 0;
     for (const b of builds) {
@@ -526,18 +529,18 @@ export async function retryPipeline(cairn: Cairn, pipelineId: number, userId: nu
       await cloneForRetry(trx, b, userId, false);
       n++;
     }
-    if (n) {
-      await trx.updateTable('ci_builds').set({ status: 'created', updated_at: sql`now()` as any }).where('pipeline_id', '=', pipelineId).where('retried', '=', false).where('status', '=', 'skipped').execute();
-      await trx.updateTable('ci_pipelines').set({ finished_at: null }).where('id', '=', pipelineId).execute();
-    }
-    return n;
+    if (!n) return { n, transition: null };
+    await trx.updateTable('ci_builds').set({ status: 'created', updated_at: sql`now()` as any }).where('pipeline_id', '=', pipelineId).where('retried', '=', false).where('status', '=', 'skipped').execute();
+    await trx.updateTable('ci_pipelines').set({ finished_at: null }).where('id', '=', pipelineId).execute();
+    return { n, transition: await advancePipeline(cairn, trx, pipelineId) };
   });
+  await afterPipelineCommit(cairn, retried.transition);
   // Child pipelines' failed jobs too.
   const children = await cairn.db.selectFrom('ci_pipelines').select('id').where('parent_pipeline_id', '=', pipelineId).execute();
-  let any = retried > 0;
-  for (const c of children) any = (await retryPipeline(cairn, c.id, userId)) || any;
-  if (any) await processPipeline(cairn, pipelineId);
-  return any;
+  let childRetried = false;
+  for (const c of children) childRetried = (await retryPipeline(cairn, c.id, userId)) || childRetried;
+  if (childRetried) await processPipeline(cairn, pipelineId);
+  return retried.n > 0 || childRetried;
 }
 
 // ---- processing ---------------------------------------------------------------------------------
@@ -579,40 +582,66 @@ function validStatuses(build: Row): CiStatus[] {
  * its bridge (strategy: depend) and parent pipeline, merge requests waiting on it.
  */
 export async function processPipeline(cairn: Cairn, pipelineId: number): Promise<void> {
-  const outcome = await inTransaction(cairn.db, async (trx) => {
-    const pipeline = await lockPipeline(trx, pipelineId);
-    if (!pipeline) return null;
-    const latest: Row[] = await trx
-      .selectFrom('ci_builds')
-      .select(['id', 'name', 'stage_idx', 'status', 'when', 'allow_failure', 'options', 'type', 'enqueue_immediately'])
-      .where('pipeline_id', '=', pipelineId).where('retried', '=', false)
-      .orderBy('stage_idx').orderBy('id')
-      .execute();
-    let changed = true;
-    while (changed) {
-      changed = false;
-      for (const b of latest) {
-        if (b.status !== 'created') continue;
-        const prior = predecessorStatus(b, latest);
-        if (!COMPLETED_STATUSES.includes(prior)) continue;
-        let next: CiStatus | null;
-        if (!validStatuses(b).includes(prior)) next = await skip(trx, b.id);
-        else if (b.enqueue_immediately) next = (await enqueueBuild(trx, b.id))?.status ?? null;
-        else if (b.when === 'manual') next = await toManual(trx, b.id);
-        else if (b.when === 'delayed') next = await schedule(trx, b);
-        else next = (await enqueueBuild(trx, b.id))?.status ?? null;
-        if (next) {
-          b.status = next;
-          changed = true;
-        }
+  await afterPipelineCommit(cairn, await inTransaction(cairn.db, (trx) => advancePipeline(cairn, trx, pipelineId)));
+}
+
+export interface PipelineTransition {
+  pipeline: Parameters<PipelineListener>[1];
+  before: CiStatus;
+  after: CiStatus;
+  journal: number;
+}
+
+/**
+ * processPipeline's work inside the caller's transaction, for callers that changed the pipeline's
+ * jobs in it: the change and its consequences for the pipeline commit together, so a crash cannot
+ * leave a finished stage whose next one never starts. A status change is journalled in the same
+ * transaction; pass the result to afterPipelineCommit once it has committed.
+ */
+export async function advancePipeline(cairn: Cairn, trx: Database, pipelineId: number): Promise<PipelineTransition | null> {
+  const pipeline = await lockPipeline(trx, pipelineId);
+  if (!pipeline) return null;
+  const latest: Row[] = await trx
+    .selectFrom('ci_builds')
+    .select(['id', 'name', 'stage_idx', 'status', 'when', 'allow_failure', 'options', 'type', 'enqueue_immediately'])
+    .where('pipeline_id', '=', pipelineId).where('retried', '=', false)
+    .orderBy('stage_idx').orderBy('id')
+    .execute();
+  let changed = true;
+  while (changed) {
+    changed = false;
+    for (const b of latest) {
+      if (b.status !== 'created') continue;
+      const prior = predecessorStatus(b, latest);
+      if (!COMPLETED_STATUSES.includes(prior)) continue;
+      let next: CiStatus | null;
+      if (!validStatuses(b).includes(prior)) next = await skip(trx, b.id);
+      else if (b.enqueue_immediately) next = (await enqueueBuild(trx, b.id))?.status ?? null;
+      else if (b.when === 'manual') next = await toManual(trx, b.id);
+      else if (b.when === 'delayed') next = await schedule(trx, b);
+      else next = (await enqueueBuild(trx, b.id))?.status ?? null;
+      if (next) {
+        b.status = next;
+        changed = true;
       }
     }
-    const status = await updateStatuses(trx, pipelineId);
-    await notifyPipelineFinished(cairn, trx, pipeline, pipeline.status, status);
-    return { before: pipeline.status, after: status, pipeline };
-  });
-  if (!outcome || !outcome.after || outcome.before === outcome.after) return;
-  await afterPipelineTransition(cairn, outcome.pipeline, outcome.before as CiStatus, outcome.after);
+  }
+  const status = await updateStatuses(trx, pipelineId);
+  await notifyPipelineFinished(cairn, trx, pipeline, pipeline.status, status);
+  if (!status || pipeline.status === status) return null;
+  const before = pipeline.status as CiStatus;
+  const journal = await beginInlineJob(cairn.db, PIPELINE_TRANSITION_JOB, { pipelineId, before, after: status }, { trx });
+  return { pipeline, before, after: status, journal };
+}
+
+/** The committed status change's listeners run; a crash before they are done leaves the journal, whose handler runs them. */
+export async function afterPipelineCommit(cairn: Cairn, transition: PipelineTransition | null): Promise<void> {
+  if (!transition) return;
+  try {
+    await afterPipelineTransition(cairn, transition.pipeline, transition.before, transition.after);
+  } finally {
+    await finishInlineJob(cairn.db, transition.journal);
+  }
 }
 
 async function skip(db: Executor, id: number): Promise<CiStatus | null> {
@@ -727,11 +756,20 @@ defineJob(BUILD_SCHEDULED_JOB, async (cairn, payload) => {
     await enqueue(cairn.db, BUILD_SCHEDULED_JOB, { buildId: build.id }, { runAt: at });
     return;
   }
-  await inTransaction(cairn.db, async (trx) => {
+  const transition = await inTransaction(cairn.db, async (trx) => {
     await lockPipeline(trx, build.pipeline_id);
     await enqueueBuild(trx, build.id);
+    return advancePipeline(cairn, trx, build.pipeline_id);
   });
-  await processPipeline(cairn, build.pipeline_id);
+  await afterPipelineCommit(cairn, transition);
+});
+
+/** A status change whose listeners did not all run (the process died): they run now. */
+defineJob(PIPELINE_TRANSITION_JOB, async (cairn, payload) => {
+  const pipeline = await cairn.db
+    .selectFrom('ci_pipelines').select(['id', 'project_id', 'sha', 'ref', 'source_job_id', 'parent_pipeline_id'])
+    .where('id', '=', Number(payload.pipelineId)).executeTakeFirst();
+  if (pipeline) await afterPipelineTransition(cairn, pipeline, payload.before as CiStatus, payload.after as CiStatus);
 });
 
 /** A running job past its timeout fails with stuck_or_timeout_failure. */

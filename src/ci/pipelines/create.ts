@@ -12,7 +12,7 @@ import { nextInternalId } from '../../services/internal_ids.js';
 import { projectRepoPath } from '../../services/projects.js';
 import type { CompiledJob, CompileResult, PipelineSource } from '../config/index.js';
 import { matchAnyGlob } from '../config/glob.js';
-import { processPipeline } from '../jobs/state.js';
+import { advancePipeline, afterPipelineCommit, type PipelineTransition } from '../jobs/state.js';
 import { mergeRequestVariables } from './lookup.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
 
@@ -234,6 +234,8 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
   }
   const settings = projectSettings(project);
   const jobs: CompiledJob[] = result.kind === 'pipeline' ? result.jobs : [];
+  // A new pipeline moves on (its first jobs pending) in the transaction that makes it.
+  let transition: PipelineTransition | null = null;
   const pipeline = await cairn.db.transaction().execute(async (trx) => {
     const iid = await nextInternalId(trx, 'ci_pipelines', project.id);
     const base = {
@@ -308,10 +310,11 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
     const idByName = new Map(builds.map((b) => [b.name, b.id]));
     const needs = ordered.flatMap((j) => (j.needs ?? []).map((n) => ({ build_id: idByName.get(j.name)!, name: n.name, artifacts: n.artifacts, optional: n.optional })));
     if (needs.length) await trx.insertInto('ci_build_needs').values(needs).execute();
+    transition = await advancePipeline(cairn, trx, row.id);
     return row;
   });
   await linkMergeRequests(cairn, pipeline);
-  if (pipeline.status === 'created') await processPipeline(cairn, pipeline.id);
+  await afterPipelineCommit(cairn, transition);
   const fresh = await cairn.db.selectFrom('ci_pipelines').selectAll().where('id', '=', pipeline.id).executeTakeFirstOrThrow();
   return { kind: 'created', pipeline: fresh };
 }

@@ -11,7 +11,7 @@ import { mergeRequestNoteScope, MR_STATE } from '../../services/merge_requests.j
 import { addSystemNote } from '../../services/notes.js';
 import { projectRepoPath } from '../../services/projects.js';
 import type { CompiledJob } from '../config/index.js';
-import { COMPLETED_STATUSES, CREATE_DOWNSTREAM_JOB, onPipelineStatusChange, processPipeline } from '../jobs/state.js';
+import { advancePipeline, afterPipelineCommit, COMPLETED_STATUSES, CREATE_DOWNSTREAM_JOB, onPipelineStatusChange } from '../jobs/state.js';
 import { createPipeline } from './create.js';
 
 // Bridges (trigger:) and what a pipeline's end sets off: downstream pipelines are created by the
@@ -27,7 +27,7 @@ function mirrored(status: CiStatus): CiStatus {
 }
 
 async function settleBridge(cairn: Cairn, bridge: Pick<CiBuild, 'id' | 'pipeline_id'>, status: CiStatus, extra: { downstreamId?: number; failureReason?: string } = {}) {
-  await cairn.db.transaction().execute(async (trx) => {
+  const transition = await cairn.db.transaction().execute(async (trx) => {
     await trx.selectFrom('ci_pipelines').select('id').where('id', '=', bridge.pipeline_id).forUpdate().execute();
     const done = COMPLETED_STATUSES.includes(status);
     await trx
@@ -43,8 +43,9 @@ async function settleBridge(cairn: Cairn, bridge: Pick<CiBuild, 'id' | 'pipeline
       .where('id', '=', bridge.id)
       .where('status', 'in', ['pending', 'running', 'manual'])
       .execute();
+    return advancePipeline(cairn, trx, bridge.pipeline_id);
   });
-  await processPipeline(cairn, bridge.pipeline_id);
+  await afterPipelineCommit(cairn, transition);
 }
 
 /** Creates the downstream pipeline of a pending bridge (child or multi-project). */
