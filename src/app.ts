@@ -26,6 +26,7 @@ import { SharedCache, startCache } from './cache/index.js';
 import { responseSerializer, type RouteRecord } from './plugins/responses.js';
 import { lazyValidation } from './plugins/validation.js';
 import { NotificationHub } from './db/notifications.js';
+import { renderCache } from './cache/lru.js';
 import { registerOpenApi } from './api/openapi/document.js';
 import { registerMetrics } from './metrics/routes.js';
 
@@ -76,6 +77,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     schemaController: validation.controller,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // Content-addressed renderings: one memory budget for the process (cache/lru.ts).
+  renderCache.setBudget(config.renderCacheBytes);
   const cairn: Cairn = {
     config,
     db: database.db,
