@@ -25,7 +25,8 @@ import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
 import { responseSerializer, type RouteRecord } from './plugins/responses.js';
 import { lazyValidation } from './plugins/validation.js';
-import { startJobWakeup } from './ci/queue.js';
+import { NotificationHub } from './db/notifications.js';
+import { renderCache } from './cache/lru.js';
 import { registerOpenApi } from './api/openapi/document.js';
 import { registerMetrics } from './metrics/routes.js';
 
@@ -76,6 +77,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     schemaController: validation.controller,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // Content-addressed renderings: one memory budget for the process (cache/lru.ts).
+  renderCache.setBudget(config.renderCacheBytes);
   const cairn: Cairn = {
     config,
     db: database.db,
@@ -84,13 +87,16 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     catfile: new CatFilePool(),
     archives: new ArchiveCache(path.join(config.dataDir, 'cache', 'archives'), config.archiveCacheBytes),
     cache: new SharedCache({ off: !config.cache }),
+    // The process's one LISTEN connection: cache invalidation, runner long polls, the worker and
+    // live job logs wait on its channels (db/notifications.ts).
+    notifications: await NotificationHub.start(database, app.log),
     postReceiveHooks: [],
     closers: [],
   };
+  // Closers run last-registered first: the listening connection closes after all that waits on it.
+  cairn.closers.push(() => cairn.notifications.close());
   cairn.closers.push(() => cairn.catfile.close());
-  cairn.closers.push(await startCache(cairn.cache, database, app.log));
-  // Long-polling runners wake when a job becomes pending in any process (ci/queue.ts).
-  cairn.closers.push(await startJobWakeup(cairn, database, app.log));
+  cairn.closers.push(await startCache(cairn.cache, database, cairn.notifications, app.log));
   registerHousekeeping(cairn);
   registerMergeRequestHooks(cairn);
   registerPipelineHooks(cairn);

@@ -29,6 +29,8 @@ export interface Config {
   changelogRateLimit: number;
   /** Bytes of generated archives kept on disk under dataDir/cache/archives; 0 = none kept. */
   archiveCacheBytes: number;
+  /** Memory for content-addressed renderings (highlighted files, diffs) kept per process, in bytes (src/cache/lru.ts). */
+  renderCacheBytes: number;
   /** Largest file accepted by the commits and files APIs, in bytes. */
   maxFileSize: number;
   /** Largest JSON or form request body, in bytes (the commits and files APIs allow more: contentBodyLimit). */
@@ -445,6 +447,14 @@ export const SETTINGS: Setting[] = [
     default: 1024 ** 3,
     defaultText: '`1GB`',
     help: 'generated archives kept on disk under `$CAIRN_DATA_DIR/cache/archives` (`0` = none), least recently used first out; processes sharing the directory share them',
+  }),
+  def({
+    env: 'CAIRN_RENDER_CACHE_BYTES',
+    key: 'renderCacheBytes',
+    type: bytes(),
+    default: 64 * 1024 ** 2,
+    defaultText: '`64MB`',
+    help: 'memory each process keeps for rendered pages\' parts that never go stale (highlighted files, diffs by commit ids), one budget for all of them, least recently used first out (`0` = none)',
   }),
   def({ env: 'CAIRN_MAX_FILE_SIZE', key: 'maxFileSize', type: bytes(), default: 10 * 1024 ** 2, defaultText: '`10MB`', help: 'largest file accepted by the commits and files APIs' }),
   def({

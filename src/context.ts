@@ -4,6 +4,7 @@ import type { User } from './db/schema/core.js';
 import type { ArchiveCache } from './git/archive.js';
 import type { CatFilePool } from './git/catfile.js';
 import type { SharedCache } from './cache/shared_cache.js';
+import type { NotificationHub } from './db/notifications.js';
 
 /** How a request proved who it is. */
 export type CredentialKind = 'personal_access_token' | 'impersonation_token' | 'oauth' | 'job_token' | 'session';
@@ -62,6 +63,8 @@ export interface Cairn {
   archives: ArchiveCache;
   /** Hot reads kept in memory and dropped on every write to the tables behind them (src/cache/). */
   cache: SharedCache;
+  /** The process's one LISTEN connection; what waits for another process subscribes to a channel on it. */
+  notifications: NotificationHub;
   /** Called after a push has updated refs (CI subscribes here). */
   postReceiveHooks: ((event: PostReceiveEvent) => Promise<void>)[];
   /** Closed when the app closes (git process pools, workers). */

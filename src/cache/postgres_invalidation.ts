@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type pg from 'pg';
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
+import type { NotificationHub } from '../db/notifications.js';
 import type { SharedCache } from './shared_cache.js';
 
 const CHANNEL = 'cairn_cache';
@@ -19,7 +19,6 @@ const HEARTBEAT_MS = 5_000;
  */
 const LIVE_WINDOW_MS = 20_000;
 const HEARTBEAT_TRUST_MS = LIVE_WINDOW_MS - 5_000;
-const RECONNECT_MS = 1_000;
 
 interface Log {
   warn(obj: unknown, msg?: string): void;
@@ -38,11 +37,11 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
 /**
  * Keeps a SharedCache true to PostgreSQL across processes (see shared_cache.ts).
  *
- * One dedicated connection listens on `cairn_cache`, where table triggers announce writes
- * (`t:<table>`) and writers announce barriers (`b:<process>:<seq>`), and on this process's own
- * channel, where peers acknowledge its barriers and its pings come back. Notifications arrive in
- * commit order, so a process that acknowledges a barrier, or receives a ping, has applied every
- * write committed before it was sent.
+ The process's listening connection (db/notifications.ts) listens on `cairn_cache`, where table
+ * triggers announce writes (`t:<table>`) and writers announce barriers (`b:<process>:<seq>`), and
+ * on this process's own channel, where peers acknowledge its barriers and its pings (sent over
+ * that same connection) come back. Notifications arrive in commit order, so a process that
+ * acknowledges a barrier, or receives a ping, has applied every write committed before it was sent.
  *
  * Failure rules, which together keep the guarantee when connections break silently:
  * - a process serves from memory only until LEASE_MS after sending the last ping it got back,
@@ -55,52 +54,45 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
 export class PostgresInvalidation {
   readonly id = crypto.randomBytes(12).toString('hex');
   private readonly ownChannel = `cairn_cache_ack_${this.id}`;
-  private client: pg.Client | null = null;
   private closing = false;
+  private stopListening: (() => void)[] = [];
   private seq = 0;
   private backendPid = 0;
   private lastBeatAt = 0;
   private readonly pending = new Map<number, PendingBarrier>();
   private timers: NodeJS.Timeout[] = [];
-  private reconnect: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly cache: SharedCache,
     private readonly db: Database,
-    private readonly databaseUrl: string,
+    private readonly hub: NotificationHub,
     private readonly log: Log,
   ) {
     cache.barrier = () => this.barrier();
   }
 
-  /** Connects and starts listening; on failure the cache stays off and a retry is scheduled. */
+  /** Subscribes to its channels; the cache serves once the listening connection is up and a ping came back. */
   async start(): Promise<void> {
-    await this.connect().catch((err) => this.down(err));
+    for (const channel of [CHANNEL, this.ownChannel]) {
+      this.stopListening.push(await this.hub.subscribe(channel, { message: (payload) => this.onNotification(channel, payload) }));
+    }
+    this.stopListening.push(this.hub.watch({ up: (pid) => void this.up(pid).catch((err) => this.down(err)), down: (err) => this.down(err) }));
     if (!this.timers.length) {
       this.timers.push(setInterval(() => this.ping(), PING_MS).unref());
       this.timers.push(setInterval(() => void this.beat().catch(() => {}), HEARTBEAT_MS).unref());
     }
   }
 
-  private async connect() {
-    const { default: pg } = await import('pg');
-    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: 'cairn cache listener', keepAlive: true });
-    this.client = client;
-    client.on('notification', (msg) => this.onNotification(msg.channel, msg.payload ?? ''));
-    client.on('error', (err) => this.down(err, client));
-    client.on('end', () => this.down(new Error('cache listener connection ended'), client));
-    await client.connect();
-    await client.query(`LISTEN ${CHANNEL}`);
-    await client.query(`LISTEN ${this.ownChannel}`);
-    this.backendPid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
+  /** The listening connection is (again) up: register it, then serve from the first ping that comes back. */
+  private async up(backendPid: number) {
+    this.backendPid = backendPid;
     await this.beat();
     await sql`delete from cache_listeners where heartbeat_at < now() - interval '1 day'`.execute(this.db);
-    // Serving starts with the first ping that comes back.
-    if (this.client === client) this.ping();
+    this.ping();
   }
 
   private async beat() {
-    if (!this.client) return;
+    if (!this.hub.connected || this.closing) return;
     const sentAt = performance.now();
     await sql`insert into cache_listeners (id, backend_pid, heartbeat_at) values (${this.id}, ${this.backendPid}, now())
               on conflict (id) do update set backend_pid = excluded.backend_pid, heartbeat_at = now()`.execute(this.db);
@@ -108,29 +100,16 @@ export class PostgresInvalidation {
   }
 
   private ping() {
-    this.client?.query('select pg_notify($1, $2)', [this.ownChannel, `p:${performance.now()}`]).catch(() => {});
+    if (this.hub.connected) this.hub.send(this.ownChannel, `p:${performance.now()}`).catch(() => {});
   }
 
-  /** The listener is gone: serve nothing from memory until it is back. */
-  private down(err: unknown, from?: pg.Client) {
-    if (from && from !== this.client) return;
+  /** The listener is gone: serve nothing from memory until it is back (the hub reconnects). */
+  private down(err: unknown) {
     const wasServing = this.cache.servingUntil > 0;
     this.cache.servingUntil = 0;
     this.cache.clear();
-    const client = this.client;
-    this.client = null;
-    if (client) {
-      client.removeAllListeners();
-      client.on('error', () => {});
-      client.end().catch(() => {});
-    }
     // Pending barriers run to their timeout: a peer may still need the time to let go.
-    if (this.closing) return;
-    if (wasServing) this.log.warn({ err }, 'cache listener lost; caching off until it reconnects');
-    this.reconnect ??= setTimeout(() => {
-      this.reconnect = null;
-      void this.connect().catch((e) => this.down(e));
-    }, RECONNECT_MS).unref();
+    if (wasServing && !this.closing) this.log.warn({ err }, 'cache listener lost; caching off until it reconnects');
   }
 
   private onNotification(channel: string, payload: string) {
@@ -162,7 +141,7 @@ export class PostgresInvalidation {
           this.settle(Number(seq), p);
         }
       } else {
-        this.client?.query('select pg_notify($1, $2)', [`cairn_cache_ack_${writer}`, `${seq}:${this.id}`]).catch(() => {});
+        this.hub.send(`cairn_cache_ack_${writer}`, `${seq}:${this.id}`).catch(() => {});
       }
     }
   }
@@ -180,7 +159,7 @@ export class PostgresInvalidation {
    */
   async barrier(): Promise<void> {
     if (this.closing) return;
-    if (!this.client) {
+    if (!this.hub.connected) {
       await sleep(LEASE_MS);
       return;
     }
@@ -221,16 +200,10 @@ export class PostgresInvalidation {
     this.closing = true;
     this.cache.servingUntil = 0;
     for (const t of this.timers) clearInterval(t);
-    if (this.reconnect) clearTimeout(this.reconnect);
+    for (const stop of this.stopListening) stop();
+    this.stopListening = [];
     for (const [, p] of this.pending) p.resolve();
     this.pending.clear();
     await sql`delete from cache_listeners where id = ${this.id}`.execute(this.db).catch(() => {});
-    const client = this.client;
-    this.client = null;
-    if (client) {
-      client.removeAllListeners();
-      client.on('error', () => {});
-      await client.end().catch(() => {});
-    }
   }
 }

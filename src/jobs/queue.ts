@@ -2,6 +2,7 @@ import os from 'node:os';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
+import { Wakeup } from '../db/notifications.js';
 import { backgroundJobDuration, backgroundJobRuns } from '../metrics/index.js';
 
 /**
@@ -69,12 +70,18 @@ export async function scheduleRecurring(db: Database): Promise<void> {
   for (const [kind, every] of recurring) await scheduleNext(db, kind, every);
 }
 
+/** Workers wait on this channel (payload: the queue's name); enqueue notifies it when its transaction commits. */
+export const QUEUE_CHANNEL = 'cairn_background_jobs';
+
 export async function enqueue(db: Database, kind: string, payload: Record<string, unknown> = {}, opts: { runAt?: Date; queue?: string; maxAttempts?: number } = {}) {
-  return db
+  const queue = opts.queue ?? 'default';
+  const row = await db
     .insertInto('background_jobs')
-    .values({ kind, payload: JSON.stringify(payload) as any, run_at: opts.runAt ?? new Date(), queue: opts.queue ?? 'default', max_attempts: opts.maxAttempts ?? 5 })
-    .returning('id')
+    .values({ kind, payload: JSON.stringify(payload) as any, run_at: opts.runAt ?? new Date(), queue, max_attempts: opts.maxAttempts ?? 5 })
+    // The wakeup rides on the insert (no extra round trip); delivered on commit, to every process.
+    .returning(['id', sql<void>`pg_notify(${QUEUE_CHANNEL}, ${queue})`.as('notified')])
     .executeTakeFirstOrThrow();
+  return { id: row.id };
 }
 
 const workerId = `${os.hostname()}:${process.pid}`;
@@ -273,30 +280,67 @@ export async function drainJobs(cairn: Cairn, queue: string | WorkOptions = 'def
   return n;
 }
 
-/** Polls the queue in the background until stopped. */
+/**
+ * How long an idle worker may sleep: until the queue's next pending run_at or the next lock
+ * expiry of a running job (a dead worker's job to reclaim), whichever comes first; null when
+ * there is neither.
+ */
+async function msUntilNextDue(db: Database, queue: string, lockTimeoutMs: number): Promise<number | null> {
+  const r = await sql<{ ms: number | string | null }>`
+    select extract(epoch from (least(
+             min(run_at) filter (where state = 'pending'),
+             min(locked_at) filter (where state = 'running') + ${`${lockTimeoutMs} milliseconds`}::interval
+           ) - now())) * 1000 as ms
+      from background_jobs where queue = ${queue} and state in ('pending', 'running')`.execute(db);
+  const ms = r.rows[0]?.ms;
+  return ms === null || ms === undefined ? null : Math.max(0, Math.ceil(Number(ms)));
+}
+
+/** How often an idle worker looks even without a notification (also the hub's safety net caps it). */
+const IDLE_SAFETY_NET_MS = 15_000;
+/** Dead local workers' jobs are looked for this often. */
+const RECLAIM_EVERY_MS = 10_000;
+
+/**
+ * Works the queue in the background until stopped. Idle, it waits for an enqueue's notification
+ * (QUEUE_CHANNEL, through the process's listening connection), for the next job to come due, or
+ * at most `idleMs` (default IDLE_SAFETY_NET_MS; without a listening connection the hub makes
+ * waits poll every second).
+ */
 export function startWorker(cairn: Cairn, opts: WorkOptions & { idleMs?: number } = {}): () => Promise<void> {
   let stopped = false;
-  if ((opts.queue ?? 'default') === 'default') void scheduleRecurring(cairn.db).catch(() => {});
-  let wake: (() => void) | null = null;
+  const queue = opts.queue ?? 'default';
+  if (queue === 'default') void scheduleRecurring(cairn.db).catch(() => {});
+  // A Cairn without a listening connection (a bare worker process) polls.
+  const wakeup = cairn.notifications?.wakeup(QUEUE_CHANNEL, queue) ?? new Wakeup();
+  const idleMs = opts.idleMs ?? IDLE_SAFETY_NET_MS;
   let reclaimedAt = 0;
   const loop = (async () => {
     while (!stopped) {
+      const since = wakeup.generation;
       let worked = false;
+      let waitMs = idleMs;
       try {
-        if (Date.now() - reclaimedAt > 10_000) {
+        if (Date.now() - reclaimedAt > RECLAIM_EVERY_MS) {
           reclaimedAt = Date.now();
           await reclaimDeadLocalJobs(cairn.db);
         }
         worked = await runOneJob(cairn, opts);
+        if (!worked) {
+          const due = await msUntilNextDue(cairn.db, queue, opts.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
+          if (due !== null) waitMs = Math.min(waitMs, due + 5);
+        }
       } catch {
-        // The database may be briefly unreachable; keep polling.
+        // The database may be briefly unreachable: look again after a second.
+        waitMs = Math.min(waitMs, 1000);
       }
-      if (!worked && !stopped) await new Promise<void>((r) => { wake = r; setTimeout(r, opts.idleMs ?? 1000).unref(); });
+      waitMs = Math.min(waitMs, Math.max(1, reclaimedAt + RECLAIM_EVERY_MS - Date.now()));
+      if (!worked && !stopped) await wakeup.wait(since, waitMs);
     }
   })();
   return async () => {
     stopped = true;
-    (wake as (() => void) | null)?.();
+    wakeup.close();
     await loop;
   };
 }

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type { DiffFile } from '../git/commits.js';
 import { highlightLines } from './highlight.js';
 import { html, trusted, type SafeHtml } from './html.js';
+import { renderCache } from '../cache/lru.js';
 
 /**
  * Diffs as pages show them, rendered from git's own unified diff (`DiffFile.diff`, the text the
@@ -116,20 +117,7 @@ function numberCell(n: number | null, cls: string, anchor: string, action: SafeH
 }
 
 /** Rendered tables of diffs shown without line actions (a commit's page, compare), least recently used out first. */
-const keptTables = new Map<string, SafeHtml>();
-let keptChars = 0;
-const KEPT_TABLE_CHARS = 24 * 1024 * 1024;
-
-function keepTable(key: string, table: SafeHtml) {
-  if (table.value.length > KEPT_TABLE_CHARS / 8) return;
-  keptTables.set(key, table);
-  keptChars += table.value.length;
-  for (const [k, v] of keptTables) {
-    if (keptChars <= KEPT_TABLE_CHARS) break;
-    keptTables.delete(k);
-    keptChars -= v.value.length;
-  }
-}
+const keptTables = renderCache.partition<SafeHtml>('diff-table', { maxShare: 1 / 16 });
 
 /** One file of a diff: its header (path, status, +/-) and its table (or why it is not shown). */
 export async function renderDiffFile(file: DiffFile, opts: DiffRenderOptions): Promise<SafeHtml> {
@@ -150,14 +138,12 @@ export async function renderDiffFile(file: DiffFile, opts: DiffRenderOptions): P
     const cacheKey = plain ? `${opts.view}\0${hash}\0${file.oldPath}\0${key}` : null;
     const kept = cacheKey ? keptTables.get(cacheKey) : undefined;
     if (kept) {
-      keptTables.delete(cacheKey!);
-      keptTables.set(cacheKey!, kept);
       body = kept;
     } else {
       const rows = parseDiff(file.diff);
       const code = await highlightRows(file, rows, key);
       body = opts.view === 'parallel' ? parallelTable(file, rows, code, opts, hash) : inlineTable(file, rows, code, opts, hash);
-      if (cacheKey) keepTable(cacheKey, body);
+      if (cacheKey) keptTables.set(cacheKey, body, body.value.length);
     }
   }
   return html`<section class="card flush diff-file" id="${hash}" aria-label="${title(file)}">${header}<div class="code">${body}</div></section>`;

@@ -1,5 +1,6 @@
 import type { HLJSApi } from 'highlight.js';
 import { esc } from './html.js';
+import { renderCache } from '../cache/lru.js';
 
 /**
  * Syntax highlighting with highlight.js (its common languages), by file name, line by line: a
@@ -59,21 +60,8 @@ export function splitHighlighted(htmlText: string): string[] {
   return lines;
 }
 
-const cache = new Map<string, string[]>();
-let cachedChars = 0;
-const CACHE_CHARS = 16 * 1024 * 1024;
-
-function remember(key: string, lines: string[]) {
-  const size = lines.reduce((n, l) => n + l.length, 0);
-  if (size > CACHE_CHARS / 4) return;
-  cache.set(key, lines);
-  cachedChars += size;
-  for (const [k, v] of cache) {
-    if (cachedChars <= CACHE_CHARS) break;
-    cache.delete(k);
-    cachedChars -= v.reduce((n, l) => n + l.length, 0);
-  }
-}
+/** Highlighted lines by blob id and language, in the process's render cache (cache/lru.ts). */
+const kept = renderCache.partition<string[]>('highlight', { maxShare: 1 / 16 });
 
 /**
  * The lines of a text as HTML (escaped; coloured when the file name has a known language).
@@ -84,12 +72,8 @@ export async function highlightLines(text: string, fileName: string, key?: strin
   const language = Buffer.byteLength(body) <= HIGHLIGHT_MAX_BYTES ? await languageOf(fileName) : null;
   if (!language) return body.split('\n').map(esc);
   const cacheKey = key ? `${key}:${language}` : null;
-  const hit = cacheKey ? cache.get(cacheKey) : undefined;
-  if (hit) {
-    cache.delete(cacheKey!);
-    cache.set(cacheKey!, hit);
-    return hit;
-  }
+  const hit = cacheKey ? kept.get(cacheKey) : undefined;
+  if (hit) return hit;
   const api = await load();
   let lines: string[];
   try {
@@ -97,6 +81,6 @@ export async function highlightLines(text: string, fileName: string, key?: strin
   } catch {
     lines = body.split('\n').map(esc);
   }
-  if (cacheKey) remember(cacheKey, lines);
+  if (cacheKey) kept.set(cacheKey, lines, lines.reduce((n, l) => n + l.length, 0));
   return lines;
 }

@@ -12,8 +12,11 @@ import { LogText } from './job_log.js';
  *
  * A job's log lives in the database (ci_build_trace_chunks, appended by the runner protocol's
  * PATCH /jobs/:id/trace in whichever Cairn process the runner talks to), so the stream follows
- * the store, not an in-process event: every POLL_MS it reads the job's status and the log's
- * length (one small statement), and when the log grew, the new bytes. It sends
+ * the store: it reads the job's status and the log's length (one small statement), and when the
+ * log grew, the new bytes; then it waits for the job's notification on JOB_LOG_CHANNEL (a trigger
+ * on ci_builds sends it when the status or the log's length changes, in any process: migration
+ * 0960) through the process's listening connection, or at most the hub's safety-net interval. It
+ * sends
  * - `append`: JSON text, the log from where the page (or the previous event) stopped, with
  *   the escape sequences and section markers taken out (src/web/job_log.ts); its `id` is the
  *   byte offset reached, so a browser that reconnects (EventSource does by itself) resumes
@@ -24,7 +27,7 @@ import { LogText } from './job_log.js';
  * goes away, when the app closes, and after MAX_LIFETIME_MS (the browser reconnects and
  * resumes). Access: read_build, as GET /api/v4/projects/:id/jobs/:job_id/trace.
  */
-const POLL_MS = 500;
+export const JOB_LOG_CHANNEL = 'cairn_ci_job_log';
 const HEARTBEAT_MS = 15_000;
 const MAX_LIFETIME_MS = 60 * 60 * 1000;
 /** At most this much log per read (a page that reconnects far behind catches up in steps). */
@@ -72,12 +75,12 @@ export async function jobLogStream(ctx: PageContext, page: ProjectPage) {
   const streams = open.get(cairn) ?? new Set<() => void>();
   open.set(cairn, streams);
   let stopped = false;
-  let wake: (() => void) | null = null;
+  const changed = cairn.notifications.wakeup(JOB_LOG_CHANNEL, String(job.id));
   const stop = () => {
     if (stopped) return;
     stopped = true;
     streams.delete(stop);
-    wake?.();
+    changed.close();
     if (!out.writableEnded) out.end();
   };
   streams.add(stop);
@@ -85,18 +88,6 @@ export async function jobLogStream(ctx: PageContext, page: ProjectPage) {
   out.on('close', stop);
   ctx.reply.raw.on('close', stop);
 
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        wake = null;
-        resolve();
-      }, ms);
-      wake = () => {
-        clearTimeout(timer);
-        wake = null;
-        resolve();
-      };
-    });
   const write = async (text: string) => {
     if (stopped) return;
     if (!out.write(text)) await new Promise<void>((resolve) => {
@@ -117,6 +108,7 @@ export async function jobLogStream(ctx: PageContext, page: ProjectPage) {
     let lastStatus = job.status as string;
     await write(`retry: 2000\n: following job ${job.id}\n\n`);
     while (!stopped) {
+      const since = changed.generation;
       const state = await jobState(cairn, job.id);
       if (!state || state.size < log.readTo) {
         // The job or its log is gone (erased): nothing more to follow.
@@ -148,7 +140,8 @@ export async function jobLogStream(ctx: PageContext, page: ProjectPage) {
         lastBeat = now;
         await write(': heartbeat\n\n');
       }
-      await sleep(POLL_MS);
+      // Until the job's next change (or the heartbeat is due; the hub caps every wait).
+      await changed.wait(since, lastBeat + HEARTBEAT_MS - Date.now());
     }
   };
 

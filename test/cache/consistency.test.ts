@@ -5,8 +5,8 @@ import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { CompiledQuery, DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql } from 'kysely';
 import type { DB } from '../../src/db/types.js';
-import { SharedCache, startCache } from '../../src/cache/index.js';
-import { PostgresInvalidation } from '../../src/cache/postgres_invalidation.js';
+import { SharedCache } from '../../src/cache/index.js';
+import { invalidationOnOwnHub, startProcessCache } from '../helpers/cache.js';
 import { openDatabase, type OpenedDatabase } from '../../src/db/index.js';
 import { writesWatchedTable } from '../../src/db/write_observer.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/database.js';
@@ -107,7 +107,7 @@ describe('barriers across processes', pgOnly, () => {
   async function peer() {
     const other: OpenedDatabase = await openDatabase({ databaseUrl: testDb.databaseUrl, dataDir: '' });
     const cache = new SharedCache();
-    const invalidation = new PostgresInvalidation(cache, other.db, testDb.databaseUrl!, quiet);
+    const invalidation = await invalidationOnOwnHub(cache, other.db, testDb.databaseUrl!, quiet);
     const state = { delayMs: 0, deaf: false };
     const handle = (invalidation as any).onNotification.bind(invalidation);
     let queue = Promise.resolve();
@@ -133,7 +133,7 @@ describe('barriers across processes', pgOnly, () => {
 
   it("a write made while the writer's own listener is down still outlasts every peer's stale reads", async () => {
     const writerCache = new SharedCache();
-    const writer = new PostgresInvalidation(writerCache, testDb.database.db, testDb.databaseUrl!, quiet);
+    const writer = await invalidationOnOwnHub(writerCache, testDb.database.db, testDb.databaseUrl!, quiet);
     const observer = () => writerCache.barrier();
     testDb.database.writeObservers.add(observer);
     await writer.start();
@@ -142,8 +142,8 @@ describe('barriers across processes', pgOnly, () => {
     try {
       assert.equal(await reader.cache.load('k', async () => 'old'), 'old');
       await sql`select pg_terminate_backend(${(writer as any).backendPid})`.execute(testDb.database.db);
-      for (let i = 0; i < 100 && (writer as any).client; i++) await sleep(10);
-      assert.equal((writer as any).client, null, 'the writer noticed its listener is gone');
+      for (let i = 0; i < 100 && (writer as any).hub.connected; i++) await sleep(10);
+      assert.equal((writer as any).hub.connected, false, 'the writer noticed its listener is gone');
       await touchUsers();
       assert.equal(await reader.cache.load('k', async () => 'new'), 'new');
     } finally {
@@ -154,7 +154,7 @@ describe('barriers across processes', pgOnly, () => {
   });
 
   it('a peer that stops hearing notifications stops serving before a writer stops waiting for it', async () => {
-    const stopWriter = await startCache(new SharedCache(), testDb.database, quiet);
+    const stopWriter = await startProcessCache(new SharedCache(), testDb.database, quiet);
     const reader = await peer();
     try {
       assert.equal(await reader.cache.load('k', async () => 'old'), 'old');
@@ -172,7 +172,7 @@ describe('barriers across processes', pgOnly, () => {
   });
 
   it('a peer whose heartbeat lapsed stops serving before writers stop waiting for it', async () => {
-    const stopWriter = await startCache(new SharedCache(), testDb.database, quiet);
+    const stopWriter = await startProcessCache(new SharedCache(), testDb.database, quiet);
     const reader = await peer();
     reader.state.delayMs = 150;
     try {
@@ -192,21 +192,21 @@ describe('barriers across processes', pgOnly, () => {
 
   it('a listener lost while connect() is registering leaves the cache off', async () => {
     const cache = new SharedCache();
-    const invalidation = new PostgresInvalidation(cache, testDb.database.db, testDb.databaseUrl!, quiet);
+    const invalidation = await invalidationOnOwnHub(cache, testDb.database.db, testDb.databaseUrl!, quiet);
     const beat = (invalidation as any).beat.bind(invalidation);
     let first = true;
     (invalidation as any).beat = async () => {
       if (first) {
         first = false;
         await sql`select pg_terminate_backend(${(invalidation as any).backendPid})`.execute(testDb.database.db);
-        for (let i = 0; i < 100 && (invalidation as any).client; i++) await sleep(10);
+        for (let i = 0; i < 100 && (invalidation as any).hub.connected; i++) await sleep(10);
       }
       return beat();
     };
     try {
       await invalidation.start();
       await sleep(100);
-      assert.equal((invalidation as any).client, null, 'the listener is gone');
+      assert.equal((invalidation as any).hub.connected, false, 'the listener is gone');
       assert.equal(cache.serving, false);
     } finally {
       await invalidation.close();

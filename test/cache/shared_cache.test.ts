@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CompiledQuery, sql } from 'kysely';
-import { SharedCache, startCache } from '../../src/cache/index.js';
-import { PostgresInvalidation } from '../../src/cache/postgres_invalidation.js';
+import { SharedCache } from '../../src/cache/index.js';
+import { invalidationOnOwnHub, startProcessCache } from '../helpers/cache.js';
 import { openDatabase, type OpenedDatabase } from '../../src/db/index.js';
 import { writesWatchedTable } from '../../src/db/write_observer.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/database.js';
@@ -145,7 +145,7 @@ describe('cache invalidation through the database', () => {
 
   it('a committed write clears the cache before the write returns', async () => {
     const cache = new SharedCache();
-    const stop = await startCache(cache, testDb.database, quiet);
+    const stop = await startProcessCache(cache, testDb.database, quiet);
     await untilServing(cache);
     try {
       assert.equal(await cache.load('k', async () => 'old'), 'old');
@@ -173,8 +173,8 @@ describe('cache invalidation through the database', () => {
     const other: OpenedDatabase = await openDatabase({ databaseUrl: testDb.databaseUrl, dataDir: '' });
     const writerCache = new SharedCache();
     const readerCache = new SharedCache();
-    const stopWriter = await startCache(writerCache, testDb.database, quiet);
-    const reader = new PostgresInvalidation(readerCache, other.db, testDb.databaseUrl!, quiet);
+    const stopWriter = await startProcessCache(writerCache, testDb.database, quiet);
+    const reader = await invalidationOnOwnHub(readerCache, other.db, testDb.databaseUrl!, quiet);
     await reader.start();
     await untilServing(readerCache);
     // The reader handles notifications late (in order), as a busy process would.

@@ -34,7 +34,7 @@ describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATA
 
   /** Cache listener connections of the Cairn processes on this database. */
   const listeners = async () =>
-    Number((await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where application_name = 'cairn cache listener' and datname = current_database()`.execute(testDb.database.db)).rows[0].n);
+    Number((await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where application_name = 'cairn listener' and datname = current_database()`.execute(testDb.database.db)).rows[0].n);
 
   const waitForListeners = async (n: number) => {
     for (let i = 0; i < 100 && (await listeners()) !== n; i++) await new Promise((r) => setTimeout(r, 50));
@@ -128,7 +128,7 @@ describe('two cairn serve processes on one PostgreSQL', { skip: process.env.DATA
     const db = testDb.database.db;
     const project = (await (await call(a.url, 'POST', '/projects', { name: 'cached-listener', visibility: 'private' })).json()) as { id: number };
     await call(b.url, 'GET', `/projects/${project.id}`);
-    await sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'cairn cache listener' and datname = current_database()`.execute(db);
+    await sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'cairn listener' and datname = current_database()`.execute(db);
     await waitForListeners(0);
     // Without its listener a process serves nothing from memory.
     assert.equal((await call(a.url, 'PUT', `/projects/${project.id}`, { description: 'while cut off' })).status, 200);

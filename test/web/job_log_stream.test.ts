@@ -183,6 +183,31 @@ describe('web: the live log of a job (server-sent events)', () => {
     assert.deepEqual(again.events.slice(-2).map((e) => e.event), ['status', 'end']);
   });
 
+  it('gets each appended line and the end promptly, woken by the job\'s notification rather than a poll', async () => {
+    const { runner, job } = await runningJob();
+    const s = openStream(`${server}${base}/-/jobs/${job.id}/trace/stream?offset=0`, { cookie: reporterWeb.cookie });
+    await s.response;
+    await s.until(() => s.comments.some((c) => c.startsWith('following')), 'the stream follows');
+    await new Promise((r) => setTimeout(r, 300)); // the stream has looked once and waits
+    const latencies: number[] = [];
+    let expected = '';
+    for (let i = 0; i < 5; i++) {
+      await runner.append(job, `line ${i}\n`);
+      const appended = Date.now();
+      expected += `line ${i}\n`;
+      await s.until(() => s.text() === expected, JSON.stringify(expected));
+      latencies.push(Date.now() - appended);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await runner.finish(job, 'success');
+    const finished = Date.now();
+    await s.until(() => s.ended, 'the end');
+    latencies.push(Date.now() - finished);
+    if (process.env.TEST_TIMINGS) console.log(`# live log latencies (ms): ${latencies.join(' ')}`);
+    // The safety-net wait is 15 s: every one of these came from a notification.
+    assert.ok(Math.max(...latencies) < 3_000, `latencies ${latencies.join(', ')} ms`);
+  });
+
   it('ends at once for a finished job, after what the page had not shown', async () => {
     const { runner, job } = await runningJob();
     await runner.append(job, 'one\ntwo\n');

@@ -324,6 +324,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
         await wakeup.wait(since, left, gone.signal);
       }
     } finally {
+      wakeup.close();
       reply.raw.off('close', onClose);
       closing.signal.removeEventListener('abort', stopClosing);
     }

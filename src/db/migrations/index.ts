@@ -28,6 +28,7 @@ import * as notificationSettings from './0920_notification_settings.js';
 import * as snippets from './0900_snippets.js';
 import * as repositoryStorageMoves from './0940_repository_storage_moves.js';
 import * as jobTokenScope from './0950_job_token_scope.js';
+import * as jobLogNotify from './0960_job_log_notify.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -61,4 +62,5 @@ export const migrations: Record<string, Migration> = {
   '0900_snippets': snippets,
   '0940_repository_storage_moves': repositoryStorageMoves,
   '0950_job_token_scope': jobTokenScope,
+  '0960_job_log_notify': jobLogNotify,
 };

@@ -13,6 +13,7 @@ import { html, pathUrl, timeAgo, type SafeHtml } from '../html.js';
 import { avatar, projectCrumbs, projectPath, sendPage } from '../layout.js';
 import { gitDirOf, splitRefAndPath } from '../refs.js';
 import type { PageRegistry } from '../router.js';
+import { renderCache } from '../../cache/lru.js';
 
 /**
  * The commit list (`/-/commits/:ref/*path`, grouped by day, 40 a page), a commit with its diff
@@ -148,28 +149,10 @@ function withQuery(url: string, query: Record<string, string | undefined>): stri
  * nothing else (a commit never changes, and the links are the project's), so a commit's page asked
  * for again renders no diff. Least recently used out first, within a bound on their size.
  */
-const keptDiffs = new Map<string, SafeHtml>();
-let keptDiffChars = 0;
-const KEPT_DIFF_CHARS = 16 * 1024 * 1024;
+const keptDiffs = renderCache.partition<SafeHtml>('commit-diff', { maxShare: 1 / 32 });
 
-async function keptDiff(key: string, render: () => Promise<SafeHtml>): Promise<SafeHtml> {
-  const hit = keptDiffs.get(key);
-  if (hit) {
-    keptDiffs.delete(key);
-    keptDiffs.set(key, hit);
-    return hit;
-  }
-  const rendered = await render();
-  if (rendered.value.length <= KEPT_DIFF_CHARS / 8 && !keptDiffs.has(key)) {
-    keptDiffs.set(key, rendered);
-    keptDiffChars += rendered.value.length;
-    for (const [k, v] of keptDiffs) {
-      if (keptDiffChars <= KEPT_DIFF_CHARS) break;
-      keptDiffs.delete(k);
-      keptDiffChars -= v.value.length;
-    }
-  }
-  return rendered;
+function keptDiff(key: string, render: () => Promise<SafeHtml>): Promise<SafeHtml> {
+  return keptDiffs.getOrCompute(key, render, (rendered) => rendered.value.length);
 }
 
 /** `/-/commit/:sha`: a commit's message, people, parents and its diff against its first parent. */

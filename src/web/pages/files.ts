@@ -10,6 +10,7 @@ import { esc, html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js'
 import { projectCrumbs, projectPath, renderPage, sendPage, WEB_HEADERS, type PageOptions } from '../layout.js';
 import { gitDirOf, splitRefAndPath } from '../refs.js';
 import type { PageRegistry } from '../router.js';
+import { renderCache } from '../../cache/lru.js';
 
 /**
  * Browsing a repository (GitLab's paths): the file tree (`/-/tree/:ref/*path`), a file
@@ -312,28 +313,14 @@ export function codeTable(lines: string[], caption: string): SafeHtml {
  * comes from the name): a 2,000-line file's table is some 600 KB of HTML, which a page would
  * otherwise rebuild and encode on every view. Content-addressed, so never stale; bounded by size.
  */
-const codeBytes = new Map<string, Buffer>();
-let codeBytesTotal = 0;
-const CODE_BYTES_MAX = 16 * 1024 * 1024;
+const codeBytes = renderCache.partition<Buffer>('code-table', { maxShare: 1 / 32 });
 
-async function codeTableBytes(text: string, name: string, blobOid: string): Promise<Buffer> {
-  const key = `${blobOid}\0${name}`;
-  const hit = codeBytes.get(key);
-  if (hit) {
-    codeBytes.delete(key);
-    codeBytes.set(key, hit);
-    return hit;
-  }
-  const bytes = Buffer.from(codeTable(await highlightLines(text, name, blobOid), `Lines of ${name}`).value, 'utf8');
-  if (bytes.length > CODE_BYTES_MAX / 8) return bytes;
-  codeBytes.set(key, bytes);
-  codeBytesTotal += bytes.length;
-  for (const [k, v] of codeBytes) {
-    if (codeBytesTotal <= CODE_BYTES_MAX) break;
-    codeBytes.delete(k);
-    codeBytesTotal -= v.length;
-  }
-  return bytes;
+function codeTableBytes(text: string, name: string, blobOid: string): Promise<Buffer> {
+  return codeBytes.getOrCompute(
+    `${blobOid}\0${name}`,
+    async () => Buffer.from(codeTable(await highlightLines(text, name, blobOid), `Lines of ${name}`).value, 'utf8'),
+    (bytes) => bytes.length,
+  );
 }
 
 /** Where a page's pre-encoded part goes: the last thing of its body, so found from the end (nothing a user wrote follows it). */

@@ -29,6 +29,7 @@ import { html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js';
 import { avatar, projectCrumbs, projectPath, renderPage, sendPage, WEB_HEADERS } from '../layout.js';
 import { gitDirOf } from '../refs.js';
 import type { PageRegistry } from '../router.js';
+import { renderCache } from '../../cache/lru.js';
 
 /**
  * Merge requests at GitLab's paths: the project's list (`/-/merge_requests`, state tabs with
@@ -543,28 +544,10 @@ function diffViewFor(ctx: PageContext): DiffView {
  * process computes the same, nothing goes stale), in a small LRU bounded by their size. Viewing a
  * merge request again runs no git and renders only the files that have threads.
  */
-const CONTENT_CACHE_CHARS = 32 * 1024 * 1024;
-const contentCache = new Map<string, { value: unknown; size: number }>();
-let contentCacheChars = 0;
+const contentCache = renderCache.partition<unknown>('merge-request', { maxShare: 1 / 8 });
 
-async function cachedByContent<T>(key: string, compute: () => Promise<T>, sizeOf: (value: T) => number, keep: (value: T) => boolean = () => true): Promise<T> {
-  const hit = contentCache.get(key);
-  if (hit) {
-    contentCache.delete(key);
-    contentCache.set(key, hit);
-    return hit.value as T;
-  }
-  const value = await compute();
-  const size = sizeOf(value) + key.length;
-  if (size > CONTENT_CACHE_CHARS / 4 || !keep(value)) return value;
-  contentCache.set(key, { value, size });
-  contentCacheChars += size;
-  for (const [k, v] of contentCache) {
-    if (contentCacheChars <= CONTENT_CACHE_CHARS) break;
-    contentCache.delete(k);
-    contentCacheChars -= v.size;
-  }
-  return value;
+function cachedByContent<T>(key: string, compute: () => Promise<T>, sizeOf: (value: T) => number, keep: (value: T) => boolean = () => true): Promise<T> {
+  return contentCache.getOrCompute(key, compute, sizeOf as (value: unknown) => number, keep as (value: unknown) => boolean) as Promise<T>;
 }
 
 interface MergeRequestDiff {
