@@ -26,6 +26,8 @@ import noteRoutes from './notes/routes.js';
 import epicRoutes from './epics/routes.js';
 import forkRoutes from './forks/routes.js';
 import awardEmojiRoutes from './award_emoji/routes.js';
+import subscriptionRoutes from './subscriptions/routes.js';
+import resourceLabelEventRoutes from './resource_label_events/routes.js';
 import issueRoutes from './issues/routes.js';
 import jobRoutes from './jobs/routes.js';
 import jobArtifactRoutes from './job_artifacts/routes.js';
@@ -71,6 +73,8 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(epicRoutes);
   await app.register(forkRoutes);
   await app.register(awardEmojiRoutes);
+  await app.register(subscriptionRoutes);
+  await app.register(resourceLabelEventRoutes);
   await app.register(issueRoutes);
   await app.register(jobRoutes);
   await app.register(jobArtifactRoutes);

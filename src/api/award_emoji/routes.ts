@@ -2,8 +2,8 @@ import { contributePreset, readPreset } from '../permissions.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { AWARDABLES, type AwardableKind } from '../../awardables/index.js';
-import { findNote, type NoteableType } from '../../finders/notes.js';
+import { findNote } from '../../finders/notes.js';
+import { NOTEABLES, type ProjectNoteableKind } from '../../noteables/index.js';
 import { can } from '../../policies/abilities.js';
 import { notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
@@ -14,9 +14,10 @@ import { RowId } from '../params.js';
 import { NoContent, projectOf, route } from '../route.js';
 
 /**
- * GitLab's emoji reactions API for every registered awardable (src/awardables/): one
- * implementation of list, get, award and delete, served under each kind's prefix and, for kinds
- * with notes, under each of their notes.
+ * GitLab's emoji reactions API for every registered kind that takes `awards` (src/noteables/):
+ * one implementation of list, get, award and delete, served under each kind's prefix and under
+ * each of its notes. Who may award: whoever may read the thing and has the project's award_emoji
+ * ability; only the awarder or an administrator removes an award.
  */
 
 /** What the path names: the awardable's type and id. */
@@ -28,13 +29,14 @@ interface Target {
 }
 
 /** The kind's record, or its note (404 "Note" is GitLab's "404 Not found" for a note not on it). */
-async function loadTarget(kind: AwardableKind, request: FastifyRequest, onNote: boolean): Promise<Target> {
+async function loadTarget(kind: ProjectNoteableKind, request: FastifyRequest, onNote: boolean): Promise<Target> {
   const cairn = request.server.cairn;
   const access = projectOf(request);
   const params = request.params as Record<string, unknown>;
   const found = await kind.find({ cairn, access, params });
-  if (!onNote) return { type: kind.type, id: found.id };
-  const note = await findNote(cairn.db, { type: kind.type as NoteableType, projectId: null, key: { column: 'noteable_id', value: found.id } }, Number(params.note_id));
+  const id = found.id!;
+  if (!onNote) return { type: kind.type, id };
+  const note = await findNote(cairn.db, { type: kind.type, projectId: null, key: { column: 'noteable_id', value: id } }, Number(params.note_id));
   if (!note) throw notFound();
   return { type: 'Note', id: note.id, system: note.system };
 }
@@ -45,16 +47,17 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const db = app.cairn.db;
 
-  for (const kind of AWARDABLES) {
+  for (const kind of NOTEABLES) {
+    if (!kind.awards || kind.parent !== 'project') continue;
     for (const onNote of [false, true]) {
-      if (onNote && !kind.notes) continue;
       const base = `/api/v4${kind.prefix}${onNote ? '/notes/:note_id' : ''}/award_emoji`;
       const pathParams = { id: Type.String(), ...kind.params, ...(onNote ? { note_id: RowId } : {}) };
       const Params = Type.Object(pathParams);
       const AwardParams = Type.Object({ ...pathParams, award_id: RowId });
-      const read = { project: kind.read, ...(kind.signedIn ? { signedIn: true as const } : {}) };
+      const readAbility = kind.abilities.read;
+      const read = { project: readAbility, ...(kind.signedIn ? { signedIn: true as const } : {}) };
 
-      app.get(base, route({ matrix: readPreset(kind.read),
+      app.get(base, route({ matrix: readPreset(readAbility),
         access: read,
         paginated: true,
         schema: { params: Params, response: { 200: Type.Array(AwardEmojiSchema) } },
@@ -67,7 +70,7 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
         return rows.map((a) => presentAwardEmoji(ctx, a));
       });
 
-      app.get(`${base}/:award_id`, route({ matrix: readPreset(kind.read),
+      app.get(`${base}/:award_id`, route({ matrix: readPreset(readAbility),
         access: read,
         schema: { params: AwardParams, response: { 200: AwardEmojiSchema } },
       }), async (request) => {
@@ -75,8 +78,8 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
         return presentAwardEmoji(ctxOf(request), await findAward(db, target.type, target.id, request.params.award_id as number));
       });
 
-      app.post(base, route({ matrix: contributePreset(kind.read),
-        access: { project: kind.read, signedIn: true },
+      app.post(base, route({ matrix: contributePreset(readAbility),
+        access: { project: readAbility, signedIn: true },
         schema: { params: Params, body: Type.Object({ name: Type.String() }), response: { 201: AwardEmojiSchema } },
       }), async (request, reply) => {
         const access = projectOf(request);
@@ -90,8 +93,8 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
       app.delete(`${base}/:award_id`, route({
         // Only whoever awarded it (the fixture's are root's) and administrators remove an award:
         // others who may react get GitLab's unauthorized! (401).
-        matrix: { is: 'admin', reads: contributePreset(kind.read), refused: 401 },
-        access: { project: kind.read, signedIn: true },
+        matrix: { is: 'admin', reads: contributePreset(readAbility), refused: 401 },
+        access: { project: readAbility, signedIn: true },
         schema: { params: AwardParams, response: { 204: NoContent } },
       }), async (request, reply) => {
         const access = projectOf(request);

@@ -3,15 +3,12 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Epic } from '../../db/schema/work_items.js';
 import { findEpic, listEpics, loadEpicExtras } from '../../finders/epics.js';
-import { labelEventsOf } from '../../finders/labels.js';
 import { can } from '../../policies/abilities.js';
 import type { GroupAccess } from '../../policies/groups.js';
 import { notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentEpic } from '../../presenters/epics.js';
-import { presentResourceLabelEvent } from '../../presenters/labels.js';
 import { EpicSchema } from '../../presenters/schemas/epics.js';
-import { ResourceLabelEventSchema } from '../../presenters/schemas/labels.js';
 import type { PresentContext } from '../../presenters/users.js';
 import { createEpic, deleteEpic, epicDates, updateEpic, type EpicParams } from '../../services/epics.js';
 import { IdParams, RowId, timestampParam } from '../params.js';
@@ -19,8 +16,8 @@ import { labelListParam } from '../list_filters.js';
 import { groupOf, NoContent, route } from '../route.js';
 
 /**
- * Group epics (GitLab's Epics API, premium), minimal: list, get, create, update, delete, and
- * their label events. Discussions and notes on epics come from the noteable registration
+ * Group epics (GitLab's Epics API, premium), minimal: list, get, create, update, delete.
+ * Discussions, notes and resource label events of epics come from the noteable registration
  * (src/noteables/epic.ts), which names an epic by its id as GitLab's discussions API does.
  */
 
@@ -165,37 +162,5 @@ export default async function epicRoutes(fastify: FastifyInstance) {
     const { epic } = await loadEpic(request);
     await deleteEpic(cairn, epic);
     return reply.code(204).send();
-  });
-
-  // GitLab's resource label events of an epic name it by its id, as its discussions do.
-  const EventsParams = Type.Object({ id: Type.String(), epic_id: RowId });
-  const loadEpicById = async (request: FastifyRequest) => {
-    const access = groupOf(request);
-    const epic = await findEpic(cairn.db, access.group.id, (request.params as { epic_id: number }).epic_id, true);
-    if (!epic || (epic.confidential && !mayReadConfidential(access))) throw notFound();
-    return epic;
-  };
-
-  app.get(`${base}/:epic_id/resource_label_events`, route({ matrix: 'read',
-    access: { group: 'read_epic' },
-    paginated: true,
-    schema: { params: EventsParams, response: { 200: Type.Array(ResourceLabelEventSchema) } },
-  }), async (request, reply) => {
-    const epic = await loadEpicById(request);
-    const page = pageParams(request);
-    const { rows, total } = await labelEventsOf(cairn.db, 'Epic', epic.id, { limit: page.perPage, offset: page.offset });
-    setPaginationHeaders(request, reply, page, total);
-    return rows.map((r) => presentResourceLabelEvent(ctxOf(request), r));
-  });
-
-  app.get(`${base}/:epic_id/resource_label_events/:resource_label_event_id`, route({ matrix: 'read',
-    access: { group: 'read_epic' },
-    schema: { params: Type.Object({ id: Type.String(), epic_id: RowId, resource_label_event_id: RowId }), response: { 200: ResourceLabelEventSchema } },
-  }), async (request) => {
-    const epic = await loadEpicById(request);
-    const { rows } = await labelEventsOf(cairn.db, 'Epic', epic.id);
-    const event = rows.find((r) => r.event.id === request.params.resource_label_event_id);
-    if (!event) throw notFound();
-    return presentResourceLabelEvent(ctxOf(request), event);
   });
 }

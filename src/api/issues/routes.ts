@@ -4,7 +4,6 @@ import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Issue, MergeRequest } from '../../db/schema/work_items.js';
 import { findIssueById, issueAssigneeIds, listIssues, loadIssueExtras, type IssueFilters } from '../../finders/issues.js';
-import { labelEventsOf } from '../../finders/labels.js';
 import { findMergeRequest, listMergeRequests, loadMergeRequestExtras } from '../../finders/merge_requests.js';
 import { findMilestone } from '../../finders/milestones.js';
 import { findProjectRow } from '../../finders/projects.js';
@@ -14,17 +13,15 @@ import type { ProjectAccess } from '../../policies/projects.js';
 import { forbidden, invalidParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentIssue, presentIssueBasic, presentIssueSingle, type ReferenceFrom } from '../../presenters/issues.js';
-import { presentResourceLabelEvent } from '../../presenters/labels.js';
 import { presentMergeRequest } from '../../presenters/merge_requests.js';
 import { presentMilestone, type MilestoneView } from '../../presenters/milestones.js';
 import { IssueBasicSchema, IssueSchema, IssueSingleSchema } from '../../presenters/schemas/issues.js';
-import { ResourceLabelEventSchema } from '../../presenters/schemas/labels.js';
 import { MergeRequestSchema } from '../../presenters/schemas/merge_requests.js';
 import type { PresentContext } from '../../presenters/users.js';
 import { syncClosingIssues } from '../../services/closing_issues.js';
 import { createIssue, deleteIssue, updateIssue, type IssueParams } from '../../services/issues.js';
 import { mergeRequestNotFound } from '../../services/merge_requests.js';
-import { isSubscribed, setSubscription } from '../../services/subscriptions.js';
+import { isSubscribed } from '../../services/subscriptions.js';
 import { calendarDateParam, IdParams, RowId, timestampParam } from '../params.js';
 import { groupOf, NoContent, projectOf, route } from '../route.js';
 import { issueFilters, IssueListQuery } from './filters.js';
@@ -116,6 +113,17 @@ function writeParams(body: Record<string, any>, access: ProjectAccess, creating:
   };
 }
 
+/** The single form of an issue for the caller (GET, POST, PUT, and the answer of subscribe / unsubscribe). */
+export async function renderIssueSingle(request: FastifyRequest, found: IssueAccess, opts: { labelDetails?: boolean; from?: ReferenceFrom } = {}) {
+  const db = request.server.cairn.db;
+  const user = request.actor?.user ?? null;
+  const { issue } = found;
+  const ctx: PresentContext = { baseUrl: request.server.cairn.config.externalUrl, viewer: user };
+  const extras = (await loadIssueExtras(db, [issue], (m: MilestoneView) => presentMilestone(ctx, m))).get(issue.id)!;
+  const subscribed = user ? await isSubscribed(db, user.id, 'Issue', issue.id, [issue.author_id, ...found.assigneeIds].includes(user.id)) : false;
+  return presentIssueSingle(ctx, issue, extras, subscribed, { from: { projectId: issue.project_id, namespaceId: extras.namespaceId }, ...opts });
+}
+
 export default async function issueRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const cairn = app.cairn;
@@ -137,15 +145,6 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     const ctx = ctxOf(request);
     const opts = { labelDetails: q.with_labels_details, from };
     return (rows as Issue[]).map((r) => (basic ? presentIssueBasic : presentIssue)(ctx, r, extras.get(r.id)!, opts));
-  }
-
-  async function renderSingle(request: FastifyRequest, found: IssueAccess, opts: { labelDetails?: boolean; from?: ReferenceFrom } = {}) {
-    const user = request.actor?.user ?? null;
-    const { issue } = found;
-    const extras = (await extrasOf(request, [issue])).get(issue.id)!;
-    const participant = !!user && (issue.author_id === user.id || found.assigneeIds.includes(user.id));
-    const subscribed = user ? await isSubscribed(db(), user.id, 'Issue', issue.id, participant) : false;
-    return presentIssueSingle(ctxOf(request), issue, extras, subscribed, { from: { projectId: issue.project_id, namespaceId: extras.namespaceId }, ...opts });
   }
 
   async function loadIssue(request: FastifyRequest): Promise<{ access: ProjectAccess; found: IssueAccess }> {
@@ -199,7 +198,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     schema: { params: IidParams, querystring: SingleQuery, response: { 200: IssueSingleSchema } },
   }), async (request) => {
     const { found } = await loadIssue(request);
-    return renderSingle(request, found, { labelDetails: request.query.with_labels_details });
+    return renderIssueSingle(request, found, { labelDetails: request.query.with_labels_details });
   });
 
   app.get('/api/v4/issues/:id', route({ matrix: 'admin',
@@ -208,7 +207,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
   }), async (request) => {
     const issue = await findIssueById(db(), request.params.id);
     if (!issue) throw notFound('Issue');
-    return renderSingle(request, { issue, assigneeIds: await issueAssigneeIds(db(), issue.id) }, { from: null });
+    return renderIssueSingle(request, { issue, assigneeIds: await issueAssigneeIds(db(), issue.id) }, { from: null });
   });
 
   app.post(base, route({ matrix: 'contribute',
@@ -217,7 +216,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
   }), async (request, reply) => {
     const access = projectOf(request);
     const issue = await createIssue(cairn, access.project, access.user!, writeParams(request.body, access, true));
-    return reply.code(201).send(await renderSingle(request, { issue, assigneeIds: await issueAssigneeIds(db(), issue.id) }));
+    return reply.code(201).send(await renderIssueSingle(request, { issue, assigneeIds: await issueAssigneeIds(db(), issue.id) }));
   });
 
   app.put(`${base}/:issue_iid`, route({ matrix: 'read',
@@ -228,7 +227,7 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     const { access, found } = await loadIssue(request);
     if (!mayUpdateIssue(access.user, access, found)) throw forbidden();
     const updated = await updateIssue(cairn, access.project, found.issue, access.user!, writeParams(request.body, access, false));
-    return renderSingle(request, { issue: updated, assigneeIds: await issueAssigneeIds(db(), updated.id) });
+    return renderIssueSingle(request, { issue: updated, assigneeIds: await issueAssigneeIds(db(), updated.id) });
   });
 
   app.delete(`${base}/:issue_iid`, route({ matrix: 'owner',
@@ -239,47 +238,6 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     if (!can(access.user, 'destroy_issue', access)) throw forbidden();
     await deleteIssue(cairn, found.issue);
     return reply.code(204).send();
-  });
-
-  for (const [action, subscribed] of [['subscribe', true], ['unsubscribe', false]] as const) {
-    app.post(`${base}/:issue_iid/${action}`, route({ matrix: 'read',
-      access: { project: 'read_issue', signedIn: true },
-      schema: { params: IidParams, response: { 201: IssueSingleSchema, 304: NoContent } },
-    }), async (request, reply) => {
-      const { access, found } = await loadIssue(request);
-      const user = access.user!;
-      const participant = found.issue.author_id === user.id || found.assigneeIds.includes(user.id);
-      const changed = await setSubscription(db(), user.id, 'Issue', found.issue.id, access.project.id, subscribed, participant);
-      // Nothing changed: 304 Not Modified, as GitLab answers.
-      if (!changed) return reply.code(304).send();
-      return reply.code(201).send(await renderSingle(request, found));
-    });
-  }
-
-  // ---- label events
-
-  app.get(`${base}/:issue_iid/resource_label_events`, route({ matrix: 'read',
-    access: { project: 'read_issue' },
-    paginated: true,
-    schema: { params: IidParams, response: { 200: Type.Array(ResourceLabelEventSchema) } },
-  }), async (request, reply) => {
-    const { found } = await loadIssue(request);
-    const page = pageParams(request);
-    const { rows, total } = await labelEventsOf(db(), 'Issue', found.issue.id, { limit: page.perPage, offset: page.offset });
-    setPaginationHeaders(request, reply, page, total);
-    const ctx = ctxOf(request);
-    return rows.map((r) => presentResourceLabelEvent(ctx, r));
-  });
-
-  app.get(`${base}/:issue_iid/resource_label_events/:resource_label_event_id`, route({ matrix: 'read',
-    access: { project: 'read_issue' },
-    schema: { params: Type.Object({ id: Type.String(), issue_iid: RowId, resource_label_event_id: RowId }), response: { 200: ResourceLabelEventSchema } },
-  }), async (request) => {
-    const { found } = await loadIssue(request);
-    const { rows } = await labelEventsOf(db(), 'Issue', found.issue.id);
-    const event = rows.find((r) => r.event.id === request.params.resource_label_event_id);
-    if (!event) throw notFound();
-    return presentResourceLabelEvent(ctxOf(request), event);
   });
 
   // ---- merge requests and issues

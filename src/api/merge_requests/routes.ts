@@ -24,9 +24,6 @@ import {
   presentApprovalState, presentMergeRequest, presentMergeRequestSimple, presentMergeRequestSingle,
 } from '../../presenters/merge_requests.js';
 import { presentDiff } from '../../presenters/repository.js';
-import { labelEventsOf } from '../../finders/labels.js';
-import { presentResourceLabelEvent } from '../../presenters/labels.js';
-import { ResourceLabelEventSchema } from '../../presenters/schemas/labels.js';
 import { CommitSchema, DiffSchema } from '../../presenters/schemas/commits.js';
 import { ApprovalStateSchema, MergeRequestChangesSchema, MergeRequestSchema, MergeRequestSimpleSchema, MergeRequestSingleSchema } from '../../presenters/schemas/merge_requests.js';
 import type { PresentContext } from '../../presenters/users.js';
@@ -36,7 +33,7 @@ import {
   createMergeRequest, deleteMergeRequest, headRef, mergeRequestGitFacts, mergeRequestNotFound, refreshMergeRequest, updateMergeRequest,
   type MergeRequestParams,
 } from '../../services/merge_requests.js';
-import { isSubscribed, setSubscription } from '../../services/subscriptions.js';
+import { isSubscribed } from '../../services/subscriptions.js';
 import { acceptMergeRequest, approvalsOf, approve, cancelMergeWhenPipelineSucceeds, reconcileLocked, requestRebase, unapprove, writeMergeRef } from '../../services/merge.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { IdParams, RowId } from '../params.js';
@@ -350,21 +347,6 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     return paginateArray(request, reply, diff.diffs).map(presentDiff);
   });
 
-  for (const [action, subscribed] of [['subscribe', true], ['unsubscribe', false]] as const) {
-    app.post(`${base}/:merge_request_iid/${action}`, route({ matrix: 'readCode',
-      access: read,
-      schema: { params: IidParams, response: { 201: MergeRequestSingleSchema, 304: NoContent } },
-    }), async (request, reply) => {
-      const { access, mr } = await loadMergeRequest(request);
-      const extras = (await loadMergeRequestExtras(cairn.db, [mr], presentMilestoneSummary(request))).get(mr.id)!;
-      const participant = [mr.author_id, ...extras.assignees.map((u) => u.id), ...extras.reviewers.map((u) => u.id)].includes(access.user!.id);
-      const changed = await setSubscription(cairn.db, access.user!.id, 'MergeRequest', mr.id, access.project.id, subscribed, participant);
-      // Nothing changed: 304 Not Modified, as GitLab answers.
-      if (!changed) return reply.code(304).send();
-      return reply.code(201).send(await renderSingle(request, access, mr));
-    });
-  }
-
   // Whoever reads the merge request but may not merge it gets GitLab's unauthorized! (401).
   app.put(`${base}/:merge_request_iid/merge`, route({ matrix: { is: 'developer', reads: 'readCode', refused: 401, fresh: ['merge_request_iid'] },
     access: read,
@@ -409,30 +391,6 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
       return reply.code(201).send(await renderSingle(request, access, updated));
     });
   }
-
-  // Label changes are their own records, not notes (GitLab's Resource label events API).
-  app.get(`${base}/:merge_request_iid/resource_label_events`, route({ matrix: 'readCode',
-    access: read,
-    paginated: true,
-    schema: { params: IidParams, response: { 200: Type.Array(ResourceLabelEventSchema) } },
-  }), async (request, reply) => {
-    const { mr } = await loadMergeRequest(request);
-    const page = pageParams(request);
-    const { rows, total } = await labelEventsOf(cairn.db, 'MergeRequest', mr.id, { limit: page.perPage, offset: page.offset });
-    setPaginationHeaders(request, reply, page, total);
-    return rows.map((r) => presentResourceLabelEvent(ctxOf(request), r));
-  });
-
-  app.get(`${base}/:merge_request_iid/resource_label_events/:resource_label_event_id`, route({ matrix: 'readCode',
-    access: read,
-    schema: { params: Type.Object({ id: Type.String(), merge_request_iid: RowId, resource_label_event_id: RowId }), response: { 200: ResourceLabelEventSchema } },
-  }), async (request) => {
-    const { mr } = await loadMergeRequest(request);
-    const { rows } = await labelEventsOf(cairn.db, 'MergeRequest', mr.id);
-    const event = rows.find((r) => r.event.id === request.params.resource_label_event_id);
-    if (!event) throw notFound();
-    return presentResourceLabelEvent(ctxOf(request), event);
-  });
 
   app.put(`${base}/:merge_request_iid/rebase`, route({ matrix: 'developer',
     access: read,

@@ -6,11 +6,10 @@ import type { User } from '../../db/schema/core.js';
 import type { DiffPosition, NoteWithAuthor } from '../../db/schema/notes.js';
 import { discussionNotes, discussionPage, findNote, listNotes, notesOfDiscussions } from '../../finders/notes.js';
 import { NOTEABLES } from '../../noteables/index.js';
-import type { FoundNoteable, NoteAbilities, NoteableKind } from '../../noteables/registry.js';
+import type { FoundNoteable, NoteableKind } from '../../noteables/registry.js';
 import { badRequest, forbidden, invalidParam, missingParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
-import { AccessLevel } from '../../policies/access.js';
-import { can } from '../../policies/abilities.js';
+import { mayCommentDespiteLock, mayResolveNote, mayResolveThread, type ResolveRights } from '../../policies/notes.js';
 import { presentDiscussion, presentNote, type NoteForm } from '../../presenters/notes.js';
 import { DiscussionSchema, NoteSchema } from '../../presenters/schemas/notes.js';
 import {
@@ -25,7 +24,8 @@ import {
   updateNoteBody,
 } from '../../services/notes.js';
 import { RowId, timestampParam } from '../params.js';
-import { groupOf, NoContent, projectOf, route, type Access } from '../route.js';
+import { findNoteableFor, noteableGuard, type AbilityKey } from '../noteables.js';
+import { NoContent, route } from '../route.js';
 import commitCommentRoutes from './commit_comments.js';
 
 /**
@@ -35,48 +35,29 @@ import commitCommentRoutes from './commit_comments.js';
  * order_by/sort, get, create, edit, delete).
  */
 
-type AbilityKey = keyof NoteAbilities<unknown>;
-
 /** The noteable of the request, found for the caller, and what the caller may do to its notes. */
 interface Loaded {
   found: FoundNoteable;
   user: User | null;
   form: NoteForm;
   allowed: (ability: AbilityKey) => boolean;
-  /** The caller is a member of the parent (or an administrator). */
-  member: boolean;
+  /** The caller's access level on the parent (project or group). */
+  accessLevel: number;
 }
 
 /** Loads the noteable named by the path under the parent that the route's guard loaded. */
 async function loadNoteable(kind: NoteableKind, request: FastifyRequest): Promise<Loaded> {
-  const cairn = request.server.cairn;
-  const params = request.params as Record<string, unknown>;
-  if (kind.parent === 'project') {
-    const access = projectOf(request);
-    const subject = { project: access.project, accessLevel: access.accessLevel };
-    const found = await kind.find({ cairn, access, params });
-    const allowed = (a: AbilityKey) => !!kind.abilities[a] && can(access.user, kind.abilities[a]!, subject);
-    const member = !!access.user && (access.user.admin || access.accessLevel >= AccessLevel.GUEST);
-    return { found, user: access.user, allowed, member, form: { resolvable: !!kind.resolvable, noteableIid: found.iid } };
-  }
-  const access = groupOf(request);
-  const subject = { group: access.group, accessLevel: access.accessLevel };
-  const found = await kind.find({ cairn, access, params });
-  const allowed = (a: AbilityKey) => !!kind.abilities[a] && can(access.user, kind.abilities[a]!, subject);
-  const member = !!access.user && (access.user.admin || access.accessLevel >= AccessLevel.GUEST);
-  return { found, user: access.user, allowed, member, form: { resolvable: !!kind.resolvable, noteableIid: found.iid } };
+  const { found, access, allowed } = await findNoteableFor(kind, request);
+  return { found, user: access.user, allowed, accessLevel: access.accessLevel, form: { resolvable: !!kind.resolvable, noteableIid: found.iid } };
 }
 
 /** A new note or reply: on a locked discussion only members of the parent may add one (GitLab's IssuablePolicy). */
 function assertMayComment(loaded: Loaded): void {
-  if (loaded.found.locked && !loaded.member) throw forbidden();
+  if (!mayCommentDespiteLock(loaded.user, loaded.accessLevel, loaded.found.locked === true)) throw forbidden();
 }
 
-/** The route guard of a kind: its parent loaded for the caller with the given ability. */
-function guard(kind: NoteableKind, ability: 'read' | 'create', signedIn = false): Access {
-  const extra = signedIn || kind.signedIn ? { signedIn: true } : {};
-  return kind.parent === 'project' ? { project: kind.abilities[ability], ...extra } : { group: kind.abilities[ability], ...extra };
-}
+/** Who resolves the noteable's threads: its author and the kind's resolve ability. */
+const resolveRights = (loaded: Loaded): ResolveRights => ({ noteableAuthorId: loaded.found.authorId, resolveAny: loaded.allowed('resolve') });
 
 function signedInUser(loaded: Loaded): User {
   if (!loaded.user) throw unauthorized();
@@ -178,9 +159,9 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
   const ThreadParams = Type.Object({ ...own, discussion_id: Type.String() });
   const ThreadNoteParams = Type.Object({ ...own, discussion_id: Type.String(), note_id: RowId });
   const NoteParams = Type.Object({ ...own, note_id: RowId });
-  const read = guard(kind, 'read');
-  const create = guard(kind, 'create', true);
-  const change = guard(kind, 'read', true);
+  const read = noteableGuard(kind, 'read');
+  const create = noteableGuard(kind, 'create', true);
+  const change = noteableGuard(kind, 'read', true);
 
   /** The thread `discussion_id` of the noteable, oldest note first; 404 when it has none by that id. */
   const threadOf = async (loaded: Loaded, discussionId: string, what = 'Discussion') => {
@@ -244,8 +225,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
       const loaded = await loadNoteable(kind, request);
       const user = signedInUser(loaded);
       const thread = await threadOf(loaded, request.params.discussion_id as string);
-      const resolvable = thread.some((n) => isResolvableNote(n));
-      if (!resolvable || (loaded.found.authorId !== user.id && !loaded.allowed('resolve'))) throw forbidden();
+      if (!mayResolveThread(user, thread.some((n) => isResolvableNote(n)), resolveRights(loaded))) throw forbidden();
       const notes = await setDiscussionResolved(cairn, loaded.found.scope, thread[0].discussion_id, user, request.body.resolved);
       return presentDiscussion(ctx, notes, loaded.form);
     });
@@ -294,7 +274,7 @@ function registerNoteable(fastify: FastifyInstance, kind: NoteableKind) {
     if (resolved !== undefined) {
       const user = signedInUser(loaded);
       // GitLab's resolve_note on a note: its author, the noteable's author, or the kind's resolve ability.
-      if (note.author_id !== user.id && loaded.found.authorId !== user.id && !loaded.allowed('resolve')) throw forbidden();
+      if (!mayResolveNote(user, note.author_id, resolveRights(loaded))) throw forbidden();
       const resolvable = kind.resolvable && isResolvableNote(note);
       if (!resolvable) throw badRequest('Note is not resolvable');
       return presentNote(ctx, await setNoteResolved(cairn, loaded.found.scope, note, user, resolved), loaded.form);

@@ -43,8 +43,8 @@ import { NoContent, projectOf, RawBody, route } from '../route.js';
  * The Snippets API (personal snippets, `/snippets`) and the Project snippets API
  * (`/projects/:id/snippets`). Reads are for whoever may see the snippet (policies/snippets.ts);
  * a snippet the caller may not see is a 404. Files live in each snippet's repository
- * (services/snippets.ts); its discussions and award emoji are served by the noteable and
- * awardable modules (src/noteables/snippet.ts, src/awardables/snippet.ts).
+ * (services/snippets.ts); its discussions and award emoji are served over its noteable
+ * registration (src/noteables/snippet.ts).
  */
 
 const SnippetIdParams = Type.Object({ id: RowId });

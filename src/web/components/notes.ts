@@ -4,7 +4,7 @@ import { listNotes, discussionNotes, type NoteableScope } from '../../finders/no
 import { renderMarkdown } from '../../lib/markdown.js';
 import type { FoundNoteable, ProjectNoteableKind } from '../../noteables/registry.js';
 import { ApiError } from '../../plugins/errors.js';
-import { AccessLevel } from '../../policies/access.js';
+import { mayCommentDespiteLock, mayResolveThread } from '../../policies/notes.js';
 import { createNote, isResolvableNote, noteText, replyToDiscussion, setDiscussionResolved } from '../../services/notes.js';
 import { field, pageNotFound, PageRedirect, requireCsrf, signInLocation, PageError, type PageContext, type ProjectPage } from '../context.js';
 import { html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js';
@@ -16,7 +16,8 @@ import type { PageRegistry } from '../router.js';
  * pages show them, and the forms that add to them. The same rules and services as the API's
  * discussions and notes endpoints (src/api/notes/routes.ts): who may comment is the kind's
  * `create` ability (signed in; on a locked discussion members only), who may resolve a thread
- * is the noteable's author or the kind's `resolve` ability (resolvable kinds only), and writes
+ * is the noteable's author or the kind's `resolve` ability (resolvable kinds only), both decided
+ * by src/policies/notes.ts as the API decides them, and writes
  * go through createNote / replyToDiscussion / setDiscussionResolved of src/services/notes.ts.
  *
  * Use (a merge request page, say):
@@ -79,14 +80,13 @@ export interface DiscussionOptions {
  */
 export function noteTargetOf(ctx: PageContext, page: ProjectPage, kind: ProjectNoteableKind, found: FoundNoteable, url: string): NoteTarget {
   const user = ctx.user;
-  const member = !!user && (user.admin || page.subject.accessLevel >= AccessLevel.GUEST);
   const locked = found.locked === true;
   const resolveAbility = kind.abilities.resolve;
   return {
     scope: found.scope,
     url,
     user,
-    mayComment: !!user && page.can(kind.abilities.create) && (!locked || member),
+    mayComment: !!user && page.can(kind.abilities.create) && mayCommentDespiteLock(user, page.subject.accessLevel, locked),
     resolvable: !!kind.resolvable,
     mayResolveAny: !!user && !!resolveAbility && page.can(resolveAbility),
     authorId: found.authorId ?? null,
@@ -182,8 +182,7 @@ export function isResolvedDiscussion(d: Discussion): boolean {
 
 /** The API's rule for PUT .../discussions/:id: a resolvable thread, and the noteable's author or the resolve ability. */
 export function mayResolveDiscussion(target: NoteTarget, d: Discussion): boolean {
-  if (!target.user || !isResolvableDiscussion(target, d)) return false;
-  return target.authorId === target.user.id || target.mayResolveAny;
+  return mayResolveThread(target.user, isResolvableDiscussion(target, d), { noteableAuthorId: target.authorId, resolveAny: target.mayResolveAny });
 }
 
 /** Replies go to threads that are not system notes, from whoever may comment. */

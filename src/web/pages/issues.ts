@@ -165,7 +165,7 @@ async function loadIssue(ctx: PageContext, page: ProjectPage): Promise<LoadedIss
   }
   const url = issueUrl(page, iid);
   const issue = access.issue;
-  const target = noteTargetOf(ctx, page, issueNoteable, { record: issue, iid: issue.iid, scope: issueScope(issue), locked: issue.discussion_locked === true }, url);
+  const target = noteTargetOf(ctx, page, issueNoteable, { record: access, id: issue.id, iid: issue.iid, scope: issueScope(issue), locked: issue.discussion_locked === true }, url);
   return { access, target, url };
 }
 
