@@ -27,7 +27,8 @@ import { ApiError, apiError, badRequest, forbidden, missingParam, notFound, unau
 import { RawBody, route, type Access } from '../route.js';
 import { RowId } from '../params.js';
 import { findProjectRow } from '../../finders/projects.js';
-import { loadJobExtras, presentJob, presentPipelineSummary } from '../../presenters/ci.js';
+import { presentJob, presentPipelineSummary } from '../../presenters/ci.js';
+import { loadJobExtras } from '../../finders/pipelines.js';
 import { presentProjectIdentity } from '../../presenters/projects.js';
 import { presentUserBasic } from '../../presenters/users.js';
 import { ProjectIdentitySchema } from '../../presenters/schemas/projects.js';
