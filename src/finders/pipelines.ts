@@ -1,7 +1,13 @@
 import { sql } from 'kysely';
 import { COMPLETED_STATUSES, JOB_SCOPES } from '../ci/jobs/state.js';
+import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
-import type { CiStatus } from '../db/schema/ci.js';
+import type { CiBuild, CiJobArtifact, CiPipeline, CiStatus } from '../db/schema/ci.js';
+import { readCommits } from '../git/refs.js';
+import type { JobExtras, PipelineExtras } from '../presenters/ci.js';
+import type { ProjectRow } from '../presenters/projects.js';
+import { projectRepoPath } from '../services/projects.js';
+import { findUserById, findUsersByIds } from './users.js';
 
 /**
  * A project's pipelines and jobs as the API lists them (GET /projects/:id/pipelines and /jobs)
@@ -64,3 +70,40 @@ export function projectJobsQuery(db: Database, projectId: number, statuses: read
 }
 
 export { JOB_SCOPES };
+
+/** What the Pipeline entity shows besides the row: its user, and coverage and warnings from its latest jobs. */
+export async function loadPipelineExtras(db: Database, p: CiPipeline): Promise<PipelineExtras> {
+  const [user, builds] = await Promise.all([
+    p.user_id ? findUserById(db, p.user_id) : undefined,
+    db.selectFrom('ci_builds').select(['coverage', 'status', 'allow_failure']).where('pipeline_id', '=', p.id).where('retried', '=', false).execute(),
+  ]);
+  const covered = builds.filter((b) => b.coverage !== null);
+  const coverage = covered.length ? covered.reduce((s, b) => s + Number(b.coverage), 0) / covered.length : null;
+  const warnings = builds.some((b) => b.allow_failure && (b.status === 'failed' || b.status === 'canceled'));
+  return { user: user ?? null, coverage, warnings };
+}
+
+/** What a page of jobs shows (users, pipelines, runners, artifacts, commits): one read per kind. */
+export async function loadJobExtras(cairn: Cairn, project: ProjectRow, builds: CiBuild[]): Promise<JobExtras> {
+  const db = cairn.db;
+  const userIds = [...new Set(builds.flatMap((b) => (b.user_id ? [b.user_id] : [])))];
+  const pipelineIds = [...new Set(builds.flatMap((b) => [b.pipeline_id, ...(b.downstream_pipeline_id ? [b.downstream_pipeline_id] : [])]))];
+  const runnerIds = [...new Set(builds.flatMap((b) => (b.runner_id ? [b.runner_id] : [])))];
+  const buildIds = builds.map((b) => b.id);
+  const [users, pipelines, runners, artifacts, commits] = await Promise.all([
+    findUsersByIds(db, userIds),
+    pipelineIds.length ? db.selectFrom('ci_pipelines').selectAll().where('id', 'in', pipelineIds).execute() : [],
+    runnerIds.length ? db.selectFrom('ci_runners').selectAll().where('id', 'in', runnerIds).execute() : [],
+    buildIds.length ? db.selectFrom('ci_job_artifacts').selectAll().where('job_id', 'in', buildIds).orderBy('id').execute() : [],
+    readCommits(cairn.catfile, projectRepoPath(cairn, project), [...new Set(builds.map((b) => b.sha))]),
+  ]);
+  const byJob = new Map<number, CiJobArtifact[]>();
+  for (const a of artifacts) byJob.set(a.job_id, [...(byJob.get(a.job_id) ?? []), a]);
+  return {
+    users,
+    pipelines: new Map(pipelines.map((p) => [p.id, p])),
+    commits,
+    runners: new Map(runners.map((r) => [r.id, r])),
+    artifacts: byJob,
+  };
+}

@@ -19,6 +19,7 @@ import {
   revokeTokensOfGrant,
   type IssuedToken,
 } from './tokens.js';
+import { findUserById } from '../finders/users.js';
 
 /** RFC 6749 section 5.2 error codes, with our own descriptions. */
 const DESCRIPTIONS: Record<string, string> = {
@@ -240,7 +241,7 @@ async function authorizationCodeGrant(cairn: Cairn, creds: ClientCredentials, pa
       throw oauthError('invalid_grant', 'The code_verifier does not match the code_challenge of the authorization request.');
     }
   }
-  const user = await db.selectFrom('users').selectAll().where('id', '=', grant.resource_owner_id).executeTakeFirst();
+  const user = await findUserById(db, grant.resource_owner_id);
   if (!user || !userMaySignIn(user)) throw oauthError('invalid_grant');
 
   const issued = await db.transaction().execute(async (trx) => {
@@ -283,7 +284,7 @@ async function refreshTokenGrant(cairn: Cairn, creds: ClientCredentials, params:
     if (!isSubset(asked, old.scopes)) throw oauthError('invalid_scope');
     scopes = asked;
   }
-  const user = await db.selectFrom('users').selectAll().where('id', '=', old.resource_owner_id).executeTakeFirst();
+  const user = await findUserById(db, old.resource_owner_id);
   if (!user || !userMaySignIn(user)) throw oauthError('invalid_grant');
 
   const issued = await db.transaction().execute(async (trx) => {

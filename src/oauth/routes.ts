@@ -38,6 +38,7 @@ import { createSession, csrfValid, destroySession, ensureSession, loadSession, s
 import { epochSeconds, findAccessToken, oauthAccessTokenResolver, secondsLeft, tokenState } from './tokens.js';
 import { personalAccessTokenPages } from './personal_access_tokens_page.js';
 import { oauthTokenThrottle, signInAddressThrottle } from '../services/auth_failures.js';
+import { findUserById } from '../finders/users.js';
 
 /** Where sign-in leads without a redirect_to: the home page (the signed-in user's dashboard). */
 const HOME = '/';
@@ -371,7 +372,7 @@ export default async function oauthRoutes(fastify: FastifyInstance) {
     if (!row.scopes.includes('openid')) {
       throw new ApiError(403, { error: 'insufficient_scope', error_description: 'The request requires higher privileges than provided by the access token.', scope: 'openid' });
     }
-    const user = await cairn.db.selectFrom('users').selectAll().where('id', '=', row.resource_owner_id!).executeTakeFirst();
+    const user = await findUserById(cairn.db, row.resource_owner_id!);
     if (!user || !userMaySignIn(user)) throw invalidToken('The access token is invalid');
     const groups = await cairn.db
       .selectFrom('namespaces')

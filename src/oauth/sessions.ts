@@ -4,6 +4,7 @@ import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import type { Session } from '../db/schema/oauth.js';
 import { randomToken, safeEqual, tokenDigest } from '../lib/secrets.js';
+import { findUserById } from '../finders/users.js';
 
 export const SESSION_COOKIE = '_cairn_session';
 /** A signed-in session lasts a week, like GitLab's default session_expire_delay. */
@@ -63,7 +64,7 @@ export async function loadSession(cairn: Cairn, request: FastifyRequest): Promis
     .executeTakeFirst();
   if (!session) return null;
   if (session.user_id === null) return { session, user: null };
-  const user = await cairn.db.selectFrom('users').selectAll().where('id', '=', session.user_id).executeTakeFirst();
+  const user = await findUserById(cairn.db, session.user_id);
   if (!user || user.state !== 'active') {
     // A user blocked after signing in loses the session.
     await cairn.db.deleteFrom('sessions').where('id', '=', session.id).execute();

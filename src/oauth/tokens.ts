@@ -6,6 +6,7 @@ import type { User } from '../db/schema/core.js';
 import type { OAuthAccessToken } from '../db/schema/oauth.js';
 import { tokenDigest } from '../lib/secrets.js';
 import { ApiError } from '../plugins/errors.js';
+import { findUserById } from '../finders/users.js';
 
 /** Authorization codes live ten minutes, as GitLab's. */
 export const AUTHORIZATION_CODE_TTL = 600;
@@ -97,7 +98,7 @@ type Lookup = { state: TokenState; credential: Credential } | null;
 async function lookupCredential(cairn: Cairn, token: string): Promise<Lookup> {
   const row = await findAccessToken(cairn.db, token);
   if (!row || row.resource_owner_id === null) return null;
-  const user = await cairn.db.selectFrom('users').selectAll().where('id', '=', row.resource_owner_id).executeTakeFirst();
+  const user = await findUserById(cairn.db, row.resource_owner_id);
   if (!user) return null;
   const state = tokenState(row);
   if (state === 'valid' && (!row.last_used_at || Date.now() - new Date(row.last_used_at).getTime() > 10 * 60_000)) {

@@ -1,10 +1,6 @@
-import type { Cairn } from '../context.js';
 import type { CiBuild, CiJobArtifact, CiPipeline, CiRunner, CiVariable } from '../db/schema/ci.js';
 import type { User } from '../db/schema/core.js';
 import type { ParsedCommit } from '../git/catfile.js';
-import { readCommits } from '../git/refs.js';
-import { decryptSecret } from '../lib/secrets.js';
-import { projectRepoPath } from '../services/projects.js';
 import { presentCommit } from './commits.js';
 import { presentProjectIdentity, projectFullPath, projectSettings, type ProjectRow } from './projects.js';
 import { presentRunner } from './runners.js';
@@ -72,7 +68,14 @@ export function detailedStatus(ctx: PresentContext, project: ProjectRow, p: CiPi
 }
 
 /** GitLab's Pipeline entity (single reads, create, retry, cancel). */
-export function presentPipeline(ctx: PresentContext, project: ProjectRow, p: CiPipeline, extra: { user: User | null; coverage: number | null; warnings: boolean }) {
+/** What the Pipeline entity shows besides the row: its user, coverage and warnings from its latest jobs. */
+export interface PipelineExtras {
+  user: User | null;
+  coverage: number | null;
+  warnings: boolean;
+}
+
+export function presentPipeline(ctx: PresentContext, project: ProjectRow, p: CiPipeline, extra: PipelineExtras) {
   return {
     ...presentPipelineBasic(ctx, project, p),
     before_sha: p.before_sha && /^[0-9a-f]{40}$/.test(p.before_sha) ? p.before_sha : ZERO_OID,
@@ -90,55 +93,19 @@ export function presentPipeline(ctx: PresentContext, project: ProjectRow, p: CiP
   };
 }
 
-/** The Pipeline entity with what it needs loaded (its user, coverage and warnings from its latest jobs). */
-export async function presentPipelineLoaded(cairn: Cairn, ctx: PresentContext, project: ProjectRow, p: CiPipeline) {
-  const [user, builds] = await Promise.all([
-    p.user_id ? cairn.db.selectFrom('users').selectAll().where('id', '=', p.user_id).executeTakeFirst() : undefined,
-    cairn.db.selectFrom('ci_builds').select(['coverage', 'status', 'allow_failure']).where('pipeline_id', '=', p.id).where('retried', '=', false).execute(),
-  ]);
-  const covered = builds.filter((b) => b.coverage !== null);
-  const coverage = covered.length ? covered.reduce((s, b) => s + Number(b.coverage), 0) / covered.length : null;
-  const warnings = builds.some((b) => b.allow_failure && (b.status === 'failed' || b.status === 'canceled'));
-  return presentPipeline(ctx, project, p, { user: (user as User | undefined) ?? null, coverage, warnings });
-}
-
 function seconds(from: unknown, to: unknown): number | null {
   if (!from) return null;
   const end = to ? new Date(to as string).getTime() : Date.now();
   return Math.max(0, (end - new Date(from as string).getTime()) / 1000);
 }
 
-/** What presenting a page of jobs needs, loaded once per page. */
+/** What presenting a page of jobs needs, loaded once per page (`loadJobExtras`, src/finders/pipelines.ts). */
 export interface JobExtras {
   users: Map<number, User>;
   pipelines: Map<number, CiPipeline>;
   commits: Map<string, ParsedCommit>;
   runners: Map<number, CiRunner>;
   artifacts: Map<number, CiJobArtifact[]>;
-}
-
-export async function loadJobExtras(cairn: Cairn, project: ProjectRow, builds: CiBuild[]): Promise<JobExtras> {
-  const db = cairn.db;
-  const userIds = [...new Set(builds.flatMap((b) => (b.user_id ? [b.user_id] : [])))];
-  const pipelineIds = [...new Set(builds.flatMap((b) => [b.pipeline_id, ...(b.downstream_pipeline_id ? [b.downstream_pipeline_id] : [])]))];
-  const runnerIds = [...new Set(builds.flatMap((b) => (b.runner_id ? [b.runner_id] : [])))];
-  const buildIds = builds.map((b) => b.id);
-  const [users, pipelines, runners, artifacts, commits] = await Promise.all([
-    userIds.length ? db.selectFrom('users').selectAll().where('id', 'in', userIds).execute() : [],
-    pipelineIds.length ? db.selectFrom('ci_pipelines').selectAll().where('id', 'in', pipelineIds).execute() : [],
-    runnerIds.length ? db.selectFrom('ci_runners').selectAll().where('id', 'in', runnerIds).execute() : [],
-    buildIds.length ? db.selectFrom('ci_job_artifacts').selectAll().where('job_id', 'in', buildIds).orderBy('id').execute() : [],
-    readCommits(cairn.catfile, projectRepoPath(cairn, project), [...new Set(builds.map((b) => b.sha))]),
-  ]);
-  const byJob = new Map<number, CiJobArtifact[]>();
-  for (const a of artifacts) byJob.set(a.job_id, [...(byJob.get(a.job_id) ?? []), a]);
-  return {
-    users: new Map(users.map((u) => [u.id, u as User])),
-    pipelines: new Map(pipelines.map((p) => [p.id, p])),
-    commits,
-    runners: new Map(runners.map((r) => [r.id, r])),
-    artifacts: byJob,
-  };
 }
 
 function jobCommon(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobExtras) {
@@ -212,12 +179,12 @@ export function presentBridge(ctx: PresentContext, project: ProjectRow, b: CiBui
   };
 }
 
-/** GitLab's Entities::Ci::Variable. */
-export function presentCiVariable(config: { dataDir: string }, v: CiVariable) {
+/** GitLab's Entities::Ci::Variable; `value` is the decrypted value (the caller reads the key). */
+export function presentCiVariable(v: CiVariable, value: string) {
   return {
     variable_type: v.variable_type,
     key: v.key,
-    value: decryptSecret(config, v.value_encrypted) ?? '',
+    value,
     protected: v.protected,
     masked: v.masked,
     raw: v.raw,

@@ -3,6 +3,12 @@
 // the recurring removal of expired artifacts. Rows are the truth: an object is deleted only
 // after the transaction that removed its row committed, so a crash can leave bytes without a
 // row (disk space) but never a row without bytes.
+import crypto from 'node:crypto';
+import { pipeline, Transform, type Readable } from 'node:stream';
+import { parseDuration } from '../ci/config/duration.js';
+import { MultipartError, multipartBoundary, readMultipart } from '../lib/multipart.js';
+import { inTimestampRange } from '../lib/timestamps.js';
+import { ApiError, apiError } from '../plugins/errors.js';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
@@ -241,3 +247,129 @@ defineJob(EXPIRE_PROJECT_ARTIFACTS_JOB, async (cairn, payload) => {
 defineRecurring(DESTROY_EXPIRED_ARTIFACTS_JOB, DESTROY_EVERY_SECONDS, async (cairn) => {
   await destroyExpiredArtifacts(cairn);
 });
+
+/** The runner protocol's answer to an artifact over CAIRN_MAX_ARTIFACTS_SIZE. */
+export const artifactTooLarge = () => new ApiError(413, { message: 'file size has reached maximum size limit' });
+
+/** A job's artifacts upload (POST /jobs/:id/artifacts) as the request brings it. */
+export interface ArtifactUpload {
+  body: Readable | undefined;
+  contentType: string | undefined;
+  contentLength: string | undefined;
+  /** The query string; a multipart field of the same name is the fallback. */
+  query: { artifact_type?: string; artifact_format?: string; expire_in?: string };
+  /** Called when the answer is an error sent before the body was read to its end. */
+  bodyLeftUnread: () => void;
+}
+
+/**
+ * Stores an uploaded artifact (and an archive's metadata) of a running job: each file part is
+ * streamed into the artifact store under the size limit, then the rows are written in one
+ * transaction (with the job's artifacts expiry for an archive). On any failure the objects
+ * already stored are deleted again.
+ */
+export async function storeUploadedArtifacts(cairn: Cairn, build: CiBuild, upload: ArtifactUpload): Promise<void> {
+  const { body, bodyLeftUnread, query } = upload;
+  const boundary = multipartBoundary(upload.contentType);
+  if (!boundary || !body || typeof (body as any)[Symbol.asyncIterator] !== 'function') {
+    bodyLeftUnread();
+    throw apiError(400, '400 Bad request - file is missing');
+  }
+  const max = cairn.config.maxArtifactsSize;
+  const length = Number(upload.contentLength ?? NaN);
+  // The multipart envelope adds a little; a body far beyond the limit is refused unread.
+  if (Number.isFinite(length) && length > max + 64 * 1024) {
+    bodyLeftUnread();
+    throw artifactTooLarge();
+  }
+  const store = artifactStore(cairn.config);
+  const stored: Array<{ field: string; filename: string; key: string; size: number; sha256: string }> = [];
+  let fields: Record<string, string>;
+  try {
+    fields = await readMultipart(body, boundary, async (part) => {
+      if (part.field !== 'file' && part.field !== 'metadata') {
+        part.stream.resume();
+        return;
+      }
+      let seen = 0;
+      const limit = new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          seen += chunk.length;
+          if (seen > max) cb(artifactTooLarge());
+          else cb(null, chunk);
+        },
+      });
+      pipeline(part.stream, limit, () => {});
+      const key = `${build.project_id}/${build.id}/${part.field}-${crypto.randomBytes(8).toString('hex')}`;
+      const put = await store.put(key, limit).catch(async (err) => {
+        await store.delete(key).catch(() => {});
+        throw err;
+      });
+      stored.push({ field: part.field, filename: part.filename, key, ...put });
+    });
+  } catch (err) {
+    bodyLeftUnread();
+    for (const s of stored) await store.delete(s.key).catch(() => {});
+    if (err instanceof ApiError) throw err;
+    if (err instanceof MultipartError) throw apiError(400, `400 Bad request - ${err.message}`);
+    throw err;
+  }
+  const file = stored.find((s) => s.field === 'file');
+  const cleanup = async () => {
+    for (const s of stored) await store.delete(s.key).catch(() => {});
+  };
+  if (!file) {
+    await cleanup();
+    throw apiError(400, '400 Bad request - file is missing');
+  }
+  const type = (query.artifact_type ?? fields.artifact_type ?? 'archive').trim() || 'archive';
+  const format = (query.artifact_format ?? fields.artifact_format ?? (type === 'archive' ? 'zip' : 'gzip')).trim();
+  if (!/^[a-z_]{1,64}$/.test(type) || !['zip', 'gzip', 'raw'].includes(format)) {
+    await cleanup();
+    throw apiError(400, '400 Bad request - artifact_type or artifact_format is invalid');
+  }
+  const expireIn = query.expire_in ?? fields.expire_in;
+  let expireAt: Date | null = null;
+  if (expireIn && expireIn.trim().toLowerCase() !== 'never') {
+    // parseDuration refuses what no date can hold ("999999999999 years"); the range check keeps
+    // the answer a 400 whatever the limit becomes.
+    const seconds = parseDuration(expireIn);
+    const at = seconds === null ? null : new Date(Date.now() + seconds * 1000);
+    if (at === null || !inTimestampRange(at)) {
+      await cleanup();
+      throw apiError(400, '400 Bad request - expire_in is invalid');
+    }
+    expireAt = at;
+  } else if (!expireIn && cairn.config.defaultArtifactsExpireIn > 0) {
+    expireAt = new Date(Date.now() + cairn.config.defaultArtifactsExpireIn * 1000);
+  }
+  const rows = [{ s: file, type, format }];
+  const metadata = stored.find((s) => s.field === 'metadata');
+  if (metadata && type === 'archive') rows.push({ s: metadata, type: 'metadata', format: 'gzip' });
+  try {
+    await cairn.db.transaction().execute(async (trx) => {
+      for (const r of rows) {
+        await trx
+          .insertInto('ci_job_artifacts')
+          .values({
+            job_id: build.id,
+            project_id: build.project_id,
+            file_type: r.type,
+            file_format: r.format,
+            file_name: r.s.filename || (r.type === 'archive' ? 'artifacts.zip' : r.type),
+            size: r.s.size,
+            file_sha256: r.s.sha256,
+            store_key: r.s.key,
+            expire_at: expireAt as any,
+            created_at: sql`now()` as any,
+          })
+          .execute();
+      }
+      if (type === 'archive') await trx.updateTable('ci_builds').set({ artifacts_expire_at: expireAt as any }).where('id', '=', build.id).execute();
+    });
+  } catch (err: any) {
+    await cleanup();
+    if (err?.code === '23505') throw apiError(400, 'another artifact of the same type already exists');
+    throw err;
+  }
+}

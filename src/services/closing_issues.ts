@@ -1,7 +1,6 @@
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
-import type { User } from '../db/schema/core.js';
 import type { Issue, MergeRequest } from '../db/schema/work_items.js';
 import { issueAssigneeIds } from '../finders/issues.js';
 import { findProjectRow, projectFullPath, type ProjectWithNamespace } from '../finders/projects.js';
@@ -12,6 +11,7 @@ import { effectiveLevel } from '../policies/abilities.js';
 import { mayUpdateIssue } from '../policies/issues.js';
 import { changeIssueState, ISSUE_STATE } from './issues.js';
 import { projectRepoPath } from './projects.js';
+import { findUserById } from '../finders/users.js';
 
 /**
  * Which issues a merge request closes (GitLab's closing pattern in its description and its
@@ -96,7 +96,7 @@ export async function closeIssuesOfMergedRequest(cairn: Cairn, mergeRequestId: n
   if (!target) return;
   const issues = await syncClosingIssues(cairn, target, mr);
   if (mr.target_branch !== target.default_branch || !issues.length) return;
-  const user = userId !== null ? ((await db.selectFrom('users').selectAll().where('id', '=', userId).executeTakeFirst()) as User | undefined) : undefined;
+  const user = userId !== null ? (await findUserById(db, userId)) : undefined;
   if (!user) return;
   for (const issue of issues) {
     if (issue.state_id !== ISSUE_STATE.opened) continue;

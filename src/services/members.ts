@@ -1,9 +1,10 @@
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
-import type { Member, Namespace } from '../db/schema/core.js';
-import { sourceId, type MemberSource } from '../finders/members.js';
+import type { Member, Namespace, User } from '../db/schema/core.js';
+import { findDirectMemberRow, sourceId, type MemberSource } from '../finders/members.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
-import { apiError, conflict, forbidden } from '../plugins/errors.js';
+import { ApiError, apiError, conflict, forbidden, validationFailed } from '../plugins/errors.js';
+import { fullMessages, isLastOwner, isPersonalProjectOwner, toSentence, validateMembership } from '../policies/members.js';
 
 export interface MembershipAttrs {
   accessLevel: number;
@@ -12,6 +13,50 @@ export interface MembershipAttrs {
   tasksToBeDone?: string[];
   tasksProjectId?: number | null;
   createdById: number | null;
+}
+
+/**
+ * Adds a user who is not a direct member yet (the members API's POST, the members page): 409
+ * "Member already exists" for a member or the owner of a personal project, GitLab's validation
+ * errors as a 400 (`memberValidationErrors` gives them back to a page).
+ */
+export async function addMember(db: Database, source: MemberSource, userId: number, attrs: MembershipAttrs): Promise<Member> {
+  if (isPersonalProjectOwner(source, userId) || (await findDirectMemberRow(db, source, userId))) throw conflict('Member already exists');
+  const errors = await validateMembership(db, source, userId, attrs.accessLevel, attrs.expiresAt);
+  if (Object.keys(errors).length) throw validationFailed(errors);
+  return upsertMember(db, source, userId, attrs);
+}
+
+/**
+ * Adds several users at once, or updates their membership (the members API's POST with
+ * user_id "1,2,3"). Returns what failed, one "username: why" each; the others are saved.
+ */
+export async function addOrUpdateMembers(db: Database, source: MemberSource, users: Pick<User, 'id' | 'username'>[], attrs: MembershipAttrs): Promise<string[]> {
+  const errors: string[] = [];
+  for (const user of users) {
+    const existing = await findDirectMemberRow(db, source, user.id);
+    const locked =
+      isPersonalProjectOwner(source, user.id) ||
+      (existing && source.type === 'Namespace' && attrs.accessLevel !== existing.access_level && (await isLastOwner(db, source.group, user.id)));
+    if (locked) {
+      errors.push(`${user.username}: not authorized to update member`);
+      continue;
+    }
+    const invalid = await validateMembership(db, source, user.id, attrs.accessLevel, attrs.expiresAt);
+    if (Object.keys(invalid).length) {
+      errors.push(`${user.username}: ${toSentence(fullMessages(invalid))}`);
+      continue;
+    }
+    await upsertMember(db, source, user.id, attrs);
+  }
+  return errors;
+}
+
+/** The validation errors `addMember` refused with, or null for any other error. */
+export function memberValidationErrors(err: unknown): Record<string, string[]> | null {
+  if (!(err instanceof ApiError) || err.status !== 400) return null;
+  const message = err.body.message;
+  return message && typeof message === 'object' ? (message as Record<string, string[]>) : null;
 }
 
 /**

@@ -22,6 +22,7 @@ import { hasUnresolvedThreads } from '../finders/notes.js';
 import { enqueueClosingIssues } from './closing_issues.js';
 import { projectRepoPath } from './projects.js';
 import { notify } from './notify.js';
+import { findUserById } from '../finders/users.js';
 
 /**
  * Accepting a merge request, its merge ref, merge-when-pipeline-succeeds and rebase, as the spec's
@@ -340,7 +341,7 @@ defineJob(MERGE_JOURNAL_JOB, async (cairn, payload) => {
   const mr = await db.selectFrom('merge_requests').selectAll().where('id', '=', p.mergeRequestId).executeTakeFirst();
   if (!mr || mr.state_id !== MR_STATE.locked) return;
   const project = await findProjectRow(db, mr.target_project_id);
-  const user = await db.selectFrom('users').selectAll().where('id', '=', p.userId).executeTakeFirst();
+  const user = await findUserById(db, p.userId);
   let landed = false;
   if (project && p.built) {
     const target = await readRef(cairn.catfile, projectRepoPath(cairn, project), `refs/heads/${mr.target_branch}`);
@@ -423,7 +424,7 @@ export async function onPipelineSucceeded(cairn: Cairn, projectId: number, sha: 
     .execute();
   for (const mr of waiting) {
     const project = await findProjectRow(cairn.db, mr.target_project_id);
-    const user = mr.merge_user_id ? await cairn.db.selectFrom('users').selectAll().where('id', '=', mr.merge_user_id).executeTakeFirst() : undefined;
+    const user = mr.merge_user_id ? await findUserById(cairn.db, mr.merge_user_id) : undefined;
     if (!project || !user) continue;
     const p = mr.merge_params as Record<string, any>;
     await performMerge(cairn, project, user, mr, {
@@ -481,7 +482,7 @@ defineJob('merge_request.rebase', async (cairn, payload) => {
   try {
     const target = await findProjectRow(db, mr.target_project_id);
     const source = mr.source_project_id !== null ? await findProjectRow(db, mr.source_project_id) : undefined;
-    const user = await db.selectFrom('users').selectAll().where('id', '=', payload.userId).executeTakeFirst();
+    const user = await findUserById(db, payload.userId);
     if (!target || !source || !user) return void (await finish(REBASE_FAILED));
     const targetDir = projectRepoPath(cairn, target);
     const sourceDir = projectRepoPath(cairn, source);

@@ -14,6 +14,7 @@ import { canSeeIssue } from '../policies/issues.js';
 import { findCommit } from './commits.js';
 import { effectiveSettings, eventEnabled, notificationEmailOf, type EffectiveSetting, type NotificationEvent } from './notification_settings.js';
 import { NOTIFY_JOB, notify, type NotifyEvent } from './notify.js';
+import { findUserById } from '../finders/users.js';
 
 /**
  * Notification e-mail, as GitLab's NotificationService and NotificationRecipients decide it.
@@ -673,7 +674,7 @@ async function recipientsOf(cairn: Cairn, action: NotificationEvent, loaded: Loa
 }
 
 async function load(cairn: Cairn, event: NotifyEvent): Promise<Loaded | null> {
-  const actor = event.actorId !== null ? ((await cairn.db.selectFrom('users').selectAll().where('id', '=', event.actorId).executeTakeFirst()) as User | undefined) ?? null : null;
+  const actor = event.actorId !== null ? (await findUserById(cairn.db, event.actorId)) ?? null : null;
   switch (event.target.type) {
     case 'Issue':
     case 'MergeRequest':

@@ -2,7 +2,7 @@ import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import { apiError, forbidden } from '../plugins/errors.js';
-import { INTERNAL_USER_TYPES } from '../finders/users.js';
+import { findUserById, INTERNAL_USER_TYPES } from '../finders/users.js';
 import { deleteUser } from './user-deletion.js';
 
 /**
@@ -56,7 +56,7 @@ async function changeState<R>(db: Database, user: User, decide: (u: User) => { c
     const decision = decide(current);
     if (!('change' in decision)) return decision.result;
     if (await applyStateChange(db, current.id, decision.change)) return decision.result;
-    const fresh = await db.selectFrom('users').selectAll().where('id', '=', current.id).executeTakeFirst();
+    const fresh = await findUserById(db, current.id);
     if (!fresh) throw apiError(404, '404 User Not Found');
     current = fresh;
   }

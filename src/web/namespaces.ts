@@ -3,6 +3,7 @@ import type { Namespace, User } from '../db/schema/core.js';
 import { can, type GroupAbility, type GroupSubject } from '../policies/abilities.js';
 import { loadGroupFor } from '../policies/groups.js';
 import { pageNotFound, PageRedirect, signInLocation, type PageContext } from './context.js';
+import { findUserById } from '../finders/users.js';
 
 /** A user's or a group's namespace as a page sees it. */
 export type WebNamespace =
@@ -25,7 +26,7 @@ export async function findNamespaceByPath(ctx: PageContext, fullPath: string, ty
     .executeTakeFirst();
   if (!namespace) throw refuse();
   if (namespace.type === 'User') {
-    const user = await ctx.cairn.db.selectFrom('users').selectAll().where('id', '=', namespace.owner_id!).executeTakeFirst();
+    const user = await findUserById(ctx.cairn.db, namespace.owner_id!);
     if (!user || (user.state !== 'active' && !ctx.user?.admin)) throw refuse();
     return { kind: 'user', namespace, user };
   }

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import { Type, type Static } from 'typebox';
 import type { CiVariable } from '../../db/schema/ci.js';
-import { encryptSecret } from '../../lib/secrets.js';
+import { decryptSecret, encryptSecret } from '../../lib/secrets.js';
 import { apiError, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentCiVariable } from '../../presenters/ci.js';
@@ -50,7 +50,8 @@ function validate(v: { key?: string; value: string; variable_type: string; maske
 export default async function ciVariableRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const cairn = app.cairn;
-  const present = (v: CiVariable) => presentCiVariable(cairn.config, v);
+  const valueOf = (v: CiVariable) => decryptSecret(cairn.config, v.value_encrypted) ?? '';
+  const present = (v: CiVariable) => presentCiVariable(v, valueOf(v));
 
   function ownerWhere(owner: Owner) {
     return 'project_id' in owner ? (['project_id', owner.project_id] as const) : (['namespace_id', owner.namespace_id] as const);
@@ -114,7 +115,7 @@ export default async function ciVariableRoutes(fastify: FastifyInstance) {
   }
 
   async function update(owner: Owner, current: CiVariable, body: Static<typeof UpdateBody>): Promise<CiVariable> {
-    const value = body.value ?? presentCiVariable(cairn.config, current).value;
+    const value = body.value ?? valueOf(current);
     const next = {
       value,
       variable_type: body.variable_type ?? current.variable_type,

@@ -6,7 +6,7 @@ import type { Issue, MergeRequest } from '../../db/schema/work_items.js';
 import { findIssueById, issueAssigneeIds, listIssues, loadIssueExtras, type IssueFilters } from '../../finders/issues.js';
 import { findMergeRequest, listMergeRequests, loadMergeRequestExtras } from '../../finders/merge_requests.js';
 import { findMilestone } from '../../finders/milestones.js';
-import { findProjectRow } from '../../finders/projects.js';
+import { findProjectRowsByIds } from '../../finders/projects.js';
 import { can, effectiveLevel } from '../../policies/abilities.js';
 import { findIssueOrFail, mayUpdateIssue, type IssueAccess } from '../../policies/issues.js';
 import type { ProjectAccess } from '../../policies/projects.js';
@@ -260,9 +260,10 @@ export default async function issueRoutes(fastify: FastifyInstance) {
     const all = await db().selectFrom('merge_requests as mr').innerJoin('merge_requests_closing_issues as c', 'c.merge_request_id', 'mr.id')
       .selectAll('mr').where('c.issue_id', '=', found.issue.id).orderBy('mr.id').execute();
     // Only the merge requests the caller may read (their target project's read_merge_request).
+    const projects = await findProjectRowsByIds(db(), all.map((mr) => mr.target_project_id), user?.id);
     const readable: MergeRequest[] = [];
     for (const mr of all) {
-      const project = await findProjectRow(db(), mr.target_project_id, user?.id);
+      const project = projects.get(mr.target_project_id);
       if (project && can(user, 'read_merge_request', { project, accessLevel: effectiveLevel(user, project.callerAccessLevel ?? 0) })) readable.push(mr);
     }
     const total = readable.length;

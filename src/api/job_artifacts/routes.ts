@@ -5,7 +5,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { CiBuild } from '../../db/schema/ci.js';
 import { ApiError, apiError, forbidden, missingParam, notFound } from '../../plugins/errors.js';
-import { loadJobExtras, presentJob } from '../../presenters/ci.js';
+import { presentJob } from '../../presenters/ci.js';
+import { loadJobExtras } from '../../finders/pipelines.js';
 import { JobSchema } from '../../presenters/schemas/ci.js';
 import {
   deleteJobArtifacts,

@@ -5,14 +5,13 @@ import { billableUserIds } from '../../finders/billable_members.js';
 import { projectInGroupTree } from '../../finders/projects.js';
 import { findUserById, listUsersByIds } from '../../finders/users.js';
 import { findDirectMemberRow, findMember, findMemberRowById, listMembers, memberViewOf, type MemberSource, type MemberViewer } from '../../finders/members.js';
-import { apiError, conflict, forbidden, invalidParam, missingParam, notFound, validationFailed } from '../../plugins/errors.js';
+import { apiError, forbidden, invalidParam, missingParam, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { sendCachedPage } from '../../plugins/page_cache.js';
 import { can } from '../../policies/abilities.js';
 import { authorizeGroup } from '../../policies/groups.js';
 import {
   canAdminMembers,
-  fullMessages,
   isLastOwner,
   isPersonalProjectOwner,
   toSentence,
@@ -20,7 +19,7 @@ import {
 } from '../../policies/members.js';
 import { presentMember } from '../../presenters/members.js';
 import { MemberSchema, MembersAddedSchema, MemberWithOverrideSchema } from '../../presenters/schemas/members.js';
-import { activateAwaiting, destroyMember, updateMemberRow, upsertMember } from '../../services/members.js';
+import { activateAwaiting, addMember, addOrUpdateMembers, destroyMember, updateMemberRow, type MembershipAttrs } from '../../services/members.js';
 import { rowId } from '../../lib/ids.js';
 import { IdParams } from '../params.js';
 import { NoContent, route } from '../route.js';
@@ -158,11 +157,7 @@ export default async function memberRoutes(fastify: FastifyInstance) {
       }
       const target = await findUserById(db(), idText.trim());
       if (!target) throw notFound('User');
-      const userId = target.id;
-      if (isPersonalProjectOwner(source, userId) || (await findDirectMemberRow(db(), source, userId))) throw conflict('Member already exists');
-      const errors = await validateMembership(db(), source, userId, accessLevel, expiresAt);
-      if (Object.keys(errors).length) throw validationFailed(errors);
-      const row = await upsertMember(db(), source, userId, attrs);
+      const row = await addMember(db(), source, target.id, attrs);
       reply.code(201);
       return present(request, row);
     });
@@ -200,29 +195,13 @@ export default async function memberRoutes(fastify: FastifyInstance) {
   }
 
   /** Adds several users at once (user_id "1,2,3"): GitLab's {"status": ...} answer. */
-  async function addMany(request: FastifyRequest, source: MemberSource, idText: string, attrs: Parameters<typeof upsertMember>[3]) {
+  async function addMany(request: FastifyRequest, source: MemberSource, idText: string, attrs: MembershipAttrs) {
     const ids = [...new Set(idText.split(',').map((s) => s.trim()).filter((s) => s !== ''))];
     if (!ids.length) return { status: 'error', message: 'No users specified.' };
     if (ids.length > USER_LIMIT) return { status: 'error', message: `Too many users specified (limit is ${USER_LIMIT})` };
     const numeric = ids.map(rowId).filter((id): id is number => id !== undefined);
     const users = await listUsersByIds(db(), numeric);
-    const errors: string[] = [];
-    for (const user of users) {
-      const existing = await findDirectMemberRow(db(), source, user.id);
-      const locked =
-        isPersonalProjectOwner(source, user.id) ||
-        (existing && source.type === 'Namespace' && attrs.accessLevel !== existing.access_level && (await isLastOwner(db(), source.group, user.id)));
-      if (locked) {
-        errors.push(`${user.username}: not authorized to update member`);
-        continue;
-      }
-      const invalid = await validateMembership(db(), source, user.id, attrs.accessLevel, attrs.expiresAt);
-      if (Object.keys(invalid).length) {
-        errors.push(`${user.username}: ${toSentence(fullMessages(invalid))}`);
-        continue;
-      }
-      await upsertMember(db(), source, user.id, attrs);
-    }
+    const errors = await addOrUpdateMembers(db(), source, users, attrs);
     return errors.length ? { status: 'error', message: toSentence(errors) } : { status: 'success' };
   }
 

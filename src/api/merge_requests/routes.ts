@@ -8,7 +8,8 @@ import {
   countMergeRequests, findMergeRequest, findMergeRequestPage, loadMergeRequestExtras, MERGE_REQUEST_COUNT_CAP, type MergeRequestFilters,
 } from '../../finders/merge_requests.js';
 import { findProjectRow, projectFullPath } from '../../finders/projects.js';
-import { presentPipelineBasic, presentPipelineLoaded } from '../../presenters/ci.js';
+import { presentPipeline, presentPipelineBasic } from '../../presenters/ci.js';
+import { loadPipelineExtras } from '../../finders/pipelines.js';
 import { PipelineBasicSchema, PipelineSchema } from '../../presenters/schemas/ci.js';
 import type { ProjectRow } from '../../presenters/projects.js';
 import { createPipeline } from '../../ci/pipelines/create.js';
@@ -202,7 +203,7 @@ async function headPipelineForms(request: FastifyRequest, access: ProjectAccess,
   const project = p.project_id === access.project.id ? access.project : await findProjectRow(cairn.db, p.project_id);
   if (!project) return null;
   const ctx = ctxOf(request);
-  return { basic: presentPipelineBasic(ctx, project, p), detailed: await presentPipelineLoaded(cairn, ctx, project, p) };
+  return { basic: presentPipelineBasic(ctx, project, p), detailed: presentPipeline(ctx, project, p, await loadPipelineExtras(cairn.db, p)) };
 }
 
 /** The single form: git facts, subscription, the caller's merge right. */
@@ -495,6 +496,6 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
     if (result.kind !== 'created') throw badRequest(result.errors?.join(', ') || result.message);
     await cairn.db.updateTable('merge_requests').set({ head_pipeline_id: result.pipeline.id })
       .where('id', '=', current.id).where('head_sha', '=', current.head_sha).execute();
-    return reply.code(201).send(await presentPipelineLoaded(cairn, ctxOf(request), access.project, result.pipeline));
+    return reply.code(201).send(presentPipeline(ctxOf(request), access.project, result.pipeline, await loadPipelineExtras(cairn.db, result.pipeline)));
   });
 }

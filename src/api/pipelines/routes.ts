@@ -5,13 +5,13 @@ import { Type } from 'typebox';
 import { cancelPipeline, retryPipeline } from '../../ci/jobs/state.js';
 import { createPipeline } from '../../ci/pipelines/create.js';
 import type { CiPipeline } from '../../db/schema/ci.js';
-import { PIPELINE_ORDER_BY, PIPELINE_SCOPES, PIPELINE_STATUSES, pipelinesQuery, type PipelineFilters } from '../../finders/pipelines.js';
+import { loadPipelineExtras, PIPELINE_ORDER_BY, PIPELINE_SCOPES, PIPELINE_STATUSES, pipelinesQuery, type PipelineFilters } from '../../finders/pipelines.js';
 import { resolveCommit, readRef } from '../../git/refs.js';
 import { decryptSecret } from '../../lib/secrets.js';
 import { forbidden, invalidParam, notFound, validationFailed } from '../../plugins/errors.js';
 import { canUpdateRef, protectedRefPipelineMessage } from '../../policies/branches.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
-import { presentPipelineBasic, presentPipelineLoaded } from '../../presenters/ci.js';
+import { presentPipeline, presentPipelineBasic } from '../../presenters/ci.js';
 import type { ProjectRow } from '../../presenters/projects.js';
 import { PipelineBasicSchema, PipelineSchema, PipelineVariableSchema } from '../../presenters/schemas/ci.js';
 import { projectRepoPath } from '../../services/projects.js';
@@ -59,8 +59,8 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return p;
   }
 
-  function render(request: FastifyRequest, project: ProjectRow, p: CiPipeline) {
-    return presentPipelineLoaded(cairn, ctxOf(request), project, p);
+  async function render(request: FastifyRequest, project: ProjectRow, p: CiPipeline) {
+    return presentPipeline(ctxOf(request), project, p, await loadPipelineExtras(cairn.db, p));
   }
 
   app.get('/api/v4/projects/:id/pipelines', route({ matrix: 'read',

@@ -1,12 +1,11 @@
 import crypto from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { pipeline, Transform, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { sql } from 'kysely';
 import type { Cairn } from '../../context.js';
 import type { CiBuild, CiRunner } from '../../db/schema/ci.js';
-import { parseDuration } from '../../ci/config/duration.js';
 import { jobTokenResolver, findRunningJobByToken } from '../../ci/job_tokens.js';
 import { finishBuild } from '../../ci/jobs/state.js';
 import { buildJobPayload, dependencyJobs, RUNNER_FAILURE_REASONS } from '../../ci/protocol/payload.js';
@@ -22,16 +21,14 @@ import {
   type RunnerInfo,
 } from '../../ci/runners.js';
 import { appendTrace } from '../../ci/trace.js';
-import { inTimestampRange } from '../../lib/timestamps.js';
-import { MultipartError, multipartBoundary, readMultipart } from '../../lib/multipart.js';
-import { artifactStore } from '../../storage/index.js';
-import { downloadableArchive } from '../../services/artifacts.js';
+import { artifactTooLarge, downloadableArchive, storeUploadedArtifacts, type ArtifactUpload } from '../../services/artifacts.js';
 import { sendArchive } from '../job_artifacts/send.js';
 import { ApiError, apiError, badRequest, forbidden, missingParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { RawBody, route, type Access } from '../route.js';
 import { RowId } from '../params.js';
 import { findProjectRow } from '../../finders/projects.js';
-import { loadJobExtras, presentJob, presentPipelineSummary } from '../../presenters/ci.js';
+import { presentJob, presentPipelineSummary } from '../../presenters/ci.js';
+import { loadJobExtras } from '../../finders/pipelines.js';
 import { presentProjectIdentity } from '../../presenters/projects.js';
 import { presentUserBasic } from '../../presenters/users.js';
 import { ProjectIdentitySchema } from '../../presenters/schemas/projects.js';
@@ -409,8 +406,6 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
 
   // ---- artifacts ----------------------------------------------------------------------------
 
-  const tooLarge = () => new ApiError(413, { message: 'file size has reached maximum size limit' });
-
   app.post('/api/v4/jobs/:id/artifacts/authorize', route({ matrix: { own: 403, cells: { job: 'ok' } },
     access: JOB,
     config,
@@ -424,7 +419,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     const { id } = request.params as { id: number };
     await authenticateJob(request, id);
     const size = (request.query as { filesize?: number }).filesize ?? bodyOf(request).filesize;
-    if (typeof size === 'number' && size > cairn.config.maxArtifactsSize) throw tooLarge();
+    if (typeof size === 'number' && size > cairn.config.maxArtifactsSize) throw artifactTooLarge();
     // No Workhorse in front: the upload goes straight to POST /jobs/:id/artifacts.
     return reply.send({ TempPath: '', MaximumSize: cairn.config.maxArtifactsSize, UploadHashFunctions: ['sha256'] });
   });
@@ -442,118 +437,19 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     },
   }), async (request, reply) => {
     const { id } = request.params as { id: number };
-    const body = request.body as Readable | undefined;
-    const drainOnError = () => {
-      // The rest of the body is not read: the connection closes after the answer.
-      reply.header('Connection', 'close');
-    };
+    // The rest of the body is not read: the connection closes after the answer.
+    const bodyLeftUnread = () => reply.header('Connection', 'close');
     const build = await authenticateJob(request, id).catch((err) => {
-      drainOnError();
+      bodyLeftUnread();
       throw err;
     });
-    const boundary = multipartBoundary(header(request, 'content-type'));
-    if (!boundary || !body || typeof (body as any)[Symbol.asyncIterator] !== 'function') {
-      drainOnError();
-      throw apiError(400, '400 Bad request - file is missing');
-    }
-    const max = cairn.config.maxArtifactsSize;
-    const length = Number(header(request, 'content-length') ?? NaN);
-    // The multipart envelope adds a little; a body far beyond the limit is refused unread.
-    if (Number.isFinite(length) && length > max + 64 * 1024) {
-      drainOnError();
-      throw tooLarge();
-    }
-    const query = request.query as Record<string, string | undefined>;
-    const store = artifactStore(cairn.config);
-    const stored: Array<{ field: string; filename: string; key: string; size: number; sha256: string }> = [];
-    let fields: Record<string, string>;
-    try {
-      fields = await readMultipart(body, boundary, async (part) => {
-        if (part.field !== 'file' && part.field !== 'metadata') {
-          part.stream.resume();
-          return;
-        }
-        let seen = 0;
-        const limit = new Transform({
-          transform(chunk: Buffer, _enc, cb) {
-            seen += chunk.length;
-            if (seen > max) cb(tooLarge());
-            else cb(null, chunk);
-          },
-        });
-        pipeline(part.stream, limit, () => {});
-        const key = `${build.project_id}/${build.id}/${part.field}-${crypto.randomBytes(8).toString('hex')}`;
-        const put = await store.put(key, limit).catch(async (err) => {
-          await store.delete(key).catch(() => {});
-          throw err;
-        });
-        stored.push({ field: part.field, filename: part.filename, key, ...put });
-      });
-    } catch (err) {
-      drainOnError();
-      for (const s of stored) await store.delete(s.key).catch(() => {});
-      if (err instanceof ApiError) throw err;
-      if (err instanceof MultipartError) throw apiError(400, `400 Bad request - ${err.message}`);
-      throw err;
-    }
-    const file = stored.find((s) => s.field === 'file');
-    const cleanup = async () => {
-      for (const s of stored) await store.delete(s.key).catch(() => {});
-    };
-    if (!file) {
-      await cleanup();
-      throw apiError(400, '400 Bad request - file is missing');
-    }
-    const type = (query.artifact_type ?? fields.artifact_type ?? 'archive').trim() || 'archive';
-    const format = (query.artifact_format ?? fields.artifact_format ?? (type === 'archive' ? 'zip' : 'gzip')).trim();
-    if (!/^[a-z_]{1,64}$/.test(type) || !['zip', 'gzip', 'raw'].includes(format)) {
-      await cleanup();
-      throw apiError(400, '400 Bad request - artifact_type or artifact_format is invalid');
-    }
-    const expireIn = query.expire_in ?? fields.expire_in;
-    let expireAt: Date | null = null;
-    if (expireIn && expireIn.trim().toLowerCase() !== 'never') {
-      // parseDuration refuses what no date can hold ("999999999999 years"); the range check keeps
-      // the answer a 400 whatever the limit becomes.
-      const seconds = parseDuration(expireIn);
-      const at = seconds === null ? null : new Date(Date.now() + seconds * 1000);
-      if (at === null || !inTimestampRange(at)) {
-        await cleanup();
-        throw apiError(400, '400 Bad request - expire_in is invalid');
-      }
-      expireAt = at;
-    } else if (!expireIn && cairn.config.defaultArtifactsExpireIn > 0) {
-      expireAt = new Date(Date.now() + cairn.config.defaultArtifactsExpireIn * 1000);
-    }
-    const rows = [{ s: file, type, format }];
-    const metadata = stored.find((s) => s.field === 'metadata');
-    if (metadata && type === 'archive') rows.push({ s: metadata, type: 'metadata', format: 'gzip' });
-    try {
-      await cairn.db.transaction().execute(async (trx) => {
-        for (const r of rows) {
-          await trx
-            .insertInto('ci_job_artifacts')
-            .values({
-              job_id: build.id,
-              project_id: build.project_id,
-              file_type: r.type,
-              file_format: r.format,
-              file_name: r.s.filename || (r.type === 'archive' ? 'artifacts.zip' : r.type),
-              size: r.s.size,
-              file_sha256: r.s.sha256,
-              store_key: r.s.key,
-              expire_at: expireAt as any,
-              created_at: sql`now()` as any,
-            })
-            .execute();
-        }
-        if (type === 'archive') await trx.updateTable('ci_builds').set({ artifacts_expire_at: expireAt as any }).where('id', '=', build.id).execute();
-      });
-    } catch (err: any) {
-      await cleanup();
-      if (err?.code === '23505') throw apiError(400, 'another artifact of the same type already exists');
-      throw err;
-    }
+    await storeUploadedArtifacts(cairn, build, {
+      body: request.body as Readable | undefined,
+      contentType: header(request, 'content-type'),
+      contentLength: header(request, 'content-length'),
+      query: request.query as ArtifactUpload['query'],
+      bodyLeftUnread,
+    });
     return reply.code(201).send({ message: '201 Created' });
   });
 

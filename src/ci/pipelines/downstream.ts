@@ -13,6 +13,7 @@ import { projectRepoPath } from '../../services/projects.js';
 import type { CompiledJob } from '../config/index.js';
 import { advancePipeline, afterPipelineCommit, COMPLETED_STATUSES, CREATE_DOWNSTREAM_JOB, onPipelineStatusChange } from '../jobs/state.js';
 import { createPipeline } from './create.js';
+import { findUserById } from '../../finders/users.js';
 
 // Bridges (trigger:) and what a pipeline's end sets off: downstream pipelines are created by the
 // durable queue once their bridge is pending; a downstream pipeline's status flows back into its
@@ -79,7 +80,7 @@ export async function createDownstream(cairn: Cairn, bridgeId: number): Promise<
   }
   // Multi-project: the user who runs the bridge must be allowed to run pipelines downstream.
   const target = await findProjectRow(cairn.db, trigger.project, bridge.user_id ?? undefined);
-  const user = bridge.user_id ? await cairn.db.selectFrom('users').selectAll().where('id', '=', bridge.user_id).executeTakeFirst() : undefined;
+  const user = bridge.user_id ? await findUserById(cairn.db, bridge.user_id) : undefined;
   if (!target || !user || user.state !== 'active') return fail();
   const subject = { project: target, accessLevel: effectiveLevel(user, target.callerAccessLevel ?? 0) };
   if (!can(user, 'create_pipeline', subject)) return fail();

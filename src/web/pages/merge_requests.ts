@@ -30,6 +30,7 @@ import { avatar, projectCrumbs, projectPath, renderPage, sendPage, WEB_HEADERS }
 import { gitDirOf } from '../refs.js';
 import type { PageRegistry } from '../router.js';
 import { renderCache } from '../../cache/lru.js';
+import { findUserById } from '../../finders/users.js';
 
 /**
  * Merge requests at GitLab's paths: the project's list (`/-/merge_requests`, state tabs with
@@ -289,7 +290,7 @@ type HeaderFacts = Pick<MergeRequestExtras, 'author' | 'sourceProjectFullPath'>;
 async function headerFactsOf(ctx: PageContext, mr: MergeRequest): Promise<HeaderFacts> {
   const db = ctx.cairn.db;
   const [author, source] = await Promise.all([
-    mr.author_id === null ? undefined : db.selectFrom('users').selectAll().where('id', '=', mr.author_id).executeTakeFirst(),
+    mr.author_id === null ? undefined : findUserById(db, mr.author_id),
     mr.source_project_id === null || mr.source_project_id === mr.target_project_id
       ? undefined
       : db.selectFrom('projects as p').innerJoin('namespaces as n', 'n.id', 'p.namespace_id')

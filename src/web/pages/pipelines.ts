@@ -3,7 +3,7 @@ import { pageOf, pagination } from '../components/pagination.js';
 import type { CiBuild, CiPipeline } from '../../db/schema/ci.js';
 import type { User } from '../../db/schema/core.js';
 import { pipelinesQuery, type PipelineFilters } from '../../finders/pipelines.js';
-import { findUsersByIds } from '../../finders/users.js';
+import { findUserById, findUsersByIds } from '../../finders/users.js';
 import { readCommits } from '../../git/refs.js';
 import { actionButton, formatDuration, idParam, jobDuration, jobHref, loadPipeline, pipelineHref, statusBadge } from '../ci.js';
 import { canUpdateRef } from '../../policies/branches.js';
@@ -113,7 +113,7 @@ async function pipelineShow(ctx: PageContext, page: ProjectPage) {
   const [stages, jobs, user, commits, children] = await Promise.all([
     db.selectFrom('ci_stages').selectAll().where('pipeline_id', '=', p.id).orderBy('position').orderBy('id').execute(),
     pipelineJobs(ctx, p.id),
-    p.user_id ? db.selectFrom('users').selectAll().where('id', '=', p.user_id).executeTakeFirst() : undefined,
+    p.user_id ? findUserById(db, p.user_id) : undefined,
     page.can('download_code') ? readCommits(ctx.cairn.catfile, gitDirOf(ctx, page), [p.sha]) : new Map(),
     db.selectFrom('ci_pipelines').select(['id', 'status', 'ref']).where('parent_pipeline_id', '=', p.id).orderBy('id').execute(),
   ]);

@@ -1,4 +1,4 @@
-import { findDirectMemberRow, listMembers, type MemberSource } from '../../finders/members.js';
+import { listMembers, type MemberSource } from '../../finders/members.js';
 import { pageOf, pagination } from '../components/pagination.js';
 import { findUserByIdOrUsername } from '../../finders/users.js';
 import { listRefs } from '../../git/refs.js';
@@ -6,7 +6,7 @@ import { ApiError } from '../../plugins/errors.js';
 import { accessLevelName } from '../../policies/access.js';
 import { fullMessages, isPersonalProjectOwner, validateMembership, validMemberLevels } from '../../policies/members.js';
 import { presentProtectedBranch } from '../../presenters/protected_branches.js';
-import { destroyMember, updateMemberRow, upsertMember } from '../../services/members.js';
+import { addMember, destroyMember, memberValidationErrors, updateMemberRow } from '../../services/members.js';
 import { accessLevelNames, listProtectedBranches, protectBranch, unprotectBranch } from '../../services/protected_branches.js';
 import { idParam } from '../ci.js';
 import { field, pageForbidden, pageNotFound, PageRedirect, requireAbility, requireCsrf, type PageContext, type ProjectPage } from '../context.js';
@@ -128,7 +128,7 @@ ${pagination(ctx, paging.page, total, paging.perPage)}`,
   });
 }
 
-async function addMember(ctx: PageContext, page: ProjectPage) {
+async function postMember(ctx: PageContext, page: ProjectPage) {
   const caller = requireCsrf(ctx);
   requireAbility(ctx, page, 'read_project_member');
   requireAbility(ctx, page, 'admin_project_member', 'forbid');
@@ -143,10 +143,14 @@ async function addMember(ctx: PageContext, page: ProjectPage) {
   if (level === undefined) return fail('Choose a role from the list.');
   const expiresAt = dateField(values.expires_at);
   if (expiresAt === undefined) return fail('The expiration date is not a valid date.');
-  if (isPersonalProjectOwner(source, target.id) || (await findDirectMemberRow(db, source, target.id))) return fail(`${target.username} is already a member of this project.`);
-  const errors = await validateMembership(db, source, target.id, level, expiresAt);
-  if (Object.keys(errors).length) return fail(fullMessages(errors).join('. ') + '.');
-  await upsertMember(db, source, target.id, { accessLevel: level, expiresAt, inviteSource: 'members-page', createdById: caller.id });
+  try {
+    await addMember(db, source, target.id, { accessLevel: level, expiresAt, inviteSource: 'members-page', createdById: caller.id });
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 409) return fail(`${target.username} is already a member of this project.`);
+    const errors = memberValidationErrors(e);
+    if (errors) return fail(fullMessages(errors).join('. ') + '.');
+    throw e;
+  }
   throw new PageRedirect(`${projectPath(page)}/-/project_members`, 303);
 }
 
@@ -267,7 +271,7 @@ async function unprotect(ctx: PageContext, page: ProjectPage) {
 
 export function registerSettingsPages(pages: PageRegistry) {
   pages.projectPage('GET', 'project_members', (ctx, page) => membersPage(ctx, page));
-  pages.projectPage('POST', 'project_members', addMember);
+  pages.projectPage('POST', 'project_members', postMember);
   pages.projectPage('POST', 'project_members/:id', changeMember);
   pages.projectPage('GET', 'settings/repository', (ctx, page) => repositorySettings(ctx, page));
   pages.projectPage('POST', 'protected_branches', protect);

@@ -26,6 +26,7 @@ import { html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js';
 import { projectCrumbs, projectPath, sendPage, type PageOptions } from '../layout.js';
 import type { PageRegistry } from '../router.js';
 import { pageNumber, pagination, PER_PAGE } from '../components/pagination.js';
+import { findUserById } from '../../finders/users.js';
 
 /**
  * Snippets: the visitor's own (`/-/snippets`, GitLab's /dashboard/snippets), the explore list
@@ -121,7 +122,7 @@ async function filesHtml(ctx: PageContext, loaded: LoadedSnippet): Promise<SafeH
 async function renderSnippet(ctx: PageContext, loaded: LoadedSnippet, draft?: { error: string; text: string }) {
   const s = loaded.snippet;
   const [author, files, discussions] = await Promise.all([
-    ctx.cairn.db.selectFrom('users').selectAll().where('id', '=', s.author_id).executeTakeFirst(),
+    findUserById(ctx.cairn.db, s.author_id),
     filesHtml(ctx, loaded),
     loadDiscussions(ctx, loaded.target.scope),
   ]);
