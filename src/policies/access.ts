@@ -49,7 +49,7 @@ export async function hasAccessBelowGroup(db: Database, userId: number, groupId:
   const row = await sql<{ found: boolean }>`
     select exists (
       select 1 from group_authorizations(${userId}) ga join namespaces n on n.id = ga.group_id
-       where n.traversal_ids @> array[${groupId}::int] and ga.access_level >= 10
+       where n.traversal_ids @> array[${groupId}::int] and ga.access_level >= ${sql.lit(AccessLevel.GUEST)}
       union all
       select 1 from project_authorizations(${userId}) pa
         join projects p on p.id = pa.project_id join namespaces n on n.id = p.namespace_id
