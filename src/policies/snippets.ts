@@ -4,7 +4,7 @@ import type { Project, User } from '../db/schema/core.js';
 import type { Snippet } from '../db/schema/snippets.js';
 import type { FoundProject } from '../finders/projects.js';
 import { notFound } from '../plugins/errors.js';
-import { loadProjectForUser } from './projects.js';
+import { loadProjectForUser } from '../finders/authorize.js';
 import { AccessLevel, Visibility } from './access.js';
 import { MEMBER } from './rules.js';
 import { can, effectiveLevel, type AbilityActor, type ProjectSubject } from './abilities.js';

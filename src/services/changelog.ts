@@ -12,7 +12,7 @@ import { inTimestampRange } from '../lib/timestamps.js';
 import { parseTemplate, renderTemplate, TemplateError, type TemplateNode } from '../lib/template_parser.js';
 import { ApiError } from '../plugins/errors.js';
 import { can, effectiveLevel } from '../policies/abilities.js';
-import { groupAccessLevel, hasAccessBelowGroup } from '../policies/access.js';
+import { groupAccessLevel, hasAccessBelowGroup } from '../finders/access_levels.js';
 import { MEMBER } from '../policies/rules.js';
 import { commitTitle, parseTrailers } from '../presenters/commits.js';
 import { createCommit } from './commits.js';

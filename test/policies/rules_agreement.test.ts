@@ -5,15 +5,8 @@ import type { Namespace, Project, User } from '../../src/db/schema/core.js';
 import type { Issue } from '../../src/db/schema/work_items.js';
 import { readableIssues } from '../../src/finders/issues.js';
 import { can, effectiveLevel } from '../../src/policies/abilities.js';
-import {
-  AccessLevel,
-  canSeeVisibility,
-  groupAccessLevel,
-  groupVisibleTo,
-  hasAccessBelowGroup,
-  projectAccessLevel,
-  projectVisibleTo,
-} from '../../src/policies/access.js';
+import { AccessLevel, canSeeVisibility, groupVisibleTo, projectVisibleTo } from '../../src/policies/access.js';
+import { groupAccessLevel, hasAccessBelowGroup, projectAccessLevel } from '../../src/finders/access_levels.js';
 import { canSeeIssue } from '../../src/policies/issues.js';
 import { ANY_ACCESS, atLeast, confidentialIssue, MEMBER, OWNER, readsConfidentialIssues, type LevelRule } from '../../src/policies/rules.js';
 import { insertUser } from '../../src/services/users.js';

@@ -9,7 +9,7 @@ import { apiError, conflict, forbidden, invalidParam, missingParam, notFound, va
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { sendCachedPage } from '../../plugins/page_cache.js';
 import { can } from '../../policies/abilities.js';
-import { authorizeGroup } from '../../policies/groups.js';
+import { authorizeGroup } from '../../finders/authorize.js';
 import {
   canAdminMembers,
   fullMessages,
