@@ -2,8 +2,10 @@ import type { FastifyContextConfig, FastifyRequest, FastifySchema } from 'fastif
 import { Type, type TSchema } from 'typebox';
 import type { GroupAbility, ProjectAbility } from '../policies/abilities.js';
 import { assertRepositoryWritable } from '../policies/code.js';
-import { authorizeGroup, type GroupAccess } from '../policies/groups.js';
-import { authorizeProject, type ProjectAccess } from '../policies/projects.js';
+import type { GroupAccess } from '../policies/groups.js';
+import { authorizeGroup } from '../finders/authorize.js';
+import type { ProjectAccess } from '../policies/projects.js';
+import { authorizeProject } from '../finders/authorize.js';
 import { PaginationQuery } from '../plugins/pagination.js';
 import type { Matrix } from './permissions.js';
 import { acquireWriteLease, readOnlyError, releaseWriteLease } from '../services/repository_writes.js';

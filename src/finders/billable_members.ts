@@ -3,6 +3,7 @@ import type { Database } from '../db/index.js';
 import type { Namespace, User } from '../db/schema/core.js';
 import type { BillableMembershipView, MembershipType } from '../presenters/members.js';
 import { userSearch } from './members.js';
+import { MEMBER } from '../policies/rules.js';
 
 export const BILLABLE_SORTS = [
   'access_level_asc', 'access_level_desc', 'last_joined', 'name_asc', 'name_desc', 'oldest_joined',
@@ -25,22 +26,22 @@ function seatRows(rootId: number): RawBuilder<unknown> {
   return sql`
     select m.user_id, 1 as kind, m.access_level as level from members m
       join namespaces n on n.id = m.source_id
-     where m.source_type = 'Namespace' and n.traversal_ids @> array[${rootId}::int] and m.access_level >= 10 and ${activeRow}
+     where m.source_type = 'Namespace' and n.traversal_ids @> array[${rootId}::int] and ${MEMBER.level(sql`m.access_level`)} and ${activeRow}
     union all
     select m.user_id, 2, m.access_level from members m
       join projects p on p.id = m.source_id join namespaces n on n.id = p.namespace_id
-     where m.source_type = 'Project' and n.traversal_ids @> array[${rootId}::int] and m.access_level >= 10 and ${activeRow}
+     where m.source_type = 'Project' and n.traversal_ids @> array[${rootId}::int] and ${MEMBER.level(sql`m.access_level`)} and ${activeRow}
     union all
     select m.user_id, 3, least(l.group_access, m.access_level) from group_group_links l
       join namespaces s on s.id = l.shared_group_id
       join members m on m.source_type = 'Namespace' and m.source_id = l.shared_with_group_id
-     where s.traversal_ids @> array[${rootId}::int] and ${linkActive} and m.access_level >= 10 and ${activeRow}
+     where s.traversal_ids @> array[${rootId}::int] and ${linkActive} and ${MEMBER.level(sql`m.access_level`)} and ${activeRow}
     union all
     select m.user_id, 4, least(l.group_access, m.access_level) from project_group_links l
       join projects p on p.id = l.project_id join namespaces n on n.id = p.namespace_id
       join namespaces ig on ig.id = l.group_id
       join members m on m.source_type = 'Namespace' and m.source_id = any(ig.traversal_ids)
-     where n.traversal_ids @> array[${rootId}::int] and ${linkActive} and m.access_level >= 10 and ${activeRow}`;
+     where n.traversal_ids @> array[${rootId}::int] and ${linkActive} and ${MEMBER.level(sql`m.access_level`)} and ${activeRow}`;
 }
 
 function billableQuery(rootId: number) {

@@ -4,6 +4,7 @@ import type { Namespace } from '../db/schema/core.js';
 import { rowId } from '../lib/ids.js';
 import type { User } from '../db/schema/core.js';
 import { groupVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
+import { atLeast, OWNER } from '../policies/rules.js';
 import type { SharedGroupLink } from '../presenters/groups.js';
 import type { GroupShareView } from '../presenters/members.js';
 import { pageWithTotal, totalCount } from './paging.js';
@@ -55,9 +56,9 @@ function memberOf(user: User) {
 function filteredGroups(db: Database, user: User | null, f: GroupFilters) {
   let q = db.selectFrom('namespaces as g').where('g.type', '=', 'Group').where(groupVisibleTo(user));
   if ((f.owned || f.minAccessLevel !== undefined) && !user) return q.where(sql<boolean>`false`);
-  if (user && f.owned) q = q.where(sql<boolean>`g.id in (select group_id from group_authorizations(${user.id}) where access_level >= 50)`);
+  if (user && f.owned) q = q.where(sql<boolean>`g.id in ${OWNER.groupIds(user.id)}`);
   if (user && f.minAccessLevel !== undefined) {
-    q = q.where(sql<boolean>`g.id in (select group_id from group_authorizations(${user.id}) where access_level >= ${f.minAccessLevel})`);
+    q = q.where(sql<boolean>`g.id in ${atLeast(f.minAccessLevel).groupIds(user.id)}`);
   }
   if (user && !user.admin && f.allAvailable === false && !f.owned && f.minAccessLevel === undefined) q = q.where(memberOf(user));
   if (f.topLevelOnly) q = q.where('g.parent_id', 'is', null);

@@ -2,7 +2,7 @@ import { sql, type RawBuilder } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import type { Issue } from '../db/schema/work_items.js';
-import { AccessLevel } from '../policies/access.js';
+import { confidentialIssue, MEMBER, readsConfidentialIssues } from '../policies/rules.js';
 import type { IssueExtras } from '../presenters/issues.js';
 import { presentLabelBasic } from '../presenters/labels.js';
 import type { LabelDetail } from '../presenters/merge_requests.js';
@@ -66,13 +66,6 @@ export type IssueOrder = (typeof ISSUE_ORDERS)[number];
 
 export const ISSUE_STATE = { opened: 1, closed: 2 } as const;
 
-/** The confidential rule for a signed-in, non-admin user: their own, assigned to them, or reporter and up on the project. */
-function confidentialVisible(user: User): RawBuilder<boolean> {
-  return sql<boolean>`(i.author_id = ${user.id}
-    or exists (select 1 from issue_assignees a where a.issue_id = i.id and a.user_id = ${user.id})
-    or i.project_id in (select pa.project_id from project_authorizations(${user.id}) pa where pa.access_level >= ${AccessLevel.REPORTER}))`;
-}
-
 /**
  * SQL condition: the actor may read the issue aliased `i` of the project aliased `p` (the
  * project visible, the issues feature on — "private" for members — and a confidential issue
@@ -85,10 +78,10 @@ export function readableIssues(actor: User | null): RawBuilder<boolean> {
   if (actor?.admin) return sql<boolean>`(${live} and ${level} <> 'disabled')`;
   if (!actor) return sql<boolean>`(${live} and p.visibility_level = 20 and ${level} in ('enabled', 'public') and not i.confidential)`;
   const minVisibility = actor.external ? 20 : 10;
-  const member = sql<boolean>`p.id in (select pa.project_id from project_authorizations(${actor.id}) pa where pa.access_level >= ${AccessLevel.GUEST})`;
+  const member = sql<boolean>`p.id in ${MEMBER.projectIds(actor.id)}`;
   return sql<boolean>`(${live} and ${level} <> 'disabled'
     and ((p.visibility_level >= ${minVisibility} and ${level} in ('enabled', 'public')) or ${member})
-    and (not i.confidential or ${confidentialVisible(actor)}))`;
+    and ${confidentialIssue.where(actor)})`;
 }
 
 function matchConditions(m: IssueMatch, actor: User | null, negate: boolean): RawBuilder<boolean>[] {
@@ -150,7 +143,7 @@ function listQuery(db: Database, actor: User | null, f: IssueFilters) {
   const conds: RawBuilder<boolean>[] = [];
   if (f.projectId !== undefined) {
     conds.push(sql`i.project_id = ${f.projectId}`);
-    if (!f.allConfidential) conds.push(actor ? sql`(not i.confidential or ${confidentialVisible(actor)})` : sql`not i.confidential`);
+    if (!f.allConfidential) conds.push(confidentialIssue.where(actor));
   } else {
     conds.push(readableIssues(actor));
   }
@@ -228,16 +221,6 @@ export async function issueAssigneeIds(db: Database, issueId: number): Promise<n
 }
 
 /**
- * May this user see this issue, given their level on its project (admins count as owners)?
- * The project's read_issue is checked by the caller; this adds GitLab's confidential rule.
- */
-export function canSeeConfidential(user: User | null, issue: Issue, assigneeIds: number[], mayReadConfidential: boolean): boolean {
-  if (!issue.confidential || mayReadConfidential) return true;
-  if (!user) return false;
-  return issue.author_id === user.id || assigneeIds.includes(user.id);
-}
-
-/**
  * What the presenters show beyond each row, for a whole page in a fixed number of statements:
  * users, labels, milestones, note and award counts, merge requests that close it, project paths.
  */
@@ -305,11 +288,7 @@ export async function loadIssueExtras(
 export async function openIssueCounts(db: Database, user: User | null, projectIds: number[]): Promise<Map<number, number>> {
   const counts = new Map<number, number>();
   if (!projectIds.length) return counts;
-  const confidential = !user
-    ? sql<boolean>`false`
-    : user.admin
-      ? sql<boolean>`true`
-      : sql<boolean>`i.project_id in (select pa.project_id from project_authorizations(${user.id}) pa where pa.access_level >= ${AccessLevel.REPORTER})`;
+  const confidential = readsConfidentialIssues.where(user, sql`i.project_id`);
   const rows = await sql<{ project_id: number; n: number }>`
     select i.project_id, count(*)::int as n from issues i
      where i.project_id = any(${projectIds}::int[]) and i.state_id = 1 and (not i.confidential or ${confidential})

@@ -3,7 +3,8 @@ import type { Database } from '../db/index.js';
 import type { Namespace, User } from '../db/schema/core.js';
 import type { Label, ResourceLabelEventsTable } from '../db/schema/work_items.js';
 import type { Selectable } from 'kysely';
-import { AccessLevel, groupVisibleTo, projectVisibleTo } from '../policies/access.js';
+import { groupVisibleTo, projectVisibleTo } from '../policies/access.js';
+import { confidentialIssue } from '../policies/rules.js';
 import type { LabelCounts } from '../presenters/labels.js';
 import type { ProjectRow } from '../presenters/projects.js';
 import { pageWithTotal, totalCount } from './paging.js';
@@ -137,13 +138,6 @@ export async function labelTitleTaken(db: Database, parent: { project: ProjectRo
 export async function labelCounts(db: Database, user: User | null, labelIds: number[]): Promise<Map<number, LabelCounts>> {
   const counts = new Map<number, LabelCounts>();
   if (labelIds.length === 0) return counts;
-  const confidentialVisible = !user
-    ? sql<boolean>`false`
-    : user.admin
-      ? sql<boolean>`true`
-      : sql<boolean>`(i.author_id = ${user.id}
-          or exists (select 1 from issue_assignees a where a.issue_id = i.id and a.user_id = ${user.id})
-          or i.project_id in (select project_id from project_authorizations(${user.id}) where access_level >= ${AccessLevel.REPORTER}))`;
   const rows = await sql<{ label_id: number; open_issues: number; closed_issues: number; open_mrs: number }>`
     select ll.label_id,
            (count(*) filter (where ll.target_type = 'Issue' and i.state_id = 1))::int as open_issues,
@@ -151,7 +145,7 @@ export async function labelCounts(db: Database, user: User | null, labelIds: num
            (count(*) filter (where ll.target_type = 'MergeRequest' and mr.state_id = 1))::int as open_mrs
       from label_links ll
       left join issues i on ll.target_type = 'Issue' and i.id = ll.target_id
-        and (not i.confidential or ${confidentialVisible})
+        and ${confidentialIssue.where(user)}
       left join merge_requests mr on ll.target_type = 'MergeRequest' and mr.id = ll.target_id
       left join projects p on p.id = coalesce(i.project_id, mr.target_project_id)
      where ll.label_id = any(${labelIds}::int[]) and p.id is not null and not p.pending_delete and ${projectVisibleTo(user)}

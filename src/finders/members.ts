@@ -2,6 +2,7 @@ import { sql, type RawBuilder } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { Namespace, User } from '../db/schema/core.js';
 import type { MemberView } from '../presenters/members.js';
+import { MEMBER } from '../policies/rules.js';
 import type { ProjectWithNamespace } from './projects.js';
 import { findUsersByIds } from './users.js';
 import { pageWithTotal } from './paging.js';
@@ -81,13 +82,13 @@ function candidates(source: MemberSource, deep: boolean, viewer: MemberViewer): 
       parts.push(sql`
         select ${memberColumns}, m.access_level, 2 from members m
          where m.source_type = 'Namespace' and m.source_id = any(${ns.traversal_ids}::int[])
-           and m.requested_at is null and m.access_level >= 10`);
+           and m.requested_at is null and ${MEMBER.level(sql`m.access_level`)}`);
       parts.push(sql`
         select ${memberColumns}, least(l.group_access, m.access_level), 3 from group_group_links l
           join namespaces ig on ig.id = l.shared_with_group_id
           join members m on m.source_type = 'Namespace' and m.source_id = l.shared_with_group_id
          where l.shared_group_id = any(${ns.traversal_ids}::int[]) and ${linkActive}
-           and m.requested_at is null and m.access_level >= 10 and ${invitedGroupShown(viewer)}`);
+           and m.requested_at is null and ${MEMBER.level(sql`m.access_level`)} and ${invitedGroupShown(viewer)}`);
     }
     if (deep && ns.settings?.share_with_group_lock !== true) {
       parts.push(sql`
@@ -95,7 +96,7 @@ function candidates(source: MemberSource, deep: boolean, viewer: MemberViewer): 
           join namespaces ig on ig.id = l.group_id
           join members m on m.source_type = 'Namespace' and m.source_id = any(ig.traversal_ids)
          where l.project_id = ${p.id} and ${linkActive}
-           and m.requested_at is null and m.access_level >= 10 and ${invitedGroupShown(viewer)}`);
+           and m.requested_at is null and ${MEMBER.level(sql`m.access_level`)} and ${invitedGroupShown(viewer)}`);
       parts.push(sql`
         select ${memberColumns}, least(l.group_access, gl.group_access, m.access_level), 3 from project_group_links l
           join namespaces lg on lg.id = l.group_id
@@ -104,7 +105,7 @@ function candidates(source: MemberSource, deep: boolean, viewer: MemberViewer): 
           join namespaces ig on ig.id = gl.shared_with_group_id
           join members m on m.source_type = 'Namespace' and m.source_id = gl.shared_with_group_id
          where l.project_id = ${p.id} and ${linkActive}
-           and m.requested_at is null and m.access_level >= 10 and ${invitedGroupShown(viewer)}`);
+           and m.requested_at is null and ${MEMBER.level(sql`m.access_level`)} and ${invitedGroupShown(viewer)}`);
     }
   } else {
     const g = source.group;
@@ -119,7 +120,7 @@ function candidates(source: MemberSource, deep: boolean, viewer: MemberViewer): 
           join namespaces ig on ig.id = l.shared_with_group_id
           join members m on m.source_type = 'Namespace' and m.source_id = l.shared_with_group_id
          where l.shared_group_id = any(${g.traversal_ids}::int[]) and ${linkActive}
-           and m.requested_at is null and m.access_level >= 10 and ${invitedGroupShown(viewer)}`);
+           and m.requested_at is null and ${MEMBER.level(sql`m.access_level`)} and ${invitedGroupShown(viewer)}`);
     }
   }
   return sql.join(parts, sql` union all `);

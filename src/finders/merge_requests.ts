@@ -3,6 +3,7 @@ import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import type { MergeRequest } from '../db/schema/work_items.js';
 import { projectVisibleTo } from '../policies/access.js';
+import { REPORTER } from '../policies/rules.js';
 import type { LabelDetail, MergeRequestExtras } from '../presenters/merge_requests.js';
 import { findUsersByIds } from './users.js';
 import { presentLabelBasic } from '../presenters/labels.js';
@@ -108,7 +109,7 @@ function readableTargets(actor: User | null): RawBuilder<boolean> {
   if (!actor) return sql<boolean>`(${visible} and ${feature} and coalesce(p.settings->>'merge_requests_access_level', 'enabled') <> 'private')`;
   return sql<boolean>`(${visible} and ${feature} and (
     (p.visibility_level > 0 and coalesce(p.settings->>'merge_requests_access_level', 'enabled') <> 'private')
-    or p.id in (select pa.project_id from project_authorizations(${actor.id}) pa where pa.access_level >= 20)))`;
+    or p.id in ${REPORTER.projectIds(actor.id)}))`;
 }
 
 function listQuery(db: Database, actor: User | null, f: MergeRequestFilters) {

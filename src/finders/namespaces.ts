@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import type { NamespaceCounts, NamespaceWithOwner } from '../presenters/namespaces.js';
+import { ANY_ACCESS, OWNER } from '../policies/rules.js';
 
 export interface NamespaceFilters {
   search?: string;
@@ -27,11 +28,11 @@ function namespacesQuery(db: Database) {
 export async function listNamespaces(db: Database, user: User, f: NamespaceFilters, page: { limit: number; offset: number }) {
   let base = db.selectFrom('namespaces as n');
   if (!user.admin || f.ownedOnly) {
-    const minLevel = f.ownedOnly ? 50 : 0;
+    const groups = f.ownedOnly ? OWNER : ANY_ACCESS;
     base = base.where((eb) =>
       eb.or([
         eb.and([eb('n.type', '=', 'User'), eb('n.owner_id', '=', user.id)]),
-        eb(sql`n.id`, 'in', sql`(select group_id from group_authorizations(${user.id}) where access_level >= ${minLevel})`),
+        eb(sql`n.id`, 'in', groups.groupIds(user.id)),
       ]),
     );
   }
@@ -63,7 +64,7 @@ export async function findNamespace(db: Database, idOrPath: string | number): Pr
 /** Those of `groupIds` in which the user has the Owner role (directly, through an ancestor or a share). */
 export async function ownedGroupIds(db: Database, userId: number, groupIds: number[]): Promise<number[]> {
   if (!groupIds.length) return [];
-  const rows = await sql<{ group_id: number }>`select group_id from group_authorizations(${userId}) where access_level >= 50 and group_id = any(${groupIds}::int[])`.execute(db);
+  const rows = await sql<{ group_id: number }>`select group_id from group_authorizations(${userId}) ga where ${OWNER.level(sql`ga.access_level`)} and group_id = any(${groupIds}::int[])`.execute(db);
   return rows.rows.map((r) => r.group_id);
 }
 

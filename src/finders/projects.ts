@@ -4,6 +4,7 @@ import type { Namespace, Project } from '../db/schema/core.js';
 import { rowId } from '../lib/ids.js';
 import type { User } from '../db/schema/core.js';
 import { activeMembership, projectVisibleTo, VISIBILITY_LEVELS } from '../policies/access.js';
+import { atLeast, OWNER } from '../policies/rules.js';
 import type { ProjectExtras, ProjectRow } from '../presenters/projects.js';
 import type { SharedGroupLink } from '../presenters/groups.js';
 import { pageWithTotal, totalCount } from './paging.js';
@@ -140,10 +141,10 @@ function filteredProjects(db: Database, user: User | null, f: ProjectFilters) {
   let q = projectRowsQuery(db).where(projectVisibleTo(user));
   const needsUser = f.owned || f.membership || f.starred || f.minAccessLevel !== undefined;
   if (needsUser && !user) return q.where(sql<boolean>`false`);
-  if (user && f.owned) q = q.where(sql<boolean>`p.id in (select project_id from project_authorizations(${user.id}) where access_level >= 50)`);
+  if (user && f.owned) q = q.where(sql<boolean>`p.id in ${OWNER.projectIds(user.id)}`);
   if (user && f.membership) q = q.where(sql<boolean>`p.id in (select project_id from project_authorizations(${user.id}))`);
   if (user && f.minAccessLevel !== undefined) {
-    q = q.where(sql<boolean>`p.id in (select project_id from project_authorizations(${user.id}) where access_level >= ${f.minAccessLevel})`);
+    q = q.where(sql<boolean>`p.id in ${atLeast(f.minAccessLevel).projectIds(user.id)}`);
   }
   if (user && f.starred) q = q.where(sql<boolean>`p.id in (select project_id from users_star_projects where user_id = ${user.id})`);
   if (f.starredBy !== undefined) q = q.where(sql<boolean>`p.id in (select project_id from users_star_projects where user_id = ${f.starredBy})`);

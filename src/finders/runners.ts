@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import type { CiRunner, RunnerType } from '../db/schema/ci.js';
-import { AccessLevel } from '../policies/access.js';
+import { RUNNER_MANAGER } from '../policies/rules.js';
 import { RUNNER_ONLINE_SECONDS } from '../presenters/runners.js';
 import { pageWithTotal, totalCount } from './paging.js';
 
@@ -44,12 +44,10 @@ export function managedByUser(userId: number) {
   return sql<boolean>`(
     (r.runner_type = 'project_type' and exists (
        select 1 from ci_runner_projects rp
-        join project_authorizations(${userId}) pa on pa.project_id = rp.project_id
-       where rp.runner_id = r.id and pa.access_level >= ${AccessLevel.MAINTAINER}))
+       where rp.runner_id = r.id and rp.project_id in ${RUNNER_MANAGER.projectIds(userId)}))
     or (r.runner_type = 'group_type' and exists (
        select 1 from ci_runner_namespaces rn
-        join group_authorizations(${userId}) ga on ga.group_id = rn.namespace_id
-       where rn.runner_id = r.id and ga.access_level >= ${AccessLevel.MAINTAINER})))`;
+       where rn.runner_id = r.id and rn.namespace_id in ${RUNNER_MANAGER.groupIds(userId)})))`;
 }
 
 function visible(q: RunnerQuery, v: RunnerVisibility): RunnerQuery {

@@ -1,11 +1,13 @@
 import type { Namespace, Project, User } from '../db/schema/core.js';
 import { AccessLevel, canSeeVisibility, Visibility } from './access.js';
+import { CONFIDENTIAL_ISSUE_READER, PROJECT_ADMIN, RUNNER_MANAGER } from './rules.js';
 
 /**
  * What a user may do, as GitLab's DeclarativePolicy decides it: `can(actor, ability, subject)`.
  * The subject carries the actor's level on it, loaded once by whoever found the subject (a
  * route's guard, a job worker, a page), so a rule here is a pure function: no request, no
- * database. Every numeric access-level comparison about what someone may do lives in this file.
+ * database. Every numeric access-level comparison about what someone may do lives in this file,
+ * or, for a rule that is also asked in SQL, in rules.ts beside its SQL form.
  */
 
 /** Who asks: a user, or nobody (an anonymous caller). */
@@ -105,7 +107,7 @@ const PROJECT_RULES = {
   update_merge_request: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && featureAvailable(s, 'merge_requests'),
   destroy_merge_request: member(AccessLevel.OWNER),
   /** Settings, protected branches, deploy keys, sharing, housekeeping. */
-  admin_project: member(AccessLevel.MAINTAINER),
+  admin_project: member(PROJECT_ADMIN.min),
   admin_project_member: member(AccessLevel.MAINTAINER),
   /** Rename, change visibility, archive, transfer, delete. */
   owner_project: member(AccessLevel.OWNER),
@@ -145,7 +147,7 @@ const PROJECT_RULES = {
   /** Set an issue's labels, milestone, assignees, due date, lock (GitLab drops those fields silently for others). */
   admin_issue: (a, s) => member(AccessLevel.REPORTER)(a, s) && readIssue(a, s) && !s.project.archived,
   /** See confidential issues whoever wrote them: reporters and up. */
-  read_confidential_issues: (a, s) => member(AccessLevel.REPORTER)(a, s) && readIssue(a, s),
+  read_confidential_issues: (a, s) => member(CONFIDENTIAL_ISSUE_READER.min)(a, s) && readIssue(a, s),
   destroy_issue: (a, s) => member(AccessLevel.OWNER)(a, s) && readIssue(a, s),
   /** Give a new issue its own `created_at` or `iid` (imports): owners and administrators. */
   set_issue_created_at: (a, s) => member(AccessLevel.OWNER)(a, s) && readIssue(a, s),
@@ -164,7 +166,7 @@ const PROJECT_RULES = {
   /** Erase any job (its log and artifacts): maintainers; a developer may erase the jobs they started (checked where the job is loaded). */
   erase_build: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
   /** The project's runners: list, enable and disable them (GitLab's admin_runner on a project): maintainers. */
-  admin_project_runners: member(AccessLevel.MAINTAINER),
+  admin_project_runners: member(RUNNER_MANAGER.min),
   /** Delete a job's artifacts, expire a project's artifacts in bulk: maintainers. */
   destroy_artifacts: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
   /** Project CI/CD variables: maintainers. */
@@ -215,7 +217,7 @@ const GROUP_RULES = {
   /** Epics (GitLab premium): whoever reads the group sees its epics; confidential ones need read_confidential_epic. */
   read_epic: readGroup,
   /** The group's runners (GET /groups/:id/runners): maintainers and owners. */
-  read_group_runners: groupMember(AccessLevel.MAINTAINER),
+  read_group_runners: groupMember(RUNNER_MANAGER.min),
   read_confidential_epic: groupMember(AccessLevel.REPORTER),
   /** Create epics: reporters and up. */
   create_epic: groupMember(AccessLevel.REPORTER),

@@ -1,6 +1,5 @@
 import { sql } from 'kysely';
-import type { Database } from '../db/index.js';
-import type { Namespace, Project, User } from '../db/schema/core.js';
+import type { User } from '../db/schema/core.js';
 
 export const AccessLevel = {
   NO_ACCESS: 0,
@@ -24,39 +23,11 @@ export function accessLevelName(level: number): string {
 // The access rules themselves (memberships, the group tree, shares and their caps, personal
 // namespaces, expiry, pending requests, minimal access) are SQL, defined once in migration
 // 0700_access_rules: the views group_access_grants / project_access_grants and the functions
-// over them. What follows asks them; it holds no rule of its own.
+// over them. What follows asks them; it holds no rule of its own. Reading a level for one user
+// and one project or group is I/O: src/finders/access_levels.ts.
 
 /** SQL condition: the membership aliased `m` counts (active, not a pending request, not expired). */
 export const activeMembership = sql<boolean>`membership_active(m)`;
-
-/** The highest access level a user has on a group (0: none). */
-export async function groupAccessLevel(db: Database, userId: number, group: Pick<Namespace, 'id'>): Promise<number> {
-  const row = await sql<{ level: number }>`select group_access_level(${userId}, ${group.id}) as level`.execute(db);
-  return row.rows[0]?.level ?? 0;
-}
-
-/** The highest access level a user has on a project (0: none). */
-export async function projectAccessLevel(db: Database, userId: number, project: Pick<Project, 'id'>): Promise<number> {
-  const row = await sql<{ level: number }>`select project_access_level(${userId}, ${project.id}) as level`.execute(db);
-  return row.rows[0]?.level ?? 0;
-}
-
-/**
- * GitLab lets a user see a private group when they have access to one of its subgroups or
- * projects (read_group through descendants); the same rule as groupVisibleTo below.
- */
-export async function hasAccessBelowGroup(db: Database, userId: number, groupId: number): Promise<boolean> {
-  const row = await sql<{ found: boolean }>`
-    select exists (
-      select 1 from group_authorizations(${userId}) ga join namespaces n on n.id = ga.group_id
-       where n.traversal_ids @> array[${groupId}::int] and ga.access_level >= 10
-      union all
-      select 1 from project_authorizations(${userId}) pa
-        join projects p on p.id = pa.project_id join namespaces n on n.id = p.namespace_id
-       where n.traversal_ids @> array[${groupId}::int]
-    ) as found`.execute(db);
-  return row.rows[0]?.found ?? false;
-}
 
 /** Can this (possibly anonymous) user see something of this visibility, given their access level? */
 export function canSeeVisibility(user: User | null, visibilityLevel: number, accessLevel: number): boolean {

@@ -2,7 +2,8 @@ import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import type { DeployAccessLevel } from '../db/schema/environments.js';
-import { AccessLevel, projectAccessLevel } from './access.js';
+import { AccessLevel } from './access.js';
+import { projectAccessLevel } from '../finders/access_levels.js';
 
 /**
  * Protected environments (GitLab premium): a deployment job (a job with `environment:`) to a

@@ -1,9 +1,10 @@
 import type { Database } from '../db/index.js';
 import type { User } from '../db/schema/core.js';
 import type { Issue } from '../db/schema/work_items.js';
-import { canSeeConfidential, findIssue, issueAssigneeIds } from '../finders/issues.js';
+import { findIssue, issueAssigneeIds } from '../finders/issues.js';
 import { apiError } from '../plugins/errors.js';
 import { can, type ProjectSubject } from './abilities.js';
+import { confidentialIssue } from './rules.js';
 
 /**
  * One issue for a caller whose project access is loaded (the route guard checked read_issue):
@@ -26,7 +27,7 @@ export async function findIssueOrFail(db: Database, subject: ProjectSubject & { 
 /** read_issue on the project, then the confidential rule. */
 export function canSeeIssue(user: User | null, subject: ProjectSubject, issue: Issue, assigneeIds: number[]): boolean {
   if (!can(user, 'read_issue', subject)) return false;
-  return canSeeConfidential(user, issue, assigneeIds, can(user, 'read_confidential_issues', subject));
+  return confidentialIssue.allows(user, issue, assigneeIds, can(user, 'read_confidential_issues', subject));
 }
 
 /** Edit, close, reopen: reporters and up, and the issue's author and assignees (GitLab's update_issue). */

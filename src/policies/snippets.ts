@@ -4,8 +4,9 @@ import type { Project, User } from '../db/schema/core.js';
 import type { Snippet } from '../db/schema/snippets.js';
 import type { FoundProject } from '../finders/projects.js';
 import { notFound } from '../plugins/errors.js';
-import { loadProjectForUser } from './projects.js';
+import { loadProjectForUser } from '../finders/authorize.js';
 import { AccessLevel, Visibility } from './access.js';
+import { MEMBER } from './rules.js';
 import { can, effectiveLevel, type AbilityActor, type ProjectSubject } from './abilities.js';
 
 /**
@@ -81,7 +82,7 @@ export function snippetVisibleTo(user: Pick<User, 'id' | 'admin' | 'external'> |
   if (!user) {
     return sql<boolean>`(s.visibility_level = 20 and (s.project_id is null or (p.visibility_level = 20 and ${feature} in ('enabled', 'public'))))`;
   }
-  const member = sql`p.id in (select pa.project_id from project_authorizations(${user.id}) pa where pa.access_level >= 10)`;
+  const member = sql`p.id in ${MEMBER.projectIds(user.id)}`;
   const projectReadable = user.external ? sql`(p.visibility_level = 20 or ${member})` : sql`(p.visibility_level >= 10 or ${member})`;
   const levelSeen = user.external ? sql`s.visibility_level = 20` : sql`s.visibility_level >= 10`;
   return sql<boolean>`(

@@ -14,7 +14,6 @@ import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
 import type { CiBuild, CiJobArtifact } from '../db/schema/ci.js';
 import { defineJob, defineRecurring, enqueue } from '../jobs/queue.js';
-import { AccessLevel } from '../policies/access.js';
 import { artifactStore, deleteObjects } from '../storage/index.js';
 
 export const EXPIRE_PROJECT_ARTIFACTS_JOB = 'ci.artifacts.expire_project';
@@ -35,21 +34,6 @@ export async function downloadableArchive(db: Database, jobId: number): Promise<
     .where(unexpired)
     .executeTakeFirst();
   return row ?? null;
-}
-
-/**
- * GitLab's read_job_artifacts on top of read_build: `artifacts:access` (all, developer,
- * maintainer, none) and the older `artifacts:public: false` (= developer) of the job.
- */
-export function mayReadJobArtifacts(build: CiBuild, accessLevel: number, admin: boolean): boolean {
-  const art = (build.options as { artifacts?: { public?: boolean | null; access?: string | null } | null }).artifacts;
-  const access = art?.access ?? (art?.public === false ? 'developer' : 'all');
-  if (access === 'all') return true;
-  if (access === 'none') return false;
-  if (admin) return true;
-  if (access === 'developer') return accessLevel >= AccessLevel.DEVELOPER;
-  if (access === 'maintainer') return accessLevel >= AccessLevel.MAINTAINER;
-  return false;
 }
 
 /** The latest successful pipeline of a ref (not a child pipeline): GitLab's latest_successful_for_ref. */

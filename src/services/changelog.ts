@@ -12,7 +12,8 @@ import { inTimestampRange } from '../lib/timestamps.js';
 import { parseTemplate, renderTemplate, TemplateError, type TemplateNode } from '../lib/template_parser.js';
 import { ApiError } from '../plugins/errors.js';
 import { can, effectiveLevel } from '../policies/abilities.js';
-import { AccessLevel, groupAccessLevel, hasAccessBelowGroup } from '../policies/access.js';
+import { groupAccessLevel, hasAccessBelowGroup } from '../finders/access_levels.js';
+import { MEMBER } from '../policies/rules.js';
 import { commitTitle, parseTrailers } from '../presenters/commits.js';
 import { createCommit } from './commits.js';
 import { readFile } from './files.js';
@@ -338,7 +339,7 @@ async function commitAuthors(cairn: Cairn, project: ProjectWithNamespace, commit
   const levels = await sql<{ user_id: number; level: number }>`
     select u.id as user_id, project_access_level(u.id, ${project.id}) as level
       from unnest(${sql.val(ids)}::int[]) as u(id)`.execute(cairn.db);
-  const members = new Set(levels.rows.filter((r) => r.level >= AccessLevel.GUEST).map((r) => r.user_id));
+  const members = new Set(levels.rows.filter((r) => MEMBER.allows(r.level)).map((r) => r.user_id));
   const merged = await cairn.db
     .selectFrom('merge_requests')
     .select('author_id')

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import type { DeployKeysProject, Key, KeyUsageType } from '../db/schema/keys.js';
 import { parseSshPublicKey, type ParsedSshKey } from '../lib/ssh-keys.js';
-import { AccessLevel } from '../policies/access.js';
+import { PROJECT_ADMIN } from '../policies/rules.js';
 
 export const MIN_RSA_BITS = 1024;
 const ALLOWED_FAMILIES = 'RSA, ECDSA, ED25519, ECDSA_SK, or ED25519_SK';
@@ -94,8 +94,8 @@ export async function deleteKey(db: Database, keyId: number): Promise<void> {
 
 /**
  * Deploy keys a user may attach to a project they maintain: public ones and those of their other
- * projects where they hold `admin_project` (PROJECT_RULES in policies/abilities.ts: maintainers
- * and up), asked in SQL of all their projects at once; the level below must stay that rule's.
+ * projects where they hold `admin_project` (maintainers and up: PROJECT_ADMIN in
+ * policies/rules.ts), asked in SQL of all their projects at once.
  */
 export async function accessibleDeployKey(db: Database, user: { id: number; admin: boolean }, where: { id?: number; fingerprintSha256?: string }) {
   let q = db.selectFrom('keys').selectAll().where('type', '=', 'DeployKey');
@@ -111,7 +111,7 @@ export async function accessibleDeployKey(db: Database, user: { id: number; admi
           eb
             .selectFrom('deploy_keys_projects as dkp')
             .select('dkp.deploy_key_id')
-            .where('dkp.project_id', 'in', sql<number>`(select project_id from project_authorizations(${user.id}) where access_level >= ${AccessLevel.MAINTAINER})`),
+            .where('dkp.project_id', 'in', sql<number>`${PROJECT_ADMIN.projectIds(user.id)}`),
         ),
       ]),
     );

@@ -12,7 +12,7 @@ import { ZERO_OID } from '../git/validate.js';
 import { compareAndSwapRef } from '../git/write.js';
 import { beginInlineJob, defineJob, enqueue, finishInlineJob, updateInlineJob } from '../jobs/queue.js';
 import { can, effectiveLevel, type ProjectSubject } from '../policies/abilities.js';
-import { projectAccessLevel } from '../policies/access.js';
+import { projectAccessLevel } from '../finders/access_levels.js';
 import { canMergeToBranch, canPushToBranch } from '../policies/branches.js';
 import { ApiError, apiError, forbidden, unauthorized } from '../plugins/errors.js';
 import { isDraftTitle } from '../presenters/merge_requests.js';

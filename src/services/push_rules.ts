@@ -3,7 +3,7 @@ import type { Project, User } from '../db/schema/core.js';
 import type { RefUpdate } from '../git/http.js';
 import { isZeroOid } from '../git/validate.js';
 import { can, effectiveLevel, type ProjectSubject } from '../policies/abilities.js';
-import { projectAccessLevel } from '../policies/access.js';
+import { projectAccessLevel } from '../finders/access_levels.js';
 import { canPushToBranch, type PushProject } from '../policies/branches.js';
 import { hasNoBranches } from '../git/refs.js';
 import { BranchProtectionLevel, defaultBranchProtectionOf } from './default_branch_protection.js';

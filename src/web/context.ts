@@ -5,7 +5,7 @@ import type { Session } from '../db/schema/oauth.js';
 import type { FoundProject } from '../finders/projects.js';
 import { csrfValid, loadSession } from '../oauth/sessions.js';
 import { can, effectiveLevel, type ProjectAbility, type ProjectSubject } from '../policies/abilities.js';
-import { loadProjectForUser } from '../policies/projects.js';
+import { loadProjectForUser } from '../finders/authorize.js';
 import { projectFullPath } from '../presenters/projects.js';
 
 /**

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Namespace, User } from '../db/schema/core.js';
 import { can, type GroupAbility, type GroupSubject } from '../policies/abilities.js';
-import { loadGroupFor } from '../policies/groups.js';
+import { loadGroupFor } from '../finders/authorize.js';
 import { pageNotFound, PageRedirect, signInLocation, type PageContext } from './context.js';
 import { findUserById } from '../finders/users.js';
 

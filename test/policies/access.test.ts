@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { groupAccessLevel, projectAccessLevel } from '../../src/policies/access.js';
+import { groupAccessLevel, projectAccessLevel } from '../../src/finders/access_levels.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
 
 describe('access levels', () => {

@@ -5,7 +5,7 @@ import { contentBodyLimit } from '../../config.js';
 import { projectFullPath, type ProjectWithNamespace } from '../../finders/projects.js';
 import { ApiError, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, paginateArray, PaginationQuery, setPaginationHeaders } from '../../plugins/pagination.js';
-import { authorizeProject } from '../../policies/projects.js';
+import { authorizeProject } from '../../finders/authorize.js';
 import {
   CherryPickDryRunSchema,
   CommitDetailSchema,

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { findNamespace } from '../../finders/namespaces.js';
 import { findProjectRow } from '../../finders/projects.js';
-import { authorizeProject } from '../../policies/projects.js';
+import { authorizeProject } from '../../finders/authorize.js';
 import { forbidden, notFound } from '../../plugins/errors.js';
 import { ProjectSchema, ProjectSimpleSchema, ProjectWithAccessSchema } from '../../presenters/schemas/projects.js';
 import { forkProject, linkFork, unlinkFork } from '../../services/forks.js';

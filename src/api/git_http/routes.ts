@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { ProjectWithNamespace } from '../../finders/projects.js';
 import { jobTokenMayAccess } from '../../policies/job_token_scope.js';
-import { loadProjectForUser } from '../../policies/projects.js';
+import { loadProjectForUser } from '../../finders/authorize.js';
 import {
   ensureHooksDir,
   GIT_SERVICES,

@@ -14,9 +14,9 @@ import {
   keepArtifacts,
   latestSuccessfulBuildForRef,
   latestSuccessfulPipelineId,
-  mayReadJobArtifacts,
   scheduleProjectArtifactsExpiry,
 } from '../../services/artifacts.js';
+import { mayReadJobArtifacts } from '../../policies/rules.js';
 import { artifactStore } from '../../storage/index.js';
 import { openZipEntry, validArtifactPath, type ZipEntryInfo } from '../../storage/zip.js';
 import { acceptsGzip, contentDisposition, gzipLength, gzipMember, sendArchive } from './send.js';

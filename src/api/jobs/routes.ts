@@ -8,7 +8,7 @@ import type { CiBuild } from '../../db/schema/ci.js';
 import { loadJobExtras, projectJobsQuery } from '../../finders/pipelines.js';
 import { encryptSecret } from '../../lib/secrets.js';
 import { can } from '../../policies/abilities.js';
-import { AccessLevel } from '../../policies/access.js';
+import { OWN_JOB_ERASER } from '../../policies/rules.js';
 import { canUpdateRef } from '../../policies/branches.js';
 import { canDeployTo } from '../../policies/environments.js';
 import { badRequest, forbidden, invalidParam, notFound } from '../../plugins/errors.js';
@@ -203,7 +203,7 @@ export default async function jobRoutes(fastify: FastifyInstance) {
     const { project, user } = access;
     const job = await findJob(project.id, request.params.job_id);
     const subject = { project, accessLevel: access.accessLevel };
-    const mayErase = can(user, 'erase_build', subject) || (job.user_id === user!.id && access.accessLevel >= AccessLevel.DEVELOPER);
+    const mayErase = can(user, 'erase_build', subject) || (job.user_id === user!.id && OWN_JOB_ERASER.allows(access.accessLevel));
     if (!mayErase) throw forbidden();
     if (!(await canUpdateRef(cairn.db, project, user!, access.accessLevel, job.ref, job.tag))) throw forbidden();
     const erased = await eraseBuild(cairn, job.id, user!.id);

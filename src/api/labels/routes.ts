@@ -13,7 +13,7 @@ import {
   type GroupLabelScope,
   type LabelRow,
 } from '../../finders/labels.js';
-import { authorizeGroup } from '../../policies/groups.js';
+import { authorizeGroup } from '../../finders/authorize.js';
 import { apiError, invalidParam, missingParam, notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { presentLabel, presentProjectLabel, type LabelCounts } from '../../presenters/labels.js';

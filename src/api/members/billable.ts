@@ -5,7 +5,7 @@ import { billableUserIds, listBillableMemberships, listBillableMembers, type Bil
 import { apiError, badRequest, notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { can } from '../../policies/abilities.js';
-import { authorizeGroup } from '../../policies/groups.js';
+import { authorizeGroup } from '../../finders/authorize.js';
 import { isLastOwner, lastOwnersAmong } from '../../policies/members.js';
 import { presentBillableMember, presentBillableMembership } from '../../presenters/members.js';
 import { BillableMemberSchema, BillableMembershipSchema } from '../../presenters/schemas/members.js';

@@ -1,8 +1,8 @@
 import type { FastifyRequest } from 'fastify';
 import type { MemberSource } from '../../finders/members.js';
 import { invalidParam, notFound } from '../../plugins/errors.js';
-import { authorizeGroup } from '../../policies/groups.js';
-import { authorizeProject } from '../../policies/projects.js';
+import { authorizeGroup } from '../../finders/authorize.js';
+import { authorizeProject } from '../../finders/authorize.js';
 import type { GroupAbility, ProjectAbility } from '../../policies/abilities.js';
 import { groupOf, projectOf, type Access } from '../route.js';
 import type { User } from '../../db/schema/core.js';

@@ -9,7 +9,7 @@ import { apiError, forbidden, invalidParam, missingParam, notFound, validationFa
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { sendCachedPage } from '../../plugins/page_cache.js';
 import { can } from '../../policies/abilities.js';
-import { authorizeGroup } from '../../policies/groups.js';
+import { authorizeGroup } from '../../finders/authorize.js';
 import {
   canAdminMembers,
   isLastOwner,

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { listGroupShares } from '../../finders/groups.js';
 import { apiError, notFound } from '../../plugins/errors.js';
 import { can } from '../../policies/abilities.js';
-import { authorizeGroup } from '../../policies/groups.js';
+import { authorizeGroup } from '../../finders/authorize.js';
 import { presentProjectGroupLink, presentSharedGroup } from '../../presenters/members.js';
 import { GroupSharesSchema, ProjectGroupLinkSchema } from '../../presenters/schemas/members.js';
 import { shareGroupWithGroup, shareProjectWithGroup, unshareGroup, unshareProject } from '../../services/members.js';

@@ -5,7 +5,7 @@ import {
   findGroupFullPath, findNamespace, listNamespaces, namespaceCounts, namespacePathTaken, ownedGroupIds, suggestNamespacePath,
 } from '../../finders/namespaces.js';
 import { can, effectiveLevel } from '../../policies/abilities.js';
-import { groupAccessLevel } from '../../policies/access.js';
+import { groupAccessLevel } from '../../finders/access_levels.js';
 import { requireUser } from '../../plugins/auth.js';
 import { notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';

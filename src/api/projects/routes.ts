@@ -5,7 +5,7 @@ import { findNamespace } from '../../finders/namespaces.js';
 import { findUserByIdOrUsername } from '../../finders/users.js';
 import { personalNamespaceOf } from '../../services/users.js';
 import { findProjectRow, listProjects, listProjectUsers, listStarrers, type ProjectFilters } from '../../finders/projects.js';
-import { groupAccessLevel } from '../../policies/access.js';
+import { groupAccessLevel } from '../../finders/access_levels.js';
 import { can, effectiveLevel } from '../../policies/abilities.js';
 import { requireUser } from '../../plugins/auth.js';
 import { ApiError, apiError, notFound } from '../../plugins/errors.js';

@@ -6,7 +6,7 @@ import { ARCHIVE_FORMATS } from '../../git/archive.js';
 import { ApiError, apiError, forbidden, invalidParam, missingParam } from '../../plugins/errors.js';
 import { paginateArray, paginateArrayWithKeyset } from '../../plugins/pagination.js';
 import { checkRateLimit } from '../../plugins/rate_limit.js';
-import { authorizeProject } from '../../policies/projects.js';
+import { authorizeProject } from '../../finders/authorize.js';
 import { presentCommit } from '../../presenters/commits.js';
 import { presentBlob, presentComparison, presentContributor, presentTreeEntry } from '../../presenters/repository.js';
 import { CommitSchema } from '../../presenters/schemas/commits.js';

@@ -7,7 +7,8 @@ import type { CiBuild, CiRunner, RunnerType } from '../../db/schema/ci.js';
 import type { User } from '../../db/schema/core.js';
 import { findProjectRow, listProjects } from '../../finders/projects.js';
 import { findRunner, listRunners, runnerOwners, userManagesRunner, type RunnerFilters, type RunnerVisibility } from '../../finders/runners.js';
-import { AccessLevel } from '../../policies/access.js';
+import { RUNNER_JOB_READER } from '../../policies/rules.js';
+import { sql } from 'kysely';
 import { requireUser } from '../../plugins/auth.js';
 import { ApiError, forbidden, notFound } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
@@ -216,9 +217,7 @@ export default async function runnerRoutes(fastify: FastifyInstance) {
     if (request.query.status) q = q.where('b.status', '=', request.query.status);
     if (!user.admin) {
       q = q.where((eb) =>
-        eb('b.project_id', 'in', eb.selectFrom(eb.fn<{ project_id: number; access_level: number }>('project_authorizations', [eb.val(user.id)]).as('pa'))
-          .select('pa.project_id')
-          .where('pa.access_level', '>=', AccessLevel.REPORTER)),
+        eb('b.project_id', 'in', sql<number>`${RUNNER_JOB_READER.projectIds(user.id)}`),
       );
     }
     const sort = request.query.sort ?? 'desc';

@@ -8,7 +8,7 @@ import { listSnippets, snippetRelations, type SnippetFilter } from '../../finder
 import { ApiError, forbidden, invalidParam, missingParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { VISIBILITY_LEVELS } from '../../policies/access.js';
-import { authorizeProject } from '../../policies/projects.js';
+import { authorizeProject } from '../../finders/authorize.js';
 import {
   canCreatePersonalSnippet,
   canDeleteSnippet,
