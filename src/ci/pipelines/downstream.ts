@@ -11,7 +11,8 @@ import { mergeRequestNoteScope, MR_STATE } from '../../services/merge_requests.j
 import { addSystemNote } from '../../services/notes.js';
 import { projectRepoPath } from '../../services/projects.js';
 import type { CompiledJob } from '../config/index.js';
-import { COMPLETED_STATUSES, CREATE_DOWNSTREAM_JOB, onPipelineStatusChange, processPipeline } from '../jobs/state.js';
+import { COMPLETED_STATUSES, CREATE_DOWNSTREAM_JOB, JOB_STATES, onPipelineStatusChange, processPipeline } from '../jobs/state.js';
+import { transition } from '../../db/state_machine.js';
 import { createPipeline } from './create.js';
 
 // Bridges (trigger:) and what a pipeline's end sets off: downstream pipelines are created by the
@@ -30,19 +31,16 @@ async function settleBridge(cairn: Cairn, bridge: Pick<CiBuild, 'id' | 'pipeline
   await cairn.db.transaction().execute(async (trx) => {
     await trx.selectFrom('ci_pipelines').select('id').where('id', '=', bridge.pipeline_id).forUpdate().execute();
     const done = COMPLETED_STATUSES.includes(status);
-    await trx
-      .updateTable('ci_builds')
-      .set({
+    await transition(trx, JOB_STATES, bridge.id, 'mirror', {
+      set: {
         status,
         ...(extra.downstreamId ? { downstream_pipeline_id: extra.downstreamId } : {}),
         failure_reason: status === 'failed' ? (extra.failureReason ?? null) : null,
         started_at: sql`coalesce(started_at, now())` as any,
         finished_at: done ? (sql`now()` as any) : null,
         updated_at: sql`now()` as any,
-      })
-      .where('id', '=', bridge.id)
-      .where('status', 'in', ['pending', 'running', 'manual'])
-      .execute();
+      },
+    });
   });
   await processPipeline(cairn, bridge.pipeline_id);
 }
