@@ -15,6 +15,7 @@ import { matchAnyGlob } from '../config/glob.js';
 import { processPipeline } from '../jobs/state.js';
 import { mergeRequestVariables } from './lookup.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
+import { MR_STATE } from '../../db/work_item_states.js';
 
 // Pipeline creation: read .gitlab-ci.yml at the pipeline's sha, compile it (src/ci/config) with
 // the predefined, group, project and pipeline variables, and store the pipeline, its stages, jobs
@@ -324,7 +325,7 @@ async function linkMergeRequests(cairn: Cairn, pipeline: CiPipeline) {
     .set({ head_pipeline_id: pipeline.id })
     .where('source_project_id', '=', pipeline.project_id)
     .where('source_branch', '=', pipeline.ref)
-    .where('state_id', '=', 1)
+    .where('state_id', '=', MR_STATE.opened)
     .execute();
 }
 
