@@ -47,4 +47,3 @@ export const MILESTONE_MACHINE = defineMachine('milestones', 'state', {
   close: { from: ['active'], to: 'closed' },
   activate: { from: ['closed'], to: 'active' },
 });
-export type MilestoneStateEvent = keyof typeof MILESTONE_MACHINE.transitions;

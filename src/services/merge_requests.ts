@@ -32,7 +32,6 @@ import { transition } from '../db/state_machine.js';
  * cannot both make it.
  */
 
-export { MR_STATE } from '../db/work_item_states.js';
 
 /** The notes of a merge request: its threads and its system notes. */
 export function mergeRequestNoteScope(mr: Pick<MergeRequest, 'id' | 'target_project_id'>): NoteableScope {
