@@ -34,7 +34,7 @@ export const CREATE_DOWNSTREAM_JOB = 'ci.create_downstream';
 const DEFAULT_TIMEOUT = 3600;
 
 /** The job state machine (GitLab's Ci::Build and Ci::Bridge transitions that Cairn makes). */
-export const JOB_STATES = defineMachine('ci_builds', 'status', {
+export const JOB_MACHINE = defineMachine('ci_builds', 'status', {
   /** To the runners' queue (a bridge: to its downstream pipeline's creation). */
   enqueue: { from: ['created', 'manual', 'scheduled'], to: 'pending' },
   /** Picked by a runner. */
@@ -133,7 +133,7 @@ export async function enqueueBuild(db: Executor, buildId: number): Promise<CiBui
     const user = target.user_id === null ? null : ((await db.selectFrom('users').select(['id', 'admin']).where('id', '=', target.user_id).executeTakeFirst()) ?? null);
     if (!(await canDeployTo(db, target.project_id, target.environment, user))) return failForProtectedEnvironment(db, buildId);
   }
-  const build = await transition(db, JOB_STATES, buildId, 'enqueue', { set: { queued_at: sql`now()` as any, ...touched() } });
+  const build = await transition(db, JOB_MACHINE, buildId, 'enqueue', { set: { queued_at: sql`now()` as any, ...touched() } });
   if (!build) return null;
   if (build.type === 'Ci::Bridge') {
     await enqueue(db, CREATE_DOWNSTREAM_JOB, { bridgeId: build.id });
@@ -166,7 +166,7 @@ export const PROTECTED_ENVIRONMENT_FAILURE = 'protected_environment_failure';
  * protected environment for a user its deploy access levels do not admit, so no runner gets it.
  */
 async function failForProtectedEnvironment(db: Executor, buildId: number): Promise<CiBuild | null> {
-  return transition(db, JOB_STATES, buildId, 'drop', {
+  return transition(db, JOB_MACHINE, buildId, 'drop', {
     from: ['created', 'manual', 'scheduled'],
     set: { failure_reason: PROTECTED_ENVIRONMENT_FAILURE, finished_at: sql`now()` as any, token_digest: null, ...touched() },
   });
@@ -186,7 +186,7 @@ export async function assignBuild(trx: Database, buildId: number, runnerId: numb
   let timeout = current.timeout ?? DEFAULT_TIMEOUT;
   if (runner?.maximum_timeout && runner.maximum_timeout < timeout) timeout = runner.maximum_timeout;
   const token = `glcbt-${randomToken(24)}`;
-  const build = await transition(trx, JOB_STATES, buildId, 'run', {
+  const build = await transition(trx, JOB_MACHINE, buildId, 'run', {
     set: { started_at: sql`now()` as any, runner_id: runnerId, token_digest: tokenDigest(token), timeout, ...touched() },
   });
   if (!build) return null;
@@ -224,7 +224,7 @@ export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOpt
     const exitCode = opts.exitCode ?? null;
     const allowedByExit = failed && exitCode !== null && (job.allowFailureExitCodes ?? []).includes(exitCode);
     const coverage = before.status === 'running' ? await coverageOf(trx, before) : before.coverage;
-    const build = await transition(trx, JOB_STATES, buildId, failed ? 'drop' : 'succeed', {
+    const build = await transition(trx, JOB_MACHINE, buildId, failed ? 'drop' : 'succeed', {
       from,
       where: untouched,
       set: {
@@ -356,7 +356,7 @@ async function resetSkippedAfter(db: Executor, job: Pick<CiBuild, 'pipeline_id' 
     }
   }
   const ids = builds.filter((b) => b.status === 'skipped' && affected.has(b.name) && b.name !== job.name).map((b) => b.id);
-  await transition(db, JOB_STATES, ids, 'reset', { set: { updated_at: sql`now()` as any } });
+  await transition(db, JOB_MACHINE, ids, 'reset', { set: { updated_at: sql`now()` as any } });
 }
 
 /** API cancel: a cancelable job becomes canceled. Returns the job as it is afterwards (null when it does not exist). */
@@ -376,7 +376,7 @@ export async function cancelBuild(cairn: Cairn, buildId: number): Promise<CiBuil
 /** Cancels the cancelable ones among these jobs (pipeline row locked by the caller). */
 async function cancelBuildsLocked(db: Executor, buildIds: number[]): Promise<CiBuild[]> {
   if (!buildIds.length) return [];
-  const canceled = await transition(db, JOB_STATES, buildIds, 'cancel', { set: { finished_at: sql`now()` as any, token_digest: null, ...touched() } });
+  const canceled = await transition(db, JOB_MACHINE, buildIds, 'cancel', { set: { finished_at: sql`now()` as any, token_digest: null, ...touched() } });
   await dropPending(db, canceled.map((b) => b.id));
   return canceled;
 }
@@ -426,7 +426,7 @@ export async function playBuild(cairn: Cairn, buildId: number, userId: number | 
     if (!build || !isPlayable(build)) return null;
     let target = build;
     if (build.status === 'manual' || build.status === 'scheduled') {
-      const updated = await transition(trx, JOB_STATES, build.id, 'play', { set: { user_id: userId, enqueue_immediately: true, updated_at: sql`now()` as any } });
+      const updated = await transition(trx, JOB_MACHINE, build.id, 'play', { set: { user_id: userId, enqueue_immediately: true, updated_at: sql`now()` as any } });
       if (!updated) return null;
       target = updated;
     } else {
@@ -500,7 +500,7 @@ export async function retryPipeline(cairn: Cairn, pipelineId: number, userId: nu
       n++;
     }
     if (n) {
-      await transition(trx, JOB_STATES, (qb) => qb.where('pipeline_id', '=', pipelineId).where('retried', '=', false), 'reset', { set: { updated_at: sql`now()` as any } });
+      await transition(trx, JOB_MACHINE, (qb) => qb.where('pipeline_id', '=', pipelineId).where('retried', '=', false), 'reset', { set: { updated_at: sql`now()` as any } });
       await trx.updateTable('ci_pipelines').set({ finished_at: null }).where('id', '=', pipelineId).execute();
     }
     return n;
@@ -589,17 +589,17 @@ export async function processPipeline(cairn: Cairn, pipelineId: number): Promise
 }
 
 async function skip(db: Executor, id: number): Promise<CiStatus | null> {
-  return (await transition(db, JOB_STATES, id, 'skip', { set: { updated_at: sql`now()` as any } }))?.status ?? null;
+  return (await transition(db, JOB_MACHINE, id, 'skip', { set: { updated_at: sql`now()` as any } }))?.status ?? null;
 }
 
 async function toManual(db: Executor, id: number): Promise<CiStatus | null> {
-  return (await transition(db, JOB_STATES, id, 'actionize', { set: { updated_at: sql`now()` as any } }))?.status ?? null;
+  return (await transition(db, JOB_MACHINE, id, 'actionize', { set: { updated_at: sql`now()` as any } }))?.status ?? null;
 }
 
 async function schedule(db: Executor, b: Row): Promise<CiStatus | null> {
   const startIn = jobOf(b).startIn ?? 0;
   const at = new Date(Date.now() + startIn * 1000);
-  const r = await transition(db, JOB_STATES, b.id, 'schedule', { set: { scheduled_at: at, updated_at: sql`now()` as any } });
+  const r = await transition(db, JOB_MACHINE, b.id, 'schedule', { set: { scheduled_at: at, updated_at: sql`now()` as any } });
   if (!r) return null;
   await enqueue(db, BUILD_SCHEDULED_JOB, { buildId: b.id }, { runAt: at });
   return 'scheduled';

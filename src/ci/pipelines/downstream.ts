@@ -12,7 +12,7 @@ import { MR_STATE } from '../../db/work_item_states.js';
 import { addSystemNote } from '../../services/notes.js';
 import { projectRepoPath } from '../../services/projects.js';
 import type { CompiledJob } from '../config/index.js';
-import { COMPLETED_STATUSES, CREATE_DOWNSTREAM_JOB, JOB_STATES, onPipelineStatusChange, processPipeline } from '../jobs/state.js';
+import { COMPLETED_STATUSES, CREATE_DOWNSTREAM_JOB, JOB_MACHINE, onPipelineStatusChange, processPipeline } from '../jobs/state.js';
 import { transition } from '../../db/state_machine.js';
 import { createPipeline } from './create.js';
 
@@ -32,7 +32,7 @@ async function settleBridge(cairn: Cairn, bridge: Pick<CiBuild, 'id' | 'pipeline
   await cairn.db.transaction().execute(async (trx) => {
     await trx.selectFrom('ci_pipelines').select('id').where('id', '=', bridge.pipeline_id).forUpdate().execute();
     const done = COMPLETED_STATUSES.includes(status);
-    await transition(trx, JOB_STATES, bridge.id, 'mirror', {
+    await transition(trx, JOB_MACHINE, bridge.id, 'mirror', {
       set: {
         status,
         ...(extra.downstreamId ? { downstream_pipeline_id: extra.downstreamId } : {}),
