@@ -1,13 +1,14 @@
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
-import type { CiBuild, CiStatus } from '../db/schema/ci.js';
+import type { CiBuild } from '../db/schema/ci.js';
 import type { User } from '../db/schema/core.js';
 import type { FoundProject } from '../finders/projects.js';
 import { refsContaining } from '../git/commits.js';
 import { apiError, notFound, validationFailed } from '../plugins/errors.js';
 import { nextInternalId } from '../services/internal_ids.js';
 import { projectRepoPath } from '../services/projects.js';
+import { defineMachine, transition, type EventOf } from '../db/state_machine.js';
 import { advancePipeline, afterPipelineCommit } from './jobs/state.js';
 import { isProtectedRef } from './pipelines/create.js';
 
@@ -39,17 +40,17 @@ export interface CommitStatusInput {
   pipelineId?: number;
 }
 
-/** The state machine's event for each state a caller may post. */
-const EVENTS: Record<CommitStatusState, string> = { pending: 'enqueue', running: 'run', success: 'success', failed: 'drop', canceled: 'cancel', skipped: 'skip' };
-/** From which statuses each posted state may be reached (GitLab's CommitStatus transitions). */
-const FROM: Record<CommitStatusState, CiStatus[]> = {
-  pending: ['created'],
-  running: ['created', 'pending'],
-  success: ['created', 'pending', 'running'],
-  failed: ['created', 'pending', 'running'],
-  canceled: ['created', 'pending', 'running'],
-  skipped: ['created'],
-};
+/** GitLab's CommitStatus transitions, by event name (the name its refusals show). */
+export const COMMIT_STATUS_MACHINE = defineMachine('ci_builds', 'status', {
+  enqueue: { from: ['created'], to: 'pending' },
+  run: { from: ['created', 'pending'], to: 'running' },
+  success: { from: ['created', 'pending', 'running'], to: 'success' },
+  drop: { from: ['created', 'pending', 'running'], to: 'failed' },
+  cancel: { from: ['created', 'pending', 'running'], to: 'canceled' },
+  skip: { from: ['created'], to: 'skipped' },
+});
+/** The event for each state a caller may post. */
+const EVENTS = { pending: 'enqueue', running: 'run', success: 'success', failed: 'drop', canceled: 'cancel', skipped: 'skip' } as const satisfies Record<CommitStatusState, EventOf<typeof COMMIT_STATUS_MACHINE>>;
 
 function validTargetUrl(url: string): boolean {
   try {
@@ -79,7 +80,7 @@ export async function createCommitStatus(cairn: Cairn, input: CommitStatusInput)
   if (!ref) throw notFound('References for commit');
   const protectedRef = await isProtectedRef(cairn, project.id, ref, false);
 
-  const { build, transition } = await cairn.db.transaction().execute(async (trx) => {
+  const { build, moved } = await cairn.db.transaction().execute(async (trx) => {
     // One writer per commit at a time (GitLab's exclusive lease): two first statuses make one pipeline.
     await sql`select pg_advisory_xact_lock(${project.id}, hashtext(${'commit_status:' + sha}))`.execute(trx);
     let pipeline = first ? await trx.selectFrom('ci_pipelines').selectAll().where('id', '=', first.id).forUpdate().executeTakeFirst() : undefined;
@@ -101,7 +102,7 @@ export async function createCommitStatus(cairn: Cairn, input: CommitStatusInput)
     let status = await trx.selectFrom('ci_builds').selectAll()
       .where('pipeline_id', '=', pipeline.id).where('type', '=', GENERIC_TYPE as any).where('name', '=', name)
       .where('ref', '=', ref).where('user_id', '=', user.id).where('status', 'in', ['pending', 'running']).where('retried', '=', false)
-      .orderBy('id', 'desc').limit(1).forUpdate().executeTakeFirst();
+      .orderBy('id', 'desc').limit(1).executeTakeFirst();
     if (!status) {
       status = await trx.insertInto('ci_builds').values({
         pipeline_id: pipeline.id, project_id: project.id, stage_id: stage.id, stage: EXTERNAL_STAGE, stage_idx: stage.position, name,
@@ -112,14 +113,10 @@ export async function createCommitStatus(cairn: Cairn, input: CommitStatusInput)
       await trx.updateTable('ci_builds').set({ retried: true })
         .where('pipeline_id', '=', pipeline.id).where('name', '=', name).where('id', '!=', status.id).where('retried', '=', false).execute();
     }
-    if (!FROM[input.state].includes(status.status)) {
-      const event = EVENTS[input.state];
-      throw apiError(400, `Cannot transition status via :${event} from :${status.status} (Reason(s): Status cannot transition via "${event}")`);
-    }
+    const event = EVENTS[input.state];
     const now = sql`now()` as any;
     const done = ['success', 'failed', 'canceled', 'skipped'].includes(input.state);
-    const updated = await trx.updateTable('ci_builds').set({
-      status: input.state,
+    const updated = await transition(trx, COMMIT_STATUS_MACHINE, status.id, event, { set: {
       ...(input.state === 'pending' || (input.state === 'running' && !status.queued_at) ? { queued_at: now } : {}),
       ...(input.state === 'running' ? { started_at: now } : {}),
       ...(done ? { finished_at: now } : {}),
@@ -128,11 +125,15 @@ export async function createCommitStatus(cairn: Cairn, input: CommitStatusInput)
       ...(input.description !== undefined ? { description: input.description } : {}),
       ...(input.coverage !== undefined ? { coverage: input.coverage } : {}),
       updated_at: now,
-    }).where('id', '=', status.id).returningAll().executeTakeFirstOrThrow();
+    } });
+    if (!updated) {
+      const current = await trx.selectFrom('ci_builds').select('status').where('id', '=', status.id).executeTakeFirstOrThrow();
+      throw apiError(400, `Cannot transition status via :${event} from :${current.status} (Reason(s): Status cannot transition via "${event}")`);
+    }
     // Stage and pipeline statuses follow in the same transaction (and merge-when-pipeline-succeeds after it).
-    return { build: updated, transition: await advancePipeline(cairn, trx, pipeline.id) };
+    return { build: updated, moved: await advancePipeline(cairn, trx, pipeline.id) };
   });
-  await afterPipelineCommit(cairn, transition);
+  await afterPipelineCommit(cairn, moved);
   return build;
 }
 

@@ -5,6 +5,7 @@ import type { EpicExtras } from '../presenters/epics.js';
 import { pageWithTotal, totalCount } from './paging.js';
 import { findUsersByIds } from './users.js';
 import { labelMatchCondition, labelRowsOf, voteCountsOf, type LabelMatch } from './work_item_extras.js';
+import { EPIC_STATE } from '../db/work_item_states.js';
 
 /** Epic list filters (GitLab's Epics API, the common ones); confidential epics only for callers who may see them. */
 export interface EpicFilters {
@@ -27,8 +28,8 @@ export interface EpicFilters {
 function conditions(groupId: number, f: EpicFilters): RawBuilder<boolean> {
   const conds: RawBuilder<boolean>[] = [sql`e.group_id = ${groupId}`];
   if (!f.includeConfidential) conds.push(sql`not e.confidential`);
-  if (f.state === 'opened') conds.push(sql`e.state_id = 1`);
-  if (f.state === 'closed') conds.push(sql`e.state_id = 2`);
+  if (f.state === 'opened') conds.push(sql`e.state_id = ${EPIC_STATE.opened}`);
+  if (f.state === 'closed') conds.push(sql`e.state_id = ${EPIC_STATE.closed}`);
   if (f.authorId !== undefined) conds.push(sql`e.author_id = ${f.authorId}`);
   if (f.confidential !== undefined) conds.push(sql`e.confidential = ${f.confidential}`);
   if (f.labels === 'none' || f.labels === 'any' || f.labels?.length) conds.push(labelMatchCondition('Epic', sql`e.id`, f.labels));

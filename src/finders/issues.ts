@@ -10,6 +10,7 @@ import type { MilestoneView } from '../presenters/milestones.js';
 import { pageWithTotal, totalCount } from './paging.js';
 import { findUsersByIds } from './users.js';
 import { labelMatchCondition, labelRowsOf, milestonesByIds, voteCountsOf, type LabelMatch } from './work_item_extras.js';
+import { ISSUE_STATE } from '../db/work_item_states.js';
 
 /** A user filter as GitLab takes it: an id, or None (nobody) / Any (somebody). */
 export type UserMatch = number | 'none' | 'any';
@@ -64,7 +65,6 @@ export const ISSUE_ORDERS = [
 ] as const;
 export type IssueOrder = (typeof ISSUE_ORDERS)[number];
 
-export const ISSUE_STATE = { opened: 1, closed: 2 } as const;
 
 /**
  * SQL condition: the actor may read the issue aliased `i` of the project aliased `p` (the

@@ -9,6 +9,7 @@ import { findUsersByIds } from './users.js';
 import { presentLabelBasic } from '../presenters/labels.js';
 import type { MilestoneView } from '../presenters/milestones.js';
 import { labelMatchCondition, labelRowsOf, milestonesByIds, voteCountsOf, type LabelMatch } from './work_item_extras.js';
+import { MR_STATE } from '../db/work_item_states.js';
 
 /** A user filter as GitLab takes it: an id, or None (nobody) / Any (somebody). */
 export type UserMatch = number | 'none' | 'any';
@@ -54,7 +55,6 @@ export interface MergeRequestFilters extends MergeRequestMatch {
 }
 
 const DRAFT_SQL = sql<boolean>`(mr.title ~* '^\\s*(\\[draft\\]|\\(draft\\)|draft:)')`;
-const STATE_IDS = { opened: 1, closed: 2, merged: 3, locked: 4 } as const;
 
 /** Conditions of one side of the filters; `negate` turns each into its opposite (GitLab's not[...]). */
 function matchConditions(m: MergeRequestMatch, actor: User | null, negate: boolean): RawBuilder<boolean>[] {
@@ -118,7 +118,7 @@ function listQuery(db: Database, actor: User | null, f: MergeRequestFilters) {
   else conds.push(readableTargets(actor));
   if (f.namespaceIds) conds.push(sql`p.namespace_id = any(${f.namespaceIds}::int[])`);
   if (f.iids?.length) conds.push(sql`mr.iid = any(${f.iids}::int[])`);
-  if (f.state && f.state !== 'all') conds.push(sql`mr.state_id = ${STATE_IDS[f.state]}`);
+  if (f.state && f.state !== 'all') conds.push(sql`mr.state_id = ${MR_STATE[f.state]}`);
   if (actor && f.scope === 'created_by_me') conds.push(sql`mr.author_id = ${actor.id}`);
   if (actor && f.scope === 'assigned_to_me') conds.push(sql`exists (select 1 from merge_request_assignees x where x.merge_request_id = mr.id and x.user_id = ${actor.id})`);
   if (actor && f.scope === 'reviews_for_me') conds.push(sql`exists (select 1 from merge_request_reviewers x where x.merge_request_id = mr.id and x.user_id = ${actor.id})`);

@@ -2,6 +2,7 @@ import type { Epic, Label } from '../db/schema/work_items.js';
 import type { User } from '../db/schema/core.js';
 import { presentLabelBasic } from './labels.js';
 import { iso, presentUserBasic, type PresentContext } from './users.js';
+import { EPIC_STATE } from '../db/work_item_states.js';
 
 /** What an epic's form shows beyond its row, loaded for a page at once (finders/epics.ts). */
 export interface EpicExtras {
@@ -30,7 +31,7 @@ export function presentEpic(ctx: PresentContext, epic: Epic, x: EpicExtras, opts
     parent_iid: null,
     title: epic.title,
     description: epic.description,
-    state: epic.state_id === 2 ? ('closed' as const) : ('opened' as const),
+    state: epic.state_id === EPIC_STATE.closed ? ('closed' as const) : ('opened' as const),
     confidential: epic.confidential,
     web_url: webUrl,
     web_edit_url: `${webUrl}/edit`,

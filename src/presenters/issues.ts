@@ -4,9 +4,8 @@ import { taskCompletionStatus } from '../lib/markdown.js';
 import type { LabelDetail } from './merge_requests.js';
 import { timeStats } from './merge_requests.js';
 import { iso, presentUserBasic, type PresentContext } from './users.js';
+import { ISSUE_STATE_NAMES } from '../db/work_item_states.js';
 
-/** State names by GitLab's state_id for issues. */
-export const ISSUE_STATES: Record<number, 'opened' | 'closed'> = { 1: 'opened', 2: 'closed' };
 
 /** Everything the issue presenters show beyond the row, preloaded for a whole page (finders/issues.ts). */
 export interface IssueExtras {
@@ -61,7 +60,7 @@ export function presentIssueBasic(ctx: PresentContext, issue: Issue, x: IssueExt
     project_id: issue.project_id,
     title: issue.title,
     description: issue.description,
-    state: ISSUE_STATES[issue.state_id] ?? 'opened',
+    state: ISSUE_STATE_NAMES[issue.state_id] ?? 'opened',
     created_at: iso(issue.created_at)!,
     updated_at: iso(issue.updated_at)!,
     closed_at: iso(issue.closed_at),

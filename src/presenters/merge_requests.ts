@@ -3,10 +3,8 @@ import type { MergeRequest } from '../db/schema/work_items.js';
 import { renderMarkdown, renderMarkdownLine, taskCompletionStatus } from '../lib/markdown.js';
 import type { presentLabelBasic } from './labels.js';
 import { iso, presentUserBasic, type PresentContext } from './users.js';
+import { MR_STATE, MR_STATE_NAMES } from '../db/work_item_states.js';
 
-/** State names by GitLab's state_id. */
-export const MR_STATES: Record<number, 'opened' | 'closed' | 'merged' | 'locked'> = { 1: 'opened', 2: 'closed', 3: 'merged', 4: 'locked' };
-export const MR_STATE_IDS: Record<string, number> = { opened: 1, closed: 2, merged: 3, locked: 4 };
 
 /** GitLab's draft title prefixes: "Draft:", "[Draft]", "(Draft)", any case. */
 const DRAFT_PREFIX = /^\s*(\[draft\]|\(draft\)|draft:)\s*/i;
@@ -70,7 +68,7 @@ function mergeParam(mr: MergeRequest, name: string): boolean | null {
 
 /** GitLab's detailed_merge_status from what Cairn knows of the merge request. */
 function detailedMergeStatus(mr: MergeRequest, x: MergeRequestExtras): string {
-  if (mr.state_id !== 1) return 'not_open';
+  if (mr.state_id !== MR_STATE.opened) return 'not_open';
   if (isDraftTitle(mr.title)) return 'draft_status';
   if (mr.merge_status === 'unchecked' || mr.merge_status === 'cannot_be_merged_recheck') return 'unchecked';
   if (mr.merge_status === 'checking') return 'checking';
@@ -93,10 +91,10 @@ export function presentMergeRequest(ctx: PresentContext, mr: MergeRequest, x: Me
     project_id: mr.target_project_id,
     title: mr.title,
     description: mr.description,
-    state: MR_STATES[mr.state_id] ?? 'opened',
+    state: MR_STATE_NAMES[mr.state_id] ?? 'opened',
     created_at: iso(mr.created_at),
     updated_at: iso(mr.updated_at),
-    merged_by: user(mr.state_id === 3 ? x.mergeUser : null),
+    merged_by: user(mr.state_id === MR_STATE.merged ? x.mergeUser : null),
     merge_user: user(x.mergeUser),
     merged_at: iso(mr.merged_at),
     closed_by: user(x.closedBy),
@@ -210,7 +208,7 @@ function mergeRequestIdentity(mr: MergeRequest) {
     project_id: mr.target_project_id,
     title: mr.title,
     description: mr.description,
-    state: MR_STATES[mr.state_id] ?? 'opened',
+    state: MR_STATE_NAMES[mr.state_id] ?? 'opened',
     created_at: iso(mr.created_at),
     updated_at: iso(mr.updated_at),
   };

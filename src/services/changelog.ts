@@ -18,6 +18,7 @@ import { commitTitle, parseTrailers } from '../presenters/commits.js';
 import { createCommit } from './commits.js';
 import { readFile } from './files.js';
 import { projectRepoPath } from './projects.js';
+import { MR_STATE } from '../db/work_item_states.js';
 
 /**
  * Changelog generation (GitLab's Repositories::ChangelogService and Gitlab::Changelog): the
@@ -345,7 +346,7 @@ async function commitAuthors(cairn: Cairn, project: ProjectWithNamespace, commit
     .select('author_id')
     .distinct()
     .where('target_project_id', '=', project.id)
-    .where('state_id', '=', 3)
+    .where('state_id', '=', MR_STATE.merged)
     .where('target_branch', '=', project.default_branch ?? '')
     .where('author_id', 'in', ids)
     .execute();

@@ -9,7 +9,8 @@ import { defineJob, enqueue } from '../jobs/queue.js';
 import { closingReferences, type ClosingReference } from '../lib/closing_pattern.js';
 import { effectiveLevel } from '../policies/abilities.js';
 import { mayUpdateIssue } from '../policies/issues.js';
-import { changeIssueState, ISSUE_STATE } from './issues.js';
+import { changeIssueState } from './issues.js';
+import { ISSUE_STATE } from '../db/work_item_states.js';
 import { projectRepoPath } from './projects.js';
 import { findUserById } from '../finders/users.js';
 

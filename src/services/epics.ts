@@ -9,6 +9,8 @@ import { nextInternalId } from './internal_ids.js';
 import { setLabels, type LabelChange } from './label_links.js';
 import { deleteWorkItemDependents } from './work_items.js';
 import { notify } from './notify.js';
+import { transition } from '../db/state_machine.js';
+import { EPIC_MACHINE } from '../db/work_item_states.js';
 
 /**
  * Minimal group epics (GitLab's Epics API): create, update (title, description, state_event,
@@ -16,7 +18,6 @@ import { notify } from './notify.js';
  * is one guarded UPDATE; label changes are label events (resource_label_events), not notes.
  */
 
-export const EPIC_STATE = { opened: 1, closed: 2 } as const;
 
 export interface EpicParams {
   title?: string;
@@ -112,15 +113,9 @@ export async function updateEpic(cairn: Cairn, epic: Epic, user: User, p: EpicPa
     const labelsChanged = await applyLabels(trx, epic, user, p.labelChange);
     let current = epic;
     if (p.state_event) {
-      const to = p.state_event === 'close' ? EPIC_STATE.closed : EPIC_STATE.opened;
-      const from = p.state_event === 'close' ? EPIC_STATE.opened : EPIC_STATE.closed;
-      current = (await trx
-        .updateTable('epics')
-        .set({ state_id: to, closed_at: to === EPIC_STATE.closed ? sql<Date>`now()` : null, updated_at: sql<Date>`now()` })
-        .where('id', '=', epic.id)
-        .where('state_id', '=', from)
-        .returningAll()
-        .executeTakeFirst()) ?? current;
+      current = (await transition(trx, EPIC_MACHINE, epic.id, p.state_event, {
+        set: { closed_at: p.state_event === 'close' ? sql<Date>`now()` : null, updated_at: sql<Date>`now()` },
+      })) ?? current;
     }
     if (Object.keys(set).length || labelsChanged) {
       current = await trx.updateTable('epics').set({ ...set, updated_at: sql<Date>`now()` }).where('id', '=', epic.id).returningAll().executeTakeFirstOrThrow();

@@ -1,5 +1,7 @@
 import crypto from 'node:crypto';
 import { sql } from 'kysely';
+import { transition } from '../db/state_machine.js';
+import { MERGE_REQUEST_MACHINE } from '../db/work_item_states.js';
 import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
 import type { Namespace, Project, User } from '../db/schema/core.js';
@@ -170,15 +172,10 @@ export async function unlinkFork(cairn: Cairn, project: ProjectWithNamespace, us
   const member = await forkMemberOf(cairn.db, project.id);
   if (!member) return false;
   await cairn.db.transaction().execute(async (trx) => {
-    await trx
-      .updateTable('merge_requests')
-      .set({ state_id: 2, closed_at: new Date(), closed_by_id: user.id, updated_at: new Date() })
-      .where('state_id', 'in', [1, 4])
-      .where((eb) => eb.or([
-        eb.and([eb('source_project_id', '=', project.id), eb('target_project_id', '<>', project.id)]),
-        eb.and([eb('target_project_id', '=', project.id), eb('source_project_id', '<>', project.id)]),
-      ]))
-      .execute();
+    await transition(trx, MERGE_REQUEST_MACHINE, (qb) => qb.where((eb: any) => eb.or([
+      eb.and([eb('source_project_id', '=', project.id), eb('target_project_id', '<>', project.id)]),
+      eb.and([eb('target_project_id', '=', project.id), eb('source_project_id', '<>', project.id)]),
+    ])), 'close', { set: { closed_at: new Date(), closed_by_id: user.id, updated_at: new Date() } });
     await trx.deleteFrom('fork_network_members').where('project_id', '=', project.id).execute();
     await trx.updateTable('fork_network_members').set({ forked_from_project_id: null, updated_at: new Date() }).where('forked_from_project_id', '=', project.id).execute();
     await trx

@@ -10,6 +10,8 @@ import { setLabels, type LabelChange } from './label_links.js';
 import { deleteWorkItemDependents } from './work_items.js';
 import { addSystemNote } from './notes.js';
 import { notify } from './notify.js';
+import { transition } from '../db/state_machine.js';
+import { ISSUE_MACHINE } from '../db/work_item_states.js';
 
 /**
  * Issues: create, update, close and reopen, delete. State is GitLab's state_id (1 opened,
@@ -19,7 +21,6 @@ import { notify } from './notify.js';
  * passed in, as GitLab drops them silently.
  */
 
-export const ISSUE_STATE = { opened: 1, closed: 2 } as const;
 /** Issue types GitLab's API accepts. */
 export const ISSUE_TYPES = ['issue', 'incident', 'test_case', 'task'] as const;
 
@@ -200,17 +201,12 @@ export async function updateIssue(cairn: Cairn, project: ProjectWithNamespace, i
  */
 export async function changeIssueState(cairn: Pick<Cairn, 'db' | 'config'>, issue: Issue, event: 'close' | 'reopen', user: Pick<User, 'id'>, note?: string): Promise<Issue> {
   const { db } = cairn;
-  const from = event === 'close' ? ISSUE_STATE.opened : ISSUE_STATE.closed;
   const run = async (trx: Database) => {
-    const updated = await trx
-      .updateTable('issues')
-      .set(event === 'close'
-        ? { state_id: ISSUE_STATE.closed, closed_at: sql`now()` as any, closed_by_id: user.id, updated_at: sql`now()` as any }
-        : { state_id: ISSUE_STATE.opened, closed_at: null, closed_by_id: null, updated_at: sql`now()` as any })
-      .where('id', '=', issue.id)
-      .where('state_id', '=', from)
-      .returningAll()
-      .executeTakeFirst();
+    const updated = await transition(trx, ISSUE_MACHINE, issue.id, event, {
+      set: event === 'close'
+        ? { closed_at: sql`now()` as any, closed_by_id: user.id, updated_at: sql`now()` as any }
+        : { closed_at: null, closed_by_id: null, updated_at: sql`now()` as any },
+    });
     if (updated) {
       await addSystemNote(trx, issueScope(updated), user.id, note ?? (event === 'close' ? 'closed' : 'reopened'));
       await notify(cairn, trx, { action: event === 'close' ? 'close_issue' : 'reopen_issue', target: { type: 'Issue', id: updated.id }, actorId: user.id });

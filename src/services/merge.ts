@@ -16,7 +16,9 @@ import { projectAccessLevel } from '../finders/access_levels.js';
 import { canMergeToBranch, canPushToBranch } from '../policies/branches.js';
 import { ApiError, apiError, forbidden, unauthorized } from '../plugins/errors.js';
 import { isDraftTitle } from '../presenters/merge_requests.js';
-import { MR_STATE, mergeRefName, mergeRequestNoteScope, refreshMergeRequest } from './merge_requests.js';
+import { mergeRefName, mergeRequestNoteScope, refreshMergeRequest } from './merge_requests.js';
+import { MERGE_REQUEST_MACHINE, MR_STATE } from '../db/work_item_states.js';
+import { transition } from '../db/state_machine.js';
 import { addSystemNote } from './notes.js';
 import { hasUnresolvedThreads } from '../finders/notes.js';
 import { enqueueClosingIssues } from './closing_issues.js';
@@ -149,18 +151,14 @@ export async function acceptMergeRequest(
   if (opts.merge_when_pipeline_succeeds && (await headPipelineActive(cairn, mr))) {
     // A pipeline is running for the head: merge when it succeeds (onPipelineSucceeded).
     const flagged = await cairn.db.transaction().execute(async (trx) => {
-      const row = await trx
-        .updateTable('merge_requests')
-        .set({
+      const row = await transition(trx, MERGE_REQUEST_MACHINE, mr.id, 'autoMerge', {
+        set: {
           merge_when_pipeline_succeeds: true,
           merge_user_id: user.id,
           merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, squash) }),
           updated_at: sql`now()` as any,
-        })
-        .where('id', '=', mr.id)
-        .where('state_id', '=', MR_STATE.opened)
-        .returningAll()
-        .executeTakeFirst();
+        },
+      });
       if (row && !mr.merge_when_pipeline_succeeds) {
         await notify(cairn, trx, { action: 'merge_when_pipeline_succeeds', target: { type: 'MergeRequest', id: mr.id }, actorId: user.id });
       }
@@ -204,14 +202,10 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
   // together: a crash between two separate writes left a request locked with no journal.
   const journalPayload: MergeJournal = { mergeRequestId: mr.id, userId: user.id, opts, built: null };
   const journal = await db.transaction().execute(async (trx) => {
-    const locked = await trx
-      .updateTable('merge_requests')
-      .set({ state_id: MR_STATE.locked, merge_error: null, updated_at: sql`now()` as any })
-      .where('id', '=', mr.id)
-      .where('state_id', '=', MR_STATE.opened)
-      .where(sql<boolean>`head_sha is not distinct from ${mr.head_sha}`)
-      .returning('id')
-      .executeTakeFirst();
+    const locked = await transition(trx, MERGE_REQUEST_MACHINE, mr.id, 'lock', {
+      set: { merge_error: null, updated_at: sql`now()` as any },
+      where: (qb) => qb.where(sql<boolean>`head_sha is not distinct from ${mr.head_sha}`),
+    });
     return locked ? beginInlineJob(db, MERGE_JOURNAL_JOB, { ...journalPayload }, { trx }) : null;
   });
   // Someone else is merging it, or it changed under us.
@@ -222,8 +216,7 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
     throw apiError(406, 'Branch cannot be merged');
   }
   const unlock = async (error: string | null) =>
-    db.updateTable('merge_requests').set({ state_id: MR_STATE.opened, merge_error: error, updated_at: sql`now()` as any })
-      .where('id', '=', mr.id).where('state_id', '=', MR_STATE.locked).execute();
+    transition(db, MERGE_REQUEST_MACHINE, mr.id, 'unlock', { set: { merge_error: error, updated_at: sql`now()` as any } });
 
   const gitDir = projectRepoPath(cairn, project);
   try {
@@ -295,10 +288,8 @@ async function recordMerged(
   opts: MergeOptions & { squash: boolean },
 ): Promise<MergeRequest | undefined> {
   return cairn.db.transaction().execute(async (trx) => {
-    const row = await trx
-      .updateTable('merge_requests')
-      .set({
-        state_id: MR_STATE.merged,
+    const row = await transition(trx, MERGE_REQUEST_MACHINE, mr.id, 'merge', {
+      set: {
         merged_at: sql`now()` as any,
         merge_user_id: user.id,
         merge_commit_sha: built.mergeCommit,
@@ -307,11 +298,8 @@ async function recordMerged(
         merge_when_pipeline_succeeds: false,
         merge_params: JSON.stringify({ ...(mr.merge_params as object), ...mergeParams(opts, opts.squash) }),
         updated_at: sql`now()` as any,
-      })
-      .where('id', '=', mr.id)
-      .where('state_id', '=', MR_STATE.locked)
-      .returningAll()
-      .executeTakeFirst();
+      },
+    });
     if (!row) return undefined;
     await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, 'merged');
     await enqueueClosingIssues(trx, row, user.id);
@@ -352,8 +340,7 @@ defineJob(MERGE_JOURNAL_JOB, async (cairn, payload) => {
     if (merged) await afterMerge(cairn, project, user, merged, p.opts);
     return;
   }
-  await db.updateTable('merge_requests').set({ state_id: MR_STATE.opened, merge_error: null, updated_at: sql`now()` as any })
-    .where('id', '=', mr.id).where('state_id', '=', MR_STATE.locked).execute();
+  await transition(db, MERGE_REQUEST_MACHINE, mr.id, 'unlock', { set: { merge_error: null, updated_at: sql`now()` as any } });
 });
 
 /** Removes the source branch when asked (should_remove_source_branch, or force_remove_source_branch set at creation). */
@@ -380,13 +367,7 @@ export async function reconcileLocked(cairn: Cairn, project: ProjectWithNamespac
   const target = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
   const merged = !!(target && mr.head_sha && (await isAncestor(gitDir, mr.head_sha, target)));
   const row = await cairn.db.transaction().execute(async (trx) => {
-    const done = await trx
-      .updateTable('merge_requests')
-      .set(merged ? { state_id: MR_STATE.merged, merged_at: sql`now()` as any } : { state_id: MR_STATE.opened })
-      .where('id', '=', mr.id)
-      .where('state_id', '=', MR_STATE.locked)
-      .returningAll()
-      .executeTakeFirst();
+    const done = await transition(trx, MERGE_REQUEST_MACHINE, mr.id, merged ? 'merge' : 'unlock', { set: merged ? { merged_at: sql`now()` as any } : {} });
     if (done && merged) {
       await enqueueClosingIssues(trx, done, done.merge_user_id);
       await notify(cairn, trx, { action: 'merge_merge_request', target: { type: 'MergeRequest', id: done.id }, actorId: done.merge_user_id });

@@ -21,22 +21,17 @@ import { commitsBetween, readCommitsOnce } from '../git/compare.js';
 import { draftlessTitle, isDraftTitle } from '../presenters/merge_requests.js';
 import { addSystemNote } from './notes.js';
 import { notify } from './notify.js';
+import { MERGE_REQUEST_MACHINE, MR_STATE } from '../db/work_item_states.js';
+import { transition } from '../db/state_machine.js';
 
 /**
  * Merge requests: create, update, close and reopen, delete, and keeping each one's view of git
  * (source head, diff bases, mergeability) true after pushes. Merging and rebasing are in
- * services/merge.ts. States are GitLab's state_id: 1 opened, 2 closed, 3 merged, 4 locked; every
- * state change is one guarded UPDATE (`where state_id = any(from)`), so two processes cannot both
- * make it.
+ * services/merge.ts. States are GitLab's state_id (MERGE_REQUEST_MACHINE, db/work_item_states.ts);
+ * every state change is one guarded UPDATE (`where state_id = any(from)`), so two processes
+ * cannot both make it.
  */
 
-export const MR_STATE = { opened: 1, closed: 2, merged: 3, locked: 4 } as const;
-
-/** Which state changes `state_event` may ask for, from which states. */
-const STATE_EVENTS: Record<'close' | 'reopen', { from: number[]; to: number }> = {
-  close: { from: [MR_STATE.opened, MR_STATE.locked], to: MR_STATE.closed },
-  reopen: { from: [MR_STATE.closed], to: MR_STATE.opened },
-};
 
 /** The notes of a merge request: its threads and its system notes. */
 export function mergeRequestNoteScope(mr: Pick<MergeRequest, 'id' | 'target_project_id'>): NoteableScope {
@@ -376,8 +371,7 @@ async function applyLabels(db: Database, mr: MergeRequest, user: User, change: L
 
 /** close / reopen as one guarded update; asking for a change the state does not allow changes nothing. */
 export async function changeState(cairn: Cairn, mr: MergeRequest, event: 'close' | 'reopen', user: User): Promise<MergeRequest> {
-  const rule = STATE_EVENTS[event];
-  if (!rule.from.includes(mr.state_id)) return mr;
+  if (!MERGE_REQUEST_MACHINE.can(event, mr.state_id)) return mr;
   if (event === 'reopen') {
     // Reopening would make a second open request for the same branches.
     const other = await cairn.db.selectFrom('merge_requests').select('iid')
@@ -388,15 +382,11 @@ export async function changeState(cairn: Cairn, mr: MergeRequest, event: 'close'
     if (other) throw conflictMessage(other.iid);
   }
   const updated = await cairn.db.transaction().execute(async (trx) => {
-    const row = await trx
-      .updateTable('merge_requests')
-      .set(event === 'close'
-        ? { state_id: rule.to, closed_at: sql`now()` as any, closed_by_id: user.id, updated_at: sql`now()` as any }
-        : { state_id: rule.to, closed_at: null, closed_by_id: null, merge_status: 'unchecked', updated_at: sql`now()` as any })
-      .where('id', '=', mr.id)
-      .where('state_id', 'in', rule.from)
-      .returningAll()
-      .executeTakeFirst();
+    const row = await transition(trx, MERGE_REQUEST_MACHINE, mr.id, event, {
+      set: event === 'close'
+        ? { closed_at: sql`now()` as any, closed_by_id: user.id, updated_at: sql`now()` as any }
+        : { closed_at: null, closed_by_id: null, merge_status: 'unchecked', updated_at: sql`now()` as any },
+    });
     // GitLab's change_status note, only by whoever made the change.
     if (row) {
       await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, event === 'close' ? 'closed' : 'reopened');

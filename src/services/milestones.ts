@@ -4,16 +4,12 @@ import type { Milestone } from '../db/schema/work_items.js';
 import { apiError } from '../plugins/errors.js';
 import { nextInternalId } from './internal_ids.js';
 import { sanitizeText } from './labels.js';
+import { transition, type EventOf } from '../db/state_machine.js';
+import { MILESTONE_MACHINE } from '../db/work_item_states.js';
 
 /** A milestone's owner: a project (in a namespace that may be a group) or a group. */
 export type MilestoneParent = { projectId: number; namespaceGroupId: number | null } | { groupId: number };
 
-/** The state machine of milestones: each event, the states it leaves and the state it reaches. */
-export const MILESTONE_TRANSITIONS = {
-  close: { from: ['active'], to: 'closed' },
-  activate: { from: ['closed'], to: 'active' },
-} as const;
-export type MilestoneStateEvent = keyof typeof MILESTONE_TRANSITIONS;
 
 export interface MilestoneInput {
   title?: string;
@@ -122,7 +118,7 @@ export async function updateMilestone(
   db: Database,
   parent: MilestoneParent,
   milestone: Milestone,
-  input: MilestoneInput & { state_event?: MilestoneStateEvent },
+  input: MilestoneInput & { state_event?: EventOf<typeof MILESTONE_MACHINE> },
 ): Promise<Milestone> {
   const next = {
     title: input.title !== undefined ? cleanTitle(input.title) : milestone.title,
@@ -149,15 +145,8 @@ export async function updateMilestone(
       }
     }
     if (input.state_event) {
-      const t = MILESTONE_TRANSITIONS[input.state_event];
       // A milestone already in the target state is left as it is, as GitLab's state machine leaves it.
-      const moved = await trx
-        .updateTable('milestones')
-        .set({ state: t.to, updated_at: new Date() })
-        .where('id', '=', milestone.id)
-        .where('state', 'in', [...t.from])
-        .returningAll()
-        .executeTakeFirst();
+      const moved = await transition(trx, MILESTONE_MACHINE, milestone.id, input.state_event, { set: { updated_at: new Date() } });
       if (moved) row = moved;
     }
     return row;

@@ -3,6 +3,8 @@ import type { Cairn } from '../context.js';
 import type { ProjectsTable } from '../db/schema/core.js';
 import { hashedDiskPath, initBareRepository, repositoryPath } from '../git/repository.js';
 import { sql } from 'kysely';
+import { transition } from '../db/state_machine.js';
+import { MERGE_REQUEST_MACHINE } from '../db/work_item_states.js';
 import type { Database } from '../db/index.js';
 import type { Namespace, Project, User } from '../db/schema/core.js';
 import { createRootCommit, hasRefs, rootReadme } from '../git/plumbing.js';
@@ -325,13 +327,9 @@ export async function deleteProjectRows(trx: Database, projects: Pick<Project, '
   const ids = projects.map((p) => p.id);
   // Open merge requests from a deleted fork into the rest of its network are closed, as GitLab's
   // unlink does (those into it go with it); their head refs stay in the target repository.
-  await trx
-    .updateTable('merge_requests')
-    .set({ state_id: 2, closed_at: new Date(), updated_at: new Date() })
-    .where('state_id', 'in', [1, 4])
-    .where('source_project_id', 'in', ids)
-    .where('target_project_id', 'not in', ids)
-    .execute();
+  await transition(trx, MERGE_REQUEST_MACHINE, (qb) => qb.where('source_project_id', 'in', ids).where('target_project_id', 'not in', ids), 'close', {
+    set: { closed_at: new Date(), updated_at: new Date() },
+  });
   await trx.deleteFrom('members').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
   await trx.deleteFrom('notification_settings').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
   await deleteProjectsSnippets(trx, ids);

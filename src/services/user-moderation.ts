@@ -4,6 +4,7 @@ import type { User } from '../db/schema/core.js';
 import { apiError, forbidden } from '../plugins/errors.js';
 import { findUserById, INTERNAL_USER_TYPES } from '../finders/users.js';
 import { deleteUser } from './user-deletion.js';
+import { defineMachine, transition, type EventOf } from '../db/state_machine.js';
 
 /**
  * State changes administrators make through the API, with GitLab's answers: a successful
@@ -20,7 +21,7 @@ const isInternal = (u: User) => INTERNAL_USER_TYPES.includes(u.user_type);
  * enters (GitLab's user state machine, narrowed to what its API allows). A change is one guarded
  * UPDATE, so two requests racing on the same user can never both make it.
  */
-export const USER_STATE_CHANGES = {
+export const USER_MACHINE = defineMachine('users', 'state', {
   block: { from: ['active', 'deactivated', 'blocked_pending_approval', 'banned'], to: 'blocked' },
   unblock: { from: ['blocked', 'blocked_pending_approval', 'banned'], to: 'active' },
   activate: { from: ['deactivated', 'blocked_pending_approval', 'banned'], to: 'active' },
@@ -28,20 +29,13 @@ export const USER_STATE_CHANGES = {
   ban: { from: ['active'], to: 'banned' },
   unban: { from: ['banned'], to: 'active' },
   approve: { from: ['blocked_pending_approval'], to: 'active' },
-} as const satisfies Record<string, { from: readonly string[]; to: string }>;
+});
 
-export type UserStateChange = keyof typeof USER_STATE_CHANGES;
+export type UserStateChange = EventOf<typeof USER_MACHINE>;
 
 /** Makes `change` if the user is still in one of its `from` states; false when another request got there first. */
 async function applyStateChange(db: Database, userId: number, change: UserStateChange): Promise<boolean> {
-  const { from, to } = USER_STATE_CHANGES[change];
-  const res = await db
-    .updateTable('users')
-    .set({ state: to, updated_at: new Date() })
-    .where('id', '=', userId)
-    .where('state', 'in', [...from])
-    .executeTakeFirst();
-  return Number(res.numUpdatedRows) > 0;
+  return (await transition(db, USER_MACHINE, userId, change, { set: { updated_at: new Date() } })) !== null;
 }
 
 /**
@@ -78,7 +72,7 @@ export async function unblockUser(db: Database, user: User): Promise<boolean> {
   return changeState(db, user, (u) => {
     if (u.state === 'ldap_blocked') throw forbidden('LDAP blocked users cannot be unblocked by the API');
     if (u.state === 'deactivated') throw forbidden('Deactivated users cannot be unblocked by the API');
-    if (!(USER_STATE_CHANGES.unblock.from as readonly string[]).includes(u.state)) return { result: false };
+    if (!USER_MACHINE.can('unblock', u.state)) return { result: false };
     return { change: 'unblock', result: true };
   });
 }

@@ -41,6 +41,7 @@ import { projectRepoPath } from '../../services/projects.js';
 import { IdParams, RowId } from '../params.js';
 import { groupOf, NoContent, projectOf, route } from '../route.js';
 import { mergeRequestFilters, MergeRequestListQuery } from './filters.js';
+import { MR_STATE } from '../../db/work_item_states.js';
 
 export const IidParams = Type.Object({ id: Type.String(), merge_request_iid: RowId });
 
@@ -164,7 +165,7 @@ async function sendList(request: FastifyRequest, reply: FastifyReply, filters: M
     let current = found.slice(0, page.perPage);
     // with_merge_status_recheck: the ones not checked since their branches moved are checked now.
     if (q.with_merge_status_recheck) {
-      current = await Promise.all(current.map((r) => (r.state_id === 1 && r.merge_status.startsWith('unchecked') || r.merge_status === 'cannot_be_merged_recheck' ? refreshMergeRequest(cairn, r) : r)));
+      current = await Promise.all(current.map((r) => (r.state_id === MR_STATE.opened && r.merge_status.startsWith('unchecked') || r.merge_status === 'cannot_be_merged_recheck' ? refreshMergeRequest(cairn, r) : r)));
     }
     return presentList(request, current, q);
   };
@@ -211,7 +212,7 @@ async function headPipelineForms(request: FastifyRequest, access: ProjectAccess,
 export async function renderSingle(request: FastifyRequest, access: ProjectAccess, mr: MergeRequest, q: { include_diverged_commits_count?: boolean; include_rebase_in_progress?: boolean; render_html?: boolean } = {}) {
   const cairn = request.server.cairn;
   let current = await reconcileLocked(cairn, access.project, mr);
-  if (current.state_id === 1 && (current.merge_status === 'unchecked' || current.merge_status === 'cannot_be_merged_recheck')) {
+  if (current.state_id === MR_STATE.opened && (current.merge_status === 'unchecked' || current.merge_status === 'cannot_be_merged_recheck')) {
     current = await refreshMergeRequest(cairn, current, access.project);
   }
   const extras = (await loadMergeRequestExtras(cairn.db, [current], presentMilestoneSummary(request))).get(current.id)!;
@@ -479,7 +480,7 @@ export default async function mergeRequestRoutes(fastify: FastifyInstance) {
   }), async (request, reply) => {
     const { access, mr } = await loadMergeRequest(request);
     if (!can(access.user, 'create_pipeline', access)) throw forbidden();
-    if (mr.state_id !== 1) throw badRequest('Merge request is not opened');
+    if (mr.state_id !== MR_STATE.opened) throw badRequest('Merge request is not opened');
     let current = mr;
     if (!current.head_sha) current = await refreshMergeRequest(cairn, mr, access.project);
     if (!current.head_sha) throw badRequest('Merge request has no head commit');

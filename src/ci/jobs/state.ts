@@ -4,6 +4,7 @@ import type { Cairn } from '../../context.js';
 import type { Database } from '../../db/index.js';
 import type { CiBuild, CiStatus } from '../../db/schema/ci.js';
 import '../../db/schema/ci_engine.js';
+import { defineMachine, transition } from '../../db/state_machine.js';
 import { beginInlineJob, defineJob, enqueue, finishInlineJob } from '../../jobs/queue.js';
 import { randomToken, tokenDigest } from '../../lib/secrets.js';
 import { canDeployTo } from '../../policies/environments.js';
@@ -33,6 +34,30 @@ export const CREATE_DOWNSTREAM_JOB = 'ci.create_downstream';
 export const PIPELINE_TRANSITION_JOB = 'ci.pipeline_transition';
 
 const DEFAULT_TIMEOUT = 3600;
+
+/** The job state machine (GitLab's Ci::Build and Ci::Bridge transitions that Cairn makes). */
+export const JOB_MACHINE = defineMachine('ci_builds', 'status', {
+  /** To the runners' queue (a bridge: to its downstream pipeline's creation). */
+  enqueue: { from: ['created', 'manual', 'scheduled'], to: 'pending' },
+  /** Picked by a runner. */
+  run: { from: ['pending'], to: 'running' },
+  succeed: { from: ['running'], to: 'success' },
+  /** Failed: by its runner, by the stuck-job sweep, or before it ran (protected environment). */
+  drop: { from: ['created', 'manual', 'scheduled', 'pending', 'running'], to: 'failed' },
+  cancel: { from: CANCELABLE_STATUSES, to: 'canceled' },
+  skip: { from: ['created'], to: 'skipped' },
+  actionize: { from: ['created'], to: 'manual' },
+  schedule: { from: ['created'], to: 'scheduled' },
+  /** A skipped job waits again (a job before it is retried or played). */
+  reset: { from: ['skipped'], to: 'created' },
+  /** Played: who plays it is recorded while it is still manual or scheduled; enqueue follows. */
+  play: { from: ['manual', 'scheduled'] },
+  /** A bridge follows its downstream pipeline (`to` is the mirrored status, set by the caller). */
+  mirror: { from: ['pending', 'running', 'manual'] },
+});
+
+/** What every change a runner could observe sets besides the status. */
+const touched = () => ({ updated_at: sql`now()` as any, lock_version: sql`lock_version + 1` as any });
 
 type Executor = Database;
 
@@ -110,13 +135,7 @@ export async function enqueueBuild(db: Executor, buildId: number): Promise<CiBui
     const user = target.user_id === null ? null : ((await db.selectFrom('users').select(['id', 'admin']).where('id', '=', target.user_id).executeTakeFirst()) ?? null);
     if (!(await canDeployTo(db, target.project_id, target.environment, user))) return failForProtectedEnvironment(db, buildId);
   }
-  const build = await db
-    .updateTable('ci_builds')
-    .set({ status: 'pending', queued_at: sql`now()` as any, updated_at: sql`now()` as any, lock_version: sql`lock_version + 1` as any })
-    .where('id', '=', buildId)
-    .where('status', 'in', ['created', 'manual', 'scheduled'])
-    .returningAll()
-    .executeTakeFirst();
+  const build = await transition(db, JOB_MACHINE, buildId, 'enqueue', { set: { queued_at: sql`now()` as any, ...touched() } });
   if (!build) return null;
   if (build.type === 'Ci::Bridge') {
     await enqueue(db, CREATE_DOWNSTREAM_JOB, { bridgeId: build.id });
@@ -149,21 +168,10 @@ export const PROTECTED_ENVIRONMENT_FAILURE = 'protected_environment_failure';
  * protected environment for a user its deploy access levels do not admit, so no runner gets it.
  */
 async function failForProtectedEnvironment(db: Executor, buildId: number): Promise<CiBuild | null> {
-  const failed = await db
-    .updateTable('ci_builds')
-    .set({
-      status: 'failed',
-      failure_reason: PROTECTED_ENVIRONMENT_FAILURE,
-      finished_at: sql`now()` as any,
-      token_digest: null,
-      updated_at: sql`now()` as any,
-      lock_version: sql`lock_version + 1` as any,
-    })
-    .where('id', '=', buildId)
-    .where('status', 'in', ['created', 'manual', 'scheduled'])
-    .returningAll()
-    .executeTakeFirst();
-  return failed ?? null;
+  return transition(db, JOB_MACHINE, buildId, 'drop', {
+    from: ['created', 'manual', 'scheduled'],
+    set: { failure_reason: PROTECTED_ENVIRONMENT_FAILURE, finished_at: sql`now()` as any, token_digest: null, ...touched() },
+  });
 }
 
 /**
@@ -180,21 +188,9 @@ export async function assignBuild(trx: Database, buildId: number, runnerId: numb
   let timeout = current.timeout ?? DEFAULT_TIMEOUT;
   if (runner?.maximum_timeout && runner.maximum_timeout < timeout) timeout = runner.maximum_timeout;
   const token = `glcbt-${randomToken(24)}`;
-  const build = await trx
-    .updateTable('ci_builds')
-    .set({
-      status: 'running',
-      started_at: sql`now()` as any,
-      runner_id: runnerId,
-      token_digest: tokenDigest(token),
-      timeout,
-      updated_at: sql`now()` as any,
-      lock_version: sql`lock_version + 1` as any,
-    })
-    .where('id', '=', buildId)
-    .where('status', '=', 'pending')
-    .returningAll()
-    .executeTakeFirst();
+  const build = await transition(trx, JOB_MACHINE, buildId, 'run', {
+    set: { started_at: sql`now()` as any, runner_id: runnerId, token_digest: tokenDigest(token), timeout, ...touched() },
+  });
   if (!build) return null;
   await enqueue(trx, BUILD_TIMEOUT_JOB, { buildId }, { runAt: new Date(Date.now() + timeout * 1000) });
   await updateStatuses(trx, build.pipeline_id);
@@ -218,45 +214,38 @@ export interface FinishOptions {
  */
 export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOptions): Promise<boolean> {
   const from = opts.from ?? ['running'];
-  const stillThere = <Q extends { where: (...a: any[]) => Q }>(q: Q): Q => {
-    let out = q.where('status', 'in', from);
-    if (opts.updatedBefore) out = out.where('updated_at', '<', opts.updatedBefore);
-    return out;
-  };
+  const untouched = <Q extends { where: (...a: any[]) => Q }>(q: Q): Q => (opts.updatedBefore ? q.where('updated_at', '<', opts.updatedBefore) : q);
   const done = await inTransaction(cairn.db, async (trx) => {
     const current = await trx.selectFrom('ci_builds').select(['pipeline_id']).where('id', '=', buildId).executeTakeFirst();
     if (!current) return null;
     await lockPipeline(trx, current.pipeline_id);
-    const before = await stillThere(trx.selectFrom('ci_builds').selectAll().where('id', '=', buildId)).executeTakeFirst();
+    const before = await untouched(trx.selectFrom('ci_builds').selectAll().where('id', '=', buildId).where('status', 'in', from)).executeTakeFirst();
     if (!before) return null;
     const job = jobOf(before);
     const failed = opts.status === 'failed';
     const exitCode = opts.exitCode ?? null;
     const allowedByExit = failed && exitCode !== null && (job.allowFailureExitCodes ?? []).includes(exitCode);
     const coverage = before.status === 'running' ? await coverageOf(trx, before) : before.coverage;
-    const build = await stillThere(trx
-      .updateTable('ci_builds')
-      .set({
-        status: opts.status,
+    const build = await transition(trx, JOB_MACHINE, buildId, failed ? 'drop' : 'succeed', {
+      from,
+      where: untouched,
+      set: {
         finished_at: sql`now()` as any,
         token_digest: null,
         failure_reason: failed ? (opts.failureReason ?? 'script_failure') : null,
         exit_code: exitCode,
         allow_failure: before.allow_failure || allowedByExit,
         coverage,
-        updated_at: sql`now()` as any,
-        lock_version: sql`lock_version + 1` as any,
-      })
-      .where('id', '=', buildId))
-      .returningAll()
-      .executeTakeFirst();
+        ...touched(),
+      },
+    });
     if (!build) return null;
     if (before.status !== 'running') await dropPending(trx, [build.id]);
     if (failed && (await shouldAutoRetry(trx, build))) await cloneForRetry(trx, build, build.user_id, false);
-    return { transition: await advancePipeline(cairn, trx, build.pipeline_id) };
+    return { moved: await advancePipeline(cairn, trx, build.pipeline_id) };
   });
   if (done === null) return false;
-  await afterPipelineCommit(cairn, done.transition);
+  await afterPipelineCommit(cairn, done.moved);
   return true;
 }
 
@@ -369,7 +358,7 @@ async function resetSkippedAfter(db: Executor, job: Pick<CiBuild, 'pipeline_id' 
     }
   }
   const ids = builds.filter((b) => b.status === 'skipped' && affected.has(b.name) && b.name !== job.name).map((b) => b.id);
-  if (ids.length) await db.updateTable('ci_builds').set({ status: 'created', updated_at: sql`now()` as any }).where('id', 'in', ids).where('status', '=', 'skipped').execute();
+  await transition(db, JOB_MACHINE, ids, 'reset', { set: { updated_at: sql`now()` as any } });
 }
 
 /** API cancel: a cancelable job becomes canceled. Returns the job as it is afterwards (null when it does not exist). */
@@ -379,29 +368,17 @@ export async function cancelBuild(cairn: Cairn, buildId: number): Promise<CiBuil
     if (!current) return null;
     await lockPipeline(trx, current.pipeline_id);
     const canceled = await cancelBuildsLocked(trx, [buildId]);
-    return { transition: canceled.length > 0 ? await advancePipeline(cairn, trx, current.pipeline_id) : null };
+    return { moved: canceled.length > 0 ? await advancePipeline(cairn, trx, current.pipeline_id) : null };
   });
   if (!result) return null;
-  await afterPipelineCommit(cairn, result.transition);
+  await afterPipelineCommit(cairn, result.moved);
   return (await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', buildId).executeTakeFirst()) ?? null;
 }
 
 /** Cancels the cancelable ones among these jobs (pipeline row locked by the caller). */
 async function cancelBuildsLocked(db: Executor, buildIds: number[]): Promise<CiBuild[]> {
   if (!buildIds.length) return [];
-  const canceled = await db
-    .updateTable('ci_builds')
-    .set({
-      status: 'canceled',
-      finished_at: sql`now()` as any,
-      token_digest: null,
-      updated_at: sql`now()` as any,
-      lock_version: sql`lock_version + 1` as any,
-    })
-    .where('id', 'in', buildIds)
-    .where('status', 'in', CANCELABLE_STATUSES)
-    .returningAll()
-    .execute();
+  const canceled = await transition(db, JOB_MACHINE, buildIds, 'cancel', { set: { finished_at: sql`now()` as any, token_digest: null, ...touched() } });
   await dropPending(db, canceled.map((b) => b.id));
   return canceled;
 }
@@ -421,10 +398,10 @@ export async function retryBuild(cairn: Cairn, buildId: number, userId: number |
     if (!build || !isRetryable(build)) return null;
     const made = await cloneForRetry(trx, build, userId, true);
     await resetSkippedAfter(trx, build);
-    return { made, transition: await advancePipeline(cairn, trx, current.pipeline_id) };
+    return { made, moved: await advancePipeline(cairn, trx, current.pipeline_id) };
   });
   if (!copy) return null;
-  await afterPipelineCommit(cairn, copy.transition);
+  await afterPipelineCommit(cairn, copy.moved);
   return (await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', copy.made.id).executeTakeFirst()) ?? copy.made;
 }
 
@@ -451,11 +428,7 @@ export async function playBuild(cairn: Cairn, buildId: number, userId: number | 
     if (!build || !isPlayable(build)) return null;
     let target = build;
     if (build.status === 'manual' || build.status === 'scheduled') {
-      const updated = await trx
-        .updateTable('ci_builds')
-        .set({ user_id: userId, enqueue_immediately: true, updated_at: sql`now()` as any })
-        .where('id', '=', build.id).where('status', 'in', ['manual', 'scheduled'])
-        .returningAll().executeTakeFirst();
+      const updated = await transition(trx, JOB_MACHINE, build.id, 'play', { set: { user_id: userId, enqueue_immediately: true, updated_at: sql`now()` as any } });
       if (!updated) return null;
       target = updated;
     } else {
@@ -467,10 +440,10 @@ export async function playBuild(cairn: Cairn, buildId: number, userId: number | 
     }
     await enqueueBuild(trx, target.id);
     await resetSkippedAfter(trx, build);
-    return { target, transition: await advancePipeline(cairn, trx, current.pipeline_id) };
+    return { target, moved: await advancePipeline(cairn, trx, current.pipeline_id) };
   });
   if (!played) return null;
-  await afterPipelineCommit(cairn, played.transition);
+  await afterPipelineCommit(cairn, played.moved);
   return (await cairn.db.selectFrom('ci_builds').selectAll().where('id', '=', played.target.id).executeTakeFirst()) ?? played.target;
 }
 
@@ -508,19 +481,19 @@ export async function eraseBuild(cairn: Cairn, buildId: number, userId: number |
 export async function cancelPipeline(cairn: Cairn, pipelineId: number): Promise<void> {
   const children = await cairn.db.selectFrom('ci_pipelines').select('id').where('parent_pipeline_id', '=', pipelineId).execute();
   for (const c of children) await cancelPipeline(cairn, c.id);
-  const transition = await inTransaction(cairn.db, async (trx) => {
+  const moved = await inTransaction(cairn.db, async (trx) => {
     if (!(await lockPipeline(trx, pipelineId))) return null;
     const ids = await trx.selectFrom('ci_builds').select('id').where('pipeline_id', '=', pipelineId).where('status', 'in', CANCELABLE_STATUSES).execute();
     await cancelBuildsLocked(trx, ids.map((r) => r.id));
     return advancePipeline(cairn, trx, pipelineId);
   });
-  await afterPipelineCommit(cairn, transition);
+  await afterPipelineCommit(cairn, moved);
 }
 
 /** Pipeline retry: failed and canceled jobs get a new attempt, skipped ones wait again. False when nothing was retryable. */
 export async function retryPipeline(cairn: Cairn, pipelineId: number, userId: number | null): Promise<boolean> {
   const retried = await inTransaction(cairn.db, async (trx) => {
-    if (!(await lockPipeline(trx, pipelineId))) return { n: 0, transition: null };
+    if (!(await lockPipeline(trx, pipelineId))) return { n: 0, moved: null };
     const builds = await trx.selectFrom('ci_builds').selectAll().where('pipeline_id', '=', pipelineId).where('retried', '=', false).orderBy('stage_idx').orderBy('id').execute();
     let n = 0;
     for (const b of builds) {
@@ -529,12 +502,12 @@ export async function retryPipeline(cairn: Cairn, pipelineId: number, userId: nu
       await cloneForRetry(trx, b, userId, false);
       n++;
     }
-    if (!n) return { n, transition: null };
-    await trx.updateTable('ci_builds').set({ status: 'created', updated_at: sql`now()` as any }).where('pipeline_id', '=', pipelineId).where('retried', '=', false).where('status', '=', 'skipped').execute();
+    if (!n) return { n, moved: null };
+    await transition(trx, JOB_MACHINE, (qb) => qb.where('pipeline_id', '=', pipelineId).where('retried', '=', false), 'reset', { set: { updated_at: sql`now()` as any } });
     await trx.updateTable('ci_pipelines').set({ finished_at: null }).where('id', '=', pipelineId).execute();
-    return { n, transition: await advancePipeline(cairn, trx, pipelineId) };
+    return { n, moved: await advancePipeline(cairn, trx, pipelineId) };
   });
-  await afterPipelineCommit(cairn, retried.transition);
+  await afterPipelineCommit(cairn, retried.moved);
   // Child pipelines' failed jobs too.
   const children = await cairn.db.selectFrom('ci_pipelines').select('id').where('parent_pipeline_id', '=', pipelineId).execute();
   let childRetried = false;
@@ -635,29 +608,27 @@ export async function advancePipeline(cairn: Cairn, trx: Database, pipelineId: n
 }
 
 /** The committed status change's listeners run; a crash before they are done leaves the journal, whose handler runs them. */
-export async function afterPipelineCommit(cairn: Cairn, transition: PipelineTransition | null): Promise<void> {
-  if (!transition) return;
+export async function afterPipelineCommit(cairn: Cairn, moved: PipelineTransition | null): Promise<void> {
+  if (!moved) return;
   try {
-    await afterPipelineTransition(cairn, transition.pipeline, transition.before, transition.after);
+    await afterPipelineTransition(cairn, moved.pipeline, moved.before, moved.after);
   } finally {
-    await finishInlineJob(cairn.db, transition.journal);
+    await finishInlineJob(cairn.db, moved.journal);
   }
 }
 
 async function skip(db: Executor, id: number): Promise<CiStatus | null> {
-  const r = await db.updateTable('ci_builds').set({ status: 'skipped', updated_at: sql`now()` as any }).where('id', '=', id).where('status', '=', 'created').returning('status').executeTakeFirst();
-  return r ? 'skipped' : null;
+  return (await transition(db, JOB_MACHINE, id, 'skip', { set: { updated_at: sql`now()` as any } }))?.status ?? null;
 }
 
 async function toManual(db: Executor, id: number): Promise<CiStatus | null> {
-  const r = await db.updateTable('ci_builds').set({ status: 'manual', updated_at: sql`now()` as any }).where('id', '=', id).where('status', '=', 'created').returning('status').executeTakeFirst();
-  return r ? 'manual' : null;
+  return (await transition(db, JOB_MACHINE, id, 'actionize', { set: { updated_at: sql`now()` as any } }))?.status ?? null;
 }
 
 async function schedule(db: Executor, b: Row): Promise<CiStatus | null> {
   const startIn = jobOf(b).startIn ?? 0;
   const at = new Date(Date.now() + startIn * 1000);
-  const r = await db.updateTable('ci_builds').set({ status: 'scheduled', scheduled_at: at, updated_at: sql`now()` as any }).where('id', '=', b.id).where('status', '=', 'created').returning('status').executeTakeFirst();
+  const r = await transition(db, JOB_MACHINE, b.id, 'schedule', { set: { scheduled_at: at, updated_at: sql`now()` as any } });
   if (!r) return null;
   await enqueue(db, BUILD_SCHEDULED_JOB, { buildId: b.id }, { runAt: at });
   return 'scheduled';
@@ -756,12 +727,12 @@ defineJob(BUILD_SCHEDULED_JOB, async (cairn, payload) => {
     await enqueue(cairn.db, BUILD_SCHEDULED_JOB, { buildId: build.id }, { runAt: at });
     return;
   }
-  const transition = await inTransaction(cairn.db, async (trx) => {
+  const moved = await inTransaction(cairn.db, async (trx) => {
     await lockPipeline(trx, build.pipeline_id);
     await enqueueBuild(trx, build.id);
     return advancePipeline(cairn, trx, build.pipeline_id);
   });
-  await afterPipelineCommit(cairn, transition);
+  await afterPipelineCommit(cairn, moved);
 });
 
 /** A status change whose listeners did not all run (the process died): they run now. */

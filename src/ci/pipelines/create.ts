@@ -15,6 +15,7 @@ import { matchAnyGlob } from '../config/glob.js';
 import { advancePipeline, afterPipelineCommit, type PipelineTransition } from '../jobs/state.js';
 import { mergeRequestVariables } from './lookup.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
+import { MR_STATE } from '../../db/work_item_states.js';
 
 // Pipeline creation: read .gitlab-ci.yml at the pipeline's sha, compile it (src/ci/config) with
 // the predefined, group, project and pipeline variables, and store the pipeline, its stages, jobs
@@ -235,7 +236,7 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
   const settings = projectSettings(project);
   const jobs: CompiledJob[] = result.kind === 'pipeline' ? result.jobs : [];
   // A new pipeline moves on (its first jobs pending) in the transaction that makes it.
-  let transition: PipelineTransition | null = null;
+  let moved: PipelineTransition | null = null;
   const pipeline = await cairn.db.transaction().execute(async (trx) => {
     const iid = await nextInternalId(trx, 'ci_pipelines', project.id);
     const base = {
@@ -310,11 +311,11 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
     const idByName = new Map(builds.map((b) => [b.name, b.id]));
     const needs = ordered.flatMap((j) => (j.needs ?? []).map((n) => ({ build_id: idByName.get(j.name)!, name: n.name, artifacts: n.artifacts, optional: n.optional })));
     if (needs.length) await trx.insertInto('ci_build_needs').values(needs).execute();
-    transition = await advancePipeline(cairn, trx, row.id);
+    moved = await advancePipeline(cairn, trx, row.id);
     return row;
   });
   await linkMergeRequests(cairn, pipeline);
-  await afterPipelineCommit(cairn, transition);
+  await afterPipelineCommit(cairn, moved);
   const fresh = await cairn.db.selectFrom('ci_pipelines').selectAll().where('id', '=', pipeline.id).executeTakeFirstOrThrow();
   return { kind: 'created', pipeline: fresh };
 }
@@ -327,7 +328,7 @@ async function linkMergeRequests(cairn: Cairn, pipeline: CiPipeline) {
     .set({ head_pipeline_id: pipeline.id })
     .where('source_project_id', '=', pipeline.project_id)
     .where('source_branch', '=', pipeline.ref)
-    .where('state_id', '=', 1)
+    .where('state_id', '=', MR_STATE.opened)
     .execute();
 }
 

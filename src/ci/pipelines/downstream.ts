@@ -7,11 +7,13 @@ import { defineJob } from '../../jobs/queue.js';
 import { decryptSecret } from '../../lib/secrets.js';
 import { can, effectiveLevel } from '../../policies/abilities.js';
 import { onPipelineSucceeded } from '../../services/merge.js';
-import { mergeRequestNoteScope, MR_STATE } from '../../services/merge_requests.js';
+import { mergeRequestNoteScope } from '../../services/merge_requests.js';
+import { MR_STATE } from '../../db/work_item_states.js';
 import { addSystemNote } from '../../services/notes.js';
 import { projectRepoPath } from '../../services/projects.js';
 import type { CompiledJob } from '../config/index.js';
-import { advancePipeline, afterPipelineCommit, COMPLETED_STATUSES, CREATE_DOWNSTREAM_JOB, onPipelineStatusChange } from '../jobs/state.js';
+import { advancePipeline, afterPipelineCommit, COMPLETED_STATUSES, CREATE_DOWNSTREAM_JOB, JOB_MACHINE, onPipelineStatusChange } from '../jobs/state.js';
+import { transition } from '../../db/state_machine.js';
 import { createPipeline } from './create.js';
 import { findUserById } from '../../finders/users.js';
 
@@ -28,25 +30,22 @@ function mirrored(status: CiStatus): CiStatus {
 }
 
 async function settleBridge(cairn: Cairn, bridge: Pick<CiBuild, 'id' | 'pipeline_id'>, status: CiStatus, extra: { downstreamId?: number; failureReason?: string } = {}) {
-  const transition = await cairn.db.transaction().execute(async (trx) => {
+  const moved = await cairn.db.transaction().execute(async (trx) => {
     await trx.selectFrom('ci_pipelines').select('id').where('id', '=', bridge.pipeline_id).forUpdate().execute();
     const done = COMPLETED_STATUSES.includes(status);
-    await trx
-      .updateTable('ci_builds')
-      .set({
+    await transition(trx, JOB_MACHINE, bridge.id, 'mirror', {
+      set: {
         status,
         ...(extra.downstreamId ? { downstream_pipeline_id: extra.downstreamId } : {}),
         failure_reason: status === 'failed' ? (extra.failureReason ?? null) : null,
         started_at: sql`coalesce(started_at, now())` as any,
         finished_at: done ? (sql`now()` as any) : null,
         updated_at: sql`now()` as any,
-      })
-      .where('id', '=', bridge.id)
-      .where('status', 'in', ['pending', 'running', 'manual'])
-      .execute();
+      },
+    });
     return advancePipeline(cairn, trx, bridge.pipeline_id);
   });
-  await afterPipelineCommit(cairn, transition);
+  await afterPipelineCommit(cairn, moved);
 }
 
 /** Creates the downstream pipeline of a pending bridge (child or multi-project). */

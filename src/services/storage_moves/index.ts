@@ -3,6 +3,7 @@ import type { Cairn } from '../../context.js';
 import type { Database } from '../../db/index.js';
 import type { StorageMoveState } from '../../db/schema/storage_moves.js';
 import { checkRepository, copyRepository, moveRepository, refsFingerprint, removeRepository, repositoryExists, repositoryPath } from '../../git/repository.js';
+import { defineMachine, transition, type EventOf, type Transition } from '../../db/state_machine.js';
 import { defineJob, enqueue } from '../../jobs/queue.js';
 import { invalidParam, validationFailed } from '../../plugins/errors.js';
 import { waitForWrites } from '../repository_writes.js';
@@ -20,14 +21,14 @@ export { containerKind, type ContainerKindName } from './kinds.js';
  *   replicated -> finished (the source copies are removed) | cleanup_failed
  *   initial, scheduled, started -> failed (read-only ends; the source was never touched)
  */
-export const TRANSITIONS = {
+export const STORAGE_MOVE_MACHINE = defineMachine('repository_storage_moves', 'state', {
   schedule: { from: ['initial'], to: 'scheduled' },
   start: { from: ['scheduled'], to: 'started' },
   finishReplication: { from: ['started'], to: 'replicated' },
   finishCleanup: { from: ['replicated'], to: 'finished' },
   fail: { from: ['initial', 'scheduled', 'started'], to: 'failed' },
   failCleanup: { from: ['replicated'], to: 'cleanup_failed' },
-} as const satisfies Record<string, { from: readonly StorageMoveState[]; to: StorageMoveState }>;
+} satisfies Record<string, Transition<StorageMoveState>>);
 
 export const IN_PROGRESS_STATES: StorageMoveState[] = ['initial', 'scheduled', 'started'];
 
@@ -40,14 +41,8 @@ const MAX_RUNS = 3;
 /** Where a copy is built before it is renamed into place (same storage, so the rename is atomic). */
 const TEMP_SUFFIX = '.moving';
 
-async function transition(db: Database, moveId: number, t: { from: readonly StorageMoveState[]; to: StorageMoveState }, extra: { error_message?: string | null } = {}): Promise<boolean> {
-  const res = await db
-    .updateTable('repository_storage_moves')
-    .set({ state: t.to, updated_at: sql`now()` as any, ...extra })
-    .where('id', '=', moveId)
-    .where('state', 'in', [...t.from])
-    .executeTakeFirst();
-  return Number(res.numUpdatedRows) > 0;
+async function moveTo(db: Database, moveId: number, event: EventOf<typeof STORAGE_MOVE_MACHINE>, extra: { error_message?: string | null } = {}): Promise<boolean> {
+  return (await transition(db, STORAGE_MOVE_MACHINE, moveId, event, { set: { updated_at: sql`now()` as any, ...extra } })) !== null;
 }
 
 async function setReadOnly(db: Database, kind: ContainerKind, id: number, readOnly: boolean): Promise<void> {
@@ -159,7 +154,7 @@ export async function runMove(cairn: Cairn, moveId: number, run = 1): Promise<vo
   const { source_storage_name: source, destination_storage_name: dest } = move;
 
   if (move.state === 'scheduled' || move.state === 'started') {
-    if (move.state === 'scheduled') await transition(db, moveId, TRANSITIONS.start);
+    if (move.state === 'scheduled') await moveTo(db, moveId, 'start');
     const located = await kind.locate(db, container.id);
     const diskPaths = located?.diskPaths ?? [];
     const discardCopies = async () => {
@@ -174,7 +169,7 @@ export async function runMove(cairn: Cairn, moveId: number, run = 1): Promise<vo
     const fail = async (message: string) => {
       await discardCopies().catch(() => {});
       await db.transaction().execute(async (trx) => {
-        if (await transition(trx, moveId, TRANSITIONS.fail, { error_message: message.slice(0, 1000) })) {
+        if (await moveTo(trx, moveId, 'fail', { error_message: message.slice(0, 1000) })) {
           await setReadOnly(trx, kind, container.id, false);
         }
       });
@@ -199,7 +194,7 @@ export async function runMove(cairn: Cairn, moveId: number, run = 1): Promise<vo
         await moveRepository(to.temp, to.dir);
       }
       const switched = await db.transaction().execute(async (trx) => {
-        if (!(await transition(trx, moveId, TRANSITIONS.finishReplication))) return false;
+        if (!(await moveTo(trx, moveId, 'finishReplication'))) return false;
         // Where the repositories are and that they are writable again change together; every
         // process's cache drops the container's row when this commits (src/cache/).
         const res = await sql`update ${sql.table(kind.table)} c
@@ -223,8 +218,8 @@ export async function runMove(cairn: Cairn, moveId: number, run = 1): Promise<vo
     if (located && located.storage === dest) {
       for (const p of located.diskPaths) await removeRepository(paths(cairn, source, p).dir);
     }
-    await transition(db, moveId, TRANSITIONS.finishCleanup);
+    await moveTo(db, moveId, 'finishCleanup');
   } catch (err) {
-    await transition(db, moveId, TRANSITIONS.failCleanup, { error_message: String((err as Error).message ?? err).slice(0, 1000) });
+    await moveTo(db, moveId, 'failCleanup', { error_message: String((err as Error).message ?? err).slice(0, 1000) });
   }
 }

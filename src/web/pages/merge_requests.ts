@@ -16,9 +16,10 @@ import type { FoundNoteable } from '../../noteables/registry.js';
 import { parseCookies } from '../../oauth/sessions.js';
 import { ApiError } from '../../plugins/errors.js';
 import type { ProjectAccess } from '../../policies/projects.js';
-import { isDraftTitle, MR_STATES, type MergeRequestExtras } from '../../presenters/merge_requests.js';
+import { isDraftTitle, type MergeRequestExtras } from '../../presenters/merge_requests.js';
+import { MR_STATE, MR_STATE_NAMES } from '../../db/work_item_states.js';
 import { acceptMergeRequest, approvalsOf, canAccept, mergeBlockers, reconcileLocked, type MergeBlocker } from '../../services/merge.js';
-import { MR_STATE, refreshMergeRequest, updateMergeRequest } from '../../services/merge_requests.js';
+import { refreshMergeRequest, updateMergeRequest } from '../../services/merge_requests.js';
 import {
   apiErrorText, groupDiscussions, loadNoteAwards, MAX_NOTES, noteTargetOf, positionFields, registerNoteActions, renderCommentForm, renderDiscussion,
   type Discussion, type NoteTarget,
@@ -123,7 +124,7 @@ function filtersOf(p: ListParams): MergeRequestFilters {
 }
 
 export function stateBadge(mr: Pick<MergeRequest, 'state_id' | 'title'>): SafeHtml {
-  const state = MR_STATES[mr.state_id] ?? 'opened';
+  const state = MR_STATE_NAMES[mr.state_id] ?? 'opened';
   const text = { opened: 'Open', merged: 'Merged', closed: 'Closed', locked: 'Merging' }[state];
   return html`<span class="badge ${state === 'locked' ? 'running' : state}">${text}</span>${isDraftTitle(mr.title) && state === 'opened' ? html` <span class="badge">Draft</span>` : ''}`;
 }
