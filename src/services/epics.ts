@@ -5,6 +5,7 @@ import type { Epic } from '../db/schema/work_items.js';
 import type { NoteableScope } from '../finders/notes.js';
 import { ApiError } from '../plugins/errors.js';
 import { afterYear9999, castDate } from './milestones.js';
+import { checkIssuableText } from './issuable_text.js';
 import { nextInternalId } from './internal_ids.js';
 import { setLabels, type LabelChange } from './label_links.js';
 import { deleteWorkItemDependents } from './work_items.js';
@@ -18,7 +19,6 @@ import { EPIC_MACHINE } from '../db/work_item_states.js';
  * is one guarded UPDATE; label changes are label events (resource_label_events), not notes.
  */
 
-
 export interface EpicParams {
   title?: string;
   description?: string | null;
@@ -30,28 +30,9 @@ export interface EpicParams {
   labelChange?: LabelChange;
 }
 
-const TITLE_MAX = 255;
-const DESCRIPTION_MAX = 1_048_576;
-
 /** The notes of an epic: epics belong to a group, so their notes have no project. */
 export function epicNoteScope(epic: Pick<Epic, 'id'>): NoteableScope {
   return { type: 'Epic', projectId: null, key: { column: 'noteable_id', value: epic.id } };
-}
-
-/** GitLab's render_validation_error!: 400 {"message": {"field": ["..."]}}. */
-function invalid(errors: Record<string, string[]>): ApiError {
-  return new ApiError(400, { message: errors });
-}
-
-function check(p: EpicParams, creating: boolean) {
-  const errors: Record<string, string[]> = {};
-  if (creating || p.title !== undefined) {
-    const title = p.title?.trim() ?? '';
-    if (!title) errors.title = ["can't be blank"];
-    else if ([...title].length > TITLE_MAX) errors.title = [`is too long (maximum is ${TITLE_MAX} characters)`];
-  }
-  if (p.description && p.description.length > DESCRIPTION_MAX) errors.description = [`is too long (maximum is ${DESCRIPTION_MAX} characters)`];
-  if (Object.keys(errors).length) throw invalid(errors);
 }
 
 /** A date parameter: null clears it; a value that is not a date (within years 1 to 9999) is refused. */
@@ -78,7 +59,7 @@ async function applyLabels(db: Cairn['db'], epic: Epic, user: User, change: Labe
 }
 
 export async function createEpic(cairn: Cairn, groupId: number, user: User, p: EpicParams): Promise<Epic> {
-  check(p, true);
+  checkIssuableText(p, true);
   return cairn.db.transaction().execute(async (trx) => {
     const iid = await nextInternalId(trx, 'epics', groupId);
     const epic = await trx
@@ -102,7 +83,7 @@ export async function createEpic(cairn: Cairn, groupId: number, user: User, p: E
 }
 
 export async function updateEpic(cairn: Cairn, epic: Epic, user: User, p: EpicParams): Promise<Epic> {
-  check(p, false);
+  checkIssuableText(p, false);
   const set: Record<string, unknown> = {};
   if (p.title !== undefined) set.title = p.title.trim();
   if (p.description !== undefined) set.description = p.description;

@@ -5,7 +5,8 @@ import type { User } from '../db/schema/core.js';
 import type { Issue } from '../db/schema/work_items.js';
 import type { NoteableScope } from '../finders/notes.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
-import { ApiError, apiError, invalidParam, validationFailed } from '../plugins/errors.js';
+import { ApiError, apiError, invalidParam } from '../plugins/errors.js';
+import { checkIssuableText } from './issuable_text.js';
 import { setLabels, type LabelChange } from './label_links.js';
 import { deleteWorkItemDependents } from './work_items.js';
 import { addSystemNote } from './notes.js';
@@ -42,20 +43,10 @@ export interface IssueParams {
   labelChange?: LabelChange & { createMissing: boolean };
 }
 
-const TITLE_MAX = 255;
-const DESCRIPTION_MAX = 1_048_576;
-
 export const issueScope = (issue: Pick<Issue, 'id' | 'project_id'>): NoteableScope => ({ type: 'Issue', projectId: issue.project_id, key: { column: 'noteable_id', value: issue.id } });
 
 function checkText(p: IssueParams, creating: boolean) {
-  const errors: Record<string, string[]> = {};
-  if (creating || p.title !== undefined) {
-    const title = p.title?.trim() ?? '';
-    if (!title) errors.title = ["can't be blank"];
-    else if ([...title].length > TITLE_MAX) errors.title = [`is too long (maximum is ${TITLE_MAX} characters)`];
-  }
-  if (p.description && p.description.length > DESCRIPTION_MAX) errors.description = [`is too long (maximum is ${DESCRIPTION_MAX} characters)`];
-  if (Object.keys(errors).length) throw validationFailed(errors);
+  checkIssuableText(p, creating);
   if (p.issue_type !== undefined && !(ISSUE_TYPES as readonly string[]).includes(p.issue_type)) throw invalidParam('issue_type', 'does not have a valid value');
 }
 

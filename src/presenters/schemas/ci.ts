@@ -5,22 +5,8 @@ import { UserBasicSchema, UserExtendedSchema } from './users.js';
 
 /** Response schemas of src/presenters/ci.ts (pipelines, jobs, bridges, CI variables, lint). */
 
-export const PipelineBasicSchema = Type.Object(
-  {
-    id: Type.Integer(),
-    iid: Type.Integer(),
-    project_id: Type.Integer(),
-    sha: Sha,
-    ref: Type.String(),
-    status: Type.String(),
-    source: Type.String(),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-    web_url: Type.String(),
-    name: Nullable(Type.String()),
-  },
-  strict,
-);
+/** Entities::Ci::PipelineBasic: the summary (a commit's last_pipeline, a job's pipeline) and its name. */
+export const PipelineBasicSchema = Type.Object({ ...PipelineSummarySchema.properties, name: Nullable(Type.String()) }, strict);
 
 export const DetailedStatusSchema = Type.Object(
   {
