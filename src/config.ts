@@ -29,6 +29,8 @@ export interface Config {
   changelogRateLimit: number;
   /** Bytes of generated archives kept on disk under dataDir/cache/archives; 0 = none kept. */
   archiveCacheBytes: number;
+  /** Seconds a pack generated for a fetch is kept for identical fetches (src/git/pack_objects_hook.mjs); 0 = no pack-objects cache. */
+  packObjectsCacheMaxAge: number;
   /** Memory for content-addressed renderings (highlighted files, diffs) kept per process, in bytes (src/cache/lru.ts). */
   renderCacheBytes: number;
   /** Largest file accepted by the commits and files APIs, in bytes. */
@@ -447,6 +449,14 @@ export const SETTINGS: Setting[] = [
     default: 1024 ** 3,
     defaultText: '`1GB`',
     help: 'generated archives kept on disk under `$CAIRN_DATA_DIR/cache/archives` (`0` = none), least recently used first out; processes sharing the directory share them',
+  }),
+  def({
+    env: 'CAIRN_PACK_OBJECTS_CACHE_MAX_AGE',
+    key: 'packObjectsCacheMaxAge',
+    type: duration(),
+    default: 300,
+    defaultText: '`5m`',
+    help: "how long a pack generated for a fetch or clone is kept under `$CAIRN_DATA_DIR/cache/pack-objects` and sent again to identical fetches (Gitaly's pack-objects cache: a CI storm of clones of one commit makes one pack); fetches arriving while it is generated stream it as it grows; `0` = off",
   }),
   def({
     env: 'CAIRN_RENDER_CACHE_BYTES',
