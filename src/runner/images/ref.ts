@@ -69,7 +69,7 @@ function validDomain(domain: string): boolean {
  */
 export function parseImageRef(input: string): ImageRef {
   if (typeof input !== 'string' || input.trim() === '') throw new ImageError('image name is empty');
-  const name = input.trim();
+  const name = input;
   if (/[\s\0]/.test(name) || /[^\x21-\x7e]/.test(name)) throw invalid(name, 'invalid reference format');
 
   let rest = name;
