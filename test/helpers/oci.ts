@@ -256,9 +256,29 @@ export interface TestRegistry {
 /** Whether the tools the registry tests need are installed (the reason when not). */
 export function registryToolsMissing(): string | null {
   const missing = ['skopeo', 'umoci', 'docker-registry'].filter((t) => spawnSync('sh', ['-c', 'command -v "$1"', 'sh', t]).status !== 0);
-  if (!fs.existsSync(BUSYBOX)) missing.push('busybox-static (/bin/busybox)');
-  if (missing.length) return `not installed: ${missing.join(', ')} (Debian: apt-get install skopeo umoci docker-registry busybox-static)`;
+  if (!fs.existsSync(BUSYBOX) || !isStaticElf(BUSYBOX)) missing.push('busybox-static (/bin/busybox, statically linked)');
+  try {
+    htpasswdLine('probe', 'probe');
+  } catch {
+    missing.push('htpasswd (apache2-utils)');
+  }
+  if (missing.length) return `not installed: ${missing.join(', ')} (Debian: apt-get install skopeo umoci docker-registry busybox-static apache2-utils)`;
   return null;
+}
+
+/** An ELF executable without a program interpreter (PT_INTERP): it runs in an image without libraries. */
+function isStaticElf(file: string): boolean {
+  const b = fs.readFileSync(file);
+  if (b.length < 64 || b.readUInt32BE(0) !== 0x7f454c46) return false;
+  const is64 = b[4] === 2;
+  const le = b[5] === 1;
+  const u16 = (o: number) => (le ? b.readUInt16LE(o) : b.readUInt16BE(o));
+  const u32 = (o: number) => (le ? b.readUInt32LE(o) : b.readUInt32BE(o));
+  const phoff = is64 ? Number(le ? b.readBigUInt64LE(32) : b.readBigUInt64BE(32)) : u32(28);
+  const phentsize = u16(is64 ? 54 : 42);
+  const phnum = u16(is64 ? 56 : 44);
+  for (let i = 0; i < phnum; i++) if (u32(phoff + i * phentsize) === 3) return false;
+  return true;
 }
 
 /** A bcrypt htpasswd line (docker-registry accepts bcrypt only): htpasswd (apache2-utils), else Python's crypt. */
