@@ -747,7 +747,7 @@ export const SETTINGS: Setting[] = [
     type: registryList(),
     default: [],
     defaultText: 'none (loopback registries always)',
-    help: 'registries pulled from without TLS certificate checks, or over plain HTTP (as docker\'s `insecure-registries`); `localhost` and `127.0.0.0/8` registries are always treated so',
+    help: 'registries pulled from without TLS certificate checks, or over plain HTTP (as docker\'s `insecure-registries`); `localhost`, `127.0.0.0/8` and `::1` registries are always treated so',
     scope: 'runner',
   }),
   extra({
