@@ -376,9 +376,13 @@ export async function startRegistry(o: { auth?: { username: string; password: st
   throw new Error(`docker-registry did not start: ${lastError}`);
 }
 
-/** Copies a built image into the registry as `name` (`repo:tag`); the whole index with alsoPlatforms. */
-export function pushImage(image: BuiltImage, registry: { host: string }, name: string, auth?: { username: string; password: string }): void {
-  const args = ['copy', '--quiet', '--all', '--dest-tls-verify=false', ...(auth ? ['--dest-creds', `${auth.username}:${auth.password}`] : []), `oci:${image.layout}:${image.ref}`, `docker://${registry.host}/${name}`];
+/**
+ * Copies an image into the registry as `name` (`repo:tag`), the whole index with alsoPlatforms.
+ * `image`: what buildImage returned, or an OCI layout directory (its `latest` reference).
+ */
+export function pushImage(image: BuiltImage | string, registry: { host: string }, name: string, auth?: { username: string; password: string }): void {
+  const source = typeof image === 'string' ? `oci:${path.resolve(image)}:latest` : `oci:${image.layout}:${image.ref}`;
+  const args = ['copy', '--quiet', '--all', '--dest-tls-verify=false', ...(auth ? ['--dest-creds', `${auth.username}:${auth.password}`] : []), source, `docker://${registry.host}/${name}`];
   const r = spawnSync('skopeo', args, { encoding: 'utf8', timeout: 120_000 });
   if (r.status !== 0) throw new Error(`skopeo copy to ${registry.host}/${name} failed: ${(r.stderr || r.error?.message || '').trim()}`);
 }

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import zlib from 'node:zlib';
 import {
   credentialsFor,
   detectImageSupport,
@@ -20,6 +21,8 @@ import {
   type ImageStoreOptions,
   type PreparedImage,
 } from '../../src/runner/images.js';
+import { LayerFormatError, LayerTooBigError, measureLayer } from '../../src/runner/images/scan.js';
+import { tarArchive, type TarEntry } from '../helpers/tar.js';
 import { until } from '../helpers/until.js';
 import { buildImage, hostArchitecture, pushImage, registryToolsMissing, startRegistry, type BuiltImage, type TestRegistry } from '../helpers/oci.js';
 
@@ -172,7 +175,7 @@ describe('pulling images from a registry', { skip: missing ? `registry tests ski
   let privateRegistry: TestRegistry;
   const PRIVATE = { username: 'deployer', password: `s3cret-${crypto.randomBytes(6).toString('hex')}` };
   let base: BuiltImage;
-  let roots: string[] = [];
+  const roots: string[] = [];
 
   const store = (extra: Partial<ImageStoreOptions> = {}) => {
     const dir = extra.dir ?? path.join(tmpDir('cairn-images-'), 'cache');
@@ -570,5 +573,40 @@ describe('image store setup', { skip: missing ? `skipped: ${missing}` : false },
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe('layer sizes, measured before unpacking', () => {
+  const dir = tmpDir('cairn-layers-');
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const write = (name: string, data: Buffer) => {
+    const p = path.join(dir, name);
+    fs.writeFileSync(p, data);
+    return p;
+  };
+  const entries: TarEntry[] = [
+    { name: 'd/', type: 'dir' },
+    { name: 'd/small.txt', content: 'x'.repeat(1000) },
+    { name: `d/${'long-name-'.repeat(20)}.txt`, content: 'y'.repeat(3000) },
+    { name: 'd/link', type: 'symlink', linkname: `${'t'.repeat(150)}` },
+    { name: 'd/hard', type: 'hardlink', linkname: 'd/small.txt' },
+    { name: 'dev', type: 'char', devmajor: 1, devminor: 3 },
+  ];
+  const expected = 6 * 512 + 1000 + 3000;
+
+  test('plain and gzip tar give the same figure: files plus a block per entry, pax headers not counted as entries', async () => {
+    const tar = tarArchive(entries);
+    assert.deepEqual(await measureLayer(write('plain.tar', tar), 1e9), { bytes: expected, entries: 6 });
+    assert.deepEqual(await measureLayer(write('layer.tar.gz', zlib.gzipSync(tar)), 1e9), { bytes: expected, entries: 6 });
+  });
+
+  test('stops at the limit (a gzip bomb is not read to its end), refuses what is not a tar', async () => {
+    const bomb = write('bomb.tar.gz', zlib.gzipSync(tarArchive([{ name: 'zeros', content: Buffer.alloc(64 * 1024 * 1024) }])));
+    await assert.rejects(measureLayer(bomb, 1024 * 1024), LayerTooBigError);
+    await assert.rejects(measureLayer(write('junk', crypto.randomBytes(4096)), 1e9), LayerFormatError);
+    await assert.rejects(measureLayer(write('bad.gz', Buffer.concat([Buffer.from([0x1f, 0x8b]), crypto.randomBytes(100)])), 1e9), LayerFormatError);
+    await assert.rejects(measureLayer(write('z.zst', Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0])), 1e9), /zstd/);
+    const manyEmpty = write('many.tar', tarArchive(Array.from({ length: 3000 }, (_, i) => ({ name: `f${i}` }))));
+    await assert.rejects(measureLayer(manyEmpty, 1000 * 512), LayerTooBigError, 'empty files count too');
   });
 });
