@@ -469,6 +469,14 @@ describe('pulling images from a registry', { skip: missing ? `registry tests ski
     pushImage(hardlink, registry, 'cairn/hardlink:1');
     await rejectsImage(s.prepare(`${registry.host}/cairn/hardlink:1`), /could not be unpacked: .*hl/);
     assert.equal(fs.lstatSync(path.join(outside, 'victim.txt')).nlink, 1);
+    // The root itself turned into a link (or a file), a whiteout of `..`: refused the same way.
+    const rootLink = buildImage({ noBase: true, layers: [[{ name: './', type: 'symlink', linkname: outside }, { name: 'x.txt', content: 'x' }]] });
+    pushImage(rootLink, registry, 'cairn/root-link:1');
+    await rejectsImage(s.prepare(`${registry.host}/cairn/root-link:1`), /could not be unpacked: .*root directory/);
+    const whiteoutUp = buildImage({ noBase: true, layers: [[{ name: 'x.txt', content: 'x' }], [{ name: '.wh...' }]] });
+    pushImage(whiteoutUp, registry, 'cairn/whiteout-up:1');
+    await rejectsImage(s.prepare(`${registry.host}/cairn/whiteout-up:1`), /could not be unpacked/);
+    assert.deepEqual(fs.readdirSync(outside).sort(), before.sort());
     assert.deepEqual(fs.readdirSync(path.join(s.dir, 'tmp')), []);
     assert.equal(fs.readdirSync(path.join(s.dir, 'rootfs')).length, 1);
   });

@@ -645,7 +645,7 @@ export class ImageStore {
     const size = await neutralise(entry, 'rootfs', this.owner);
     const meta: EntryMeta = { name: ref.name, manifestDigest, imageId, config: toImageConfig(config), size, created: new Date().toISOString() };
     fs.writeFileSync(path.join(entry, 'image.json'), JSON.stringify(meta), { mode: 0o600, flag: 'wx' });
-    fs.lchownSync(entry, 0, 0);
+    if (uid === 0) fs.lchownSync(entry, 0, 0);
     fs.chmodSync(entry, 0o700);
     try {
       fs.renameSync(entry, target);
