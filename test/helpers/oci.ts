@@ -1,7 +1,9 @@
 // OCI images and a registry for tests, made on this machine (no Docker, no internet):
-// - buildImage: an OCI image layout built in Node from a busybox-static rootfs (/bin/busybox and
-//   links to it), optional extra files and raw (possibly hostile) layers; cached under
-//   .cache/oci-images/ by a digest of what it was asked for, so repeated runs are fast;
+// - buildImage([dir,] options): an OCI image layout built in Node from a busybox-static rootfs
+//   (/bin/busybox and links to it), optional extra files and raw (possibly hostile) layers, an
+//   image config (env, entrypoint, cmd, workingDir, user, exposedPorts), other platforms; cached
+//   under .cache/oci-images/ by a digest of what it was asked for (repeated runs are fast), and
+//   copied to `dir` when one is given;
 // - startRegistry: Debian's docker-registry on a free 127.0.0.1 port, storage in a temporary
 //   directory, with htpasswd (bcrypt) authentication when asked;
 // - pushImage: `skopeo copy oci:<layout>:<ref> docker://127.0.0.1:<port>/<name:tag>`.
@@ -248,7 +250,7 @@ export interface TestRegistry {
   /** host:port, e.g. 127.0.0.1:41234 */
   host: string;
   port: number;
-  /** Requests the registry received (method and path), for "did not contact the registry" checks. */
+  /** Requests the registry has logged so far (its access log is read as it arrives, so a count right after a synchronous push may lag). */
   requests(): number;
   stop(): Promise<void>;
 }
