@@ -542,10 +542,11 @@ describe('pulling images from a registry', { skip: missing ? `registry tests ski
     const second = await keep.prepare(`${registry.host}/cairn/other:1`);
     assert.ok(fs.existsSync(first.rootfs) && fs.existsSync(second.rootfs), 'both were used just now: none evicted');
 
-    const entryOf = (img: PreparedImage) => path.dirname(img.rootfs);
+    // An entry's last use is its image.json's mtime.
+    const lastUse = (img: PreparedImage) => path.join(path.dirname(img.rootfs), 'image.json');
     const old = new Date(Date.now() - 3 * 24 * 3600 * 1000);
-    fs.utimesSync(entryOf(first), old, old);
-    fs.utimesSync(entryOf(second), new Date(old.getTime() + 1000), new Date(old.getTime() + 1000));
+    fs.utimesSync(lastUse(first), old, old);
+    fs.utimesSync(lastUse(second), new Date(old.getTime() + 1000), new Date(old.getTime() + 1000));
     const budgeted = new ImageStore({ dir, owner: OWNER, cacheBytes: 1 });
     budgeted.touch(second);
     assert.deepEqual(budgeted.evict(), [first.digest], 'the older idle one goes; the touched one stays');

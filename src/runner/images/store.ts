@@ -235,7 +235,7 @@ export class ImageStore {
   touch(image: Pick<PreparedImage, 'digest'>): void {
     try {
       const now = new Date();
-      fs.utimesSync(this.entryPath(image.digest), now, now);
+      fs.utimesSync(path.join(this.entryPath(image.digest), 'image.json'), now, now);
     } catch {
       /* evicted or never there: nothing to keep */
     }
@@ -256,9 +256,9 @@ export class ImageStore {
         const meta = readJson<EntryMeta>(path.join(p, 'image.json'));
         let mtime = 0;
         try {
-          mtime = fs.lstatSync(p).mtimeMs;
+          mtime = fs.lstatSync(path.join(p, 'image.json')).mtimeMs;
         } catch {
-          /* gone */
+          /* gone, or half made by hand: oldest */
         }
         return { name: e.name, path: p, size: meta?.size ?? 0, mtime };
       })
@@ -275,8 +275,15 @@ export class ImageStore {
         continue;
       }
       // A prepare touches an entry before it checks the entry is there: if it touched this one
-      // before we moved it, the touch shows here and the entry goes back.
-      if (now - fs.lstatSync(trash).mtimeMs < this.evictIdleMs) {
+      // before we moved it, the touch shows here and the entry goes back. (The time is the
+      // file's: some file systems change a directory's own mtime when it moves.)
+      let used = 0;
+      try {
+        used = fs.lstatSync(path.join(trash, 'image.json')).mtimeMs;
+      } catch {
+        /* none */
+      }
+      if (now - used < this.evictIdleMs) {
         try {
           fs.renameSync(trash, e.path);
           continue;
@@ -350,12 +357,12 @@ export class ImageStore {
     }
   }
 
-  /** The cached entry for a manifest digest, touched (see evict), or null. */
+  /** The cached entry for a manifest digest, touched (its image.json's mtime is its last use: see evict), or null. */
   private openEntry(ref: ImageRef, manifestDigest: string, repoDigest: string): PreparedImage | null {
     const p = this.entryPath(manifestDigest);
     try {
       const now = new Date();
-      fs.utimesSync(p, now, now);
+      fs.utimesSync(path.join(p, 'image.json'), now, now);
     } catch {
       return null;
     }
