@@ -10,6 +10,7 @@ import type { GroupsTables } from './schema/groups.js';
 import type { JobTokenScopeTables } from './schema/job_token_scope.js';
 import type { KeysTables } from './schema/keys.js';
 import type { OAuthTables } from './schema/oauth.js';
+import type { PipelineScheduleTables } from './schema/pipeline_schedules.js';
 import type { UsersAreaTables } from './schema/users.js';
 import type { NoteTables } from './schema/notes.js';
 import type { NotificationTables } from './schema/notifications.js';
@@ -35,4 +36,5 @@ export interface DB
     NotificationTables,
     SnippetTables,
     StorageMoveTables,
-    JobTokenScopeTables {}
+    JobTokenScopeTables,
+    PipelineScheduleTables {}
