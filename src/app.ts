@@ -18,6 +18,7 @@ import { registerPipelineHooks } from './ci/pipelines/create.js';
 import './ci/pipelines/downstream.js';
 import './services/notifications.js';
 import './ci/jobs/stuck.js';
+import './ci/pipelines/schedules.js';
 import './services/leftovers.js';
 import { redactUrl, SECRET_HEADERS } from './lib/redact.js';
 import { PAGE_HEADERS } from './oauth/html.js';

@@ -161,6 +161,16 @@ const PROJECT_RULES = {
   update_pipeline: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
   /** Delete a pipeline: owners. */
   destroy_pipeline: (a, s) => member(AccessLevel.OWNER)(a, s) && buildsAvailable(s),
+  /** Administer pipelines (GitLab's admin_pipeline): maintainers; any pipeline schedule, whoever owns it. */
+  admin_pipeline: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
+  /** Pass variables to pipelines (API, schedules): developers and up. */
+  set_pipeline_variables: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s),
+  /** See pipeline schedules: reporters and up (each schedule's own rules: policies/pipeline_schedules.ts). */
+  read_pipeline_schedule: (a, s) => member(AccessLevel.REPORTER)(a, s) && buildsAvailable(s),
+  /** Create pipeline schedules: whoever may run pipelines (a protected ref: who may update it). */
+  create_pipeline_schedule: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
+  /** The project's CI settings that run pipelines: trigger tokens (GitLab's admin_build): maintainers. */
+  admin_build: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
   /** Cancel, retry and play jobs: developers and up. */
   update_build: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
   /** Erase any job (its log and artifacts): maintainers; a developer may erase the jobs they started (checked where the job is loaded). */

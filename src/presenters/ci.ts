@@ -192,3 +192,9 @@ export function presentCiVariable(v: CiVariable, value: string) {
     description: v.description,
   };
 }
+
+/** An instance variable: a variable without an environment scope. */
+export function presentInstanceVariable(v: CiVariable, value: string) {
+  const { environment_scope: _scope, ...rest } = presentCiVariable(v, value);
+  return rest;
+}

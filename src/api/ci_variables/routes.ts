@@ -6,12 +6,14 @@ import type { CiVariable } from '../../db/schema/ci.js';
 import { decryptSecret, encryptSecret } from '../../lib/secrets.js';
 import { apiError, notFound, validationFailed } from '../../plugins/errors.js';
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
-import { presentCiVariable } from '../../presenters/ci.js';
-import { CiVariableSchema } from '../../presenters/schemas/ci.js';
+import { presentCiVariable, presentInstanceVariable } from '../../presenters/ci.js';
+import { CiVariableSchema, InstanceVariableSchema } from '../../presenters/schemas/ci.js';
+import { validateVariable } from '../../services/ci_variables.js';
 import { IdParams } from '../params.js';
 import { groupOf, NoContent, projectOf, route } from '../route.js';
 
-// Project and group CI/CD variables (maintainers). Values are stored encrypted (lib/secrets).
+// Project and group CI/CD variables (maintainers) and instance variables (administrators), one
+// implementation for the three. Values are stored encrypted (lib/secrets).
 
 const KeyParams = Type.Object({ id: Type.String(), key: Type.String() });
 const Flag = Type.Optional(Type.Boolean());
@@ -28,23 +30,13 @@ const CreateBody = Type.Object({ key: Type.String(), ...Fields });
 const UpdateBody = Type.Object(Fields);
 const FilterQuery = Type.Object({ filter: Type.Optional(Type.Object({ environment_scope: Type.Optional(Type.String()) })) });
 
-/** GitLab's mask rules: one line of at least 8 characters from the Base64 alphabet and @ : . ~ - _ */
-const MASKABLE = /^[a-zA-Z0-9_+=/@:.~-]{8,}$/;
+/** Whose variables: a project's, a group's, or the instance's (neither). */
+type Owner = { project_id: number } | { namespace_id: number } | { instance: true };
 
-type Owner = { project_id: number } | { namespace_id: number };
-
-function validate(v: { key?: string; value: string; variable_type: string; masked: boolean; environment_scope: string }) {
-  const errors: Record<string, string[]> = {};
-  if (v.key !== undefined) {
-    if (!v.key) errors.key = ["can't be blank"];
-    else if (v.key.length > 255) errors.key = ['is too long (maximum is 255 characters)'];
-    else if (!/^[a-zA-Z0-9_]+$/.test(v.key)) errors.key = ["can contain only letters, digits and '_'."];
-  }
-  if (v.masked && !MASKABLE.test(v.value)) errors.value = ['is invalid'];
-  if (v.value.length > 10000) errors.value = ['is too long (maximum is 10000 characters)'];
-  if (v.variable_type !== 'env_var' && v.variable_type !== 'file') errors.variable_type = ['is not included in the list'];
-  if (!v.environment_scope || v.environment_scope.length > 255) errors.environment_scope = ['is invalid'];
-  if (Object.keys(errors).length) throw validationFailed(errors);
+function ownerFilter(owner: Owner) {
+  if ('project_id' in owner) return sql<boolean>`project_id = ${owner.project_id}`;
+  if ('namespace_id' in owner) return sql<boolean>`namespace_id = ${owner.namespace_id}`;
+  return sql<boolean>`project_id is null and namespace_id is null`;
 }
 
 export default async function ciVariableRoutes(fastify: FastifyInstance) {
@@ -52,30 +44,25 @@ export default async function ciVariableRoutes(fastify: FastifyInstance) {
   const cairn = app.cairn;
   const valueOf = (v: CiVariable) => decryptSecret(cairn.config, v.value_encrypted) ?? '';
   const present = (v: CiVariable) => presentCiVariable(v, valueOf(v));
-
-  function ownerWhere(owner: Owner) {
-    return 'project_id' in owner ? (['project_id', owner.project_id] as const) : (['namespace_id', owner.namespace_id] as const);
-  }
+  const presentInstance = (v: CiVariable) => presentInstanceVariable(v, valueOf(v));
 
   async function list(owner: Owner, request: any, reply: any) {
-    const [col, id] = ownerWhere(owner);
     const page = pageParams(request);
-    const q = cairn.db.selectFrom('ci_variables').where(col, '=', id);
+    const q = cairn.db.selectFrom('ci_variables').where(ownerFilter(owner));
     const [rows, total] = await Promise.all([
       q.selectAll().orderBy('id').limit(page.perPage).offset(page.offset).execute(),
       q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
     ]);
     setPaginationHeaders(request, reply, page, Number(total.n));
-    return rows.map(present);
+    return rows;
   }
 
   /** The variable `key` of the owner; several environment scopes need filter[environment_scope]. */
   async function find(owner: Owner, key: string, scope: string | undefined): Promise<CiVariable> {
-    const [col, id] = ownerWhere(owner);
-    let q = cairn.db.selectFrom('ci_variables').selectAll().where(col, '=', id).where('key', '=', key);
+    let q = cairn.db.selectFrom('ci_variables').selectAll().where(ownerFilter(owner)).where('key', '=', key);
     if (scope !== undefined) q = q.where('environment_scope', '=', scope);
     const rows = await q.execute();
-    if (!rows.length) throw notFound('Variable');
+    if (!rows.length) throw notFound('instance' in owner ? 'InstanceVariable' : 'Variable');
     if (rows.length > 1) throw apiError(409, 'There are multiple variables with provided parameters. Please use \'filter[environment_scope]\'');
     return rows[0];
   }
@@ -89,14 +76,13 @@ export default async function ciVariableRoutes(fastify: FastifyInstance) {
       environment_scope: 'project_id' in owner ? (body.environment_scope ?? '*') : '*',
     };
     if (body.value === undefined) throw validationFailed({ value: ["can't be blank"] });
-    validate(v);
-    const [col, id] = ownerWhere(owner);
-    const dup = await cairn.db.selectFrom('ci_variables').select('id').where(col, '=', id).where('key', '=', v.key).where('environment_scope', '=', v.environment_scope).executeTakeFirst();
+    validateVariable(v);
+    const dup = await cairn.db.selectFrom('ci_variables').select('id').where(ownerFilter(owner)).where('key', '=', v.key).where('environment_scope', '=', v.environment_scope).executeTakeFirst();
     if (dup) throw validationFailed({ key: [`(${v.key}) has already been taken`] });
     return cairn.db
       .insertInto('ci_variables')
       .values({
-        ...('project_id' in owner ? { project_id: owner.project_id } : { namespace_id: owner.namespace_id }),
+        ...('project_id' in owner ? { project_id: owner.project_id } : 'namespace_id' in owner ? { namespace_id: owner.namespace_id } : {}),
         key: v.key,
         value_encrypted: encryptSecret(cairn.config, v.value),
         variable_type: v.variable_type as 'env_var' | 'file',
@@ -122,7 +108,7 @@ export default async function ciVariableRoutes(fastify: FastifyInstance) {
       masked: body.masked ?? current.masked,
       environment_scope: 'project_id' in owner ? (body.environment_scope ?? current.environment_scope) : '*',
     };
-    validate(next);
+    validateVariable(next);
     return cairn.db
       .updateTable('ci_variables')
       .set({
@@ -154,7 +140,7 @@ export default async function ciVariableRoutes(fastify: FastifyInstance) {
     ['/api/v4/groups/:id/variables', groupAccess, groupOwner],
   ] as const) {
     app.get(base, route({ matrix: 'maintainer',  access, paginated: true, schema: { params: IdParams, response: { 200: Type.Array(CiVariableSchema) } } }), async (request, reply) =>
-      list(ownerOf(request), request, reply));
+      (await list(ownerOf(request), request, reply)).map(present));
 
     app.get(`${base}/:key`, route({ matrix: 'maintainer',  access, schema: { params: KeyParams, querystring: FilterQuery, response: { 200: CiVariableSchema } } }), async (request) =>
       present(await find(ownerOf(request), request.params.key, request.query.filter?.environment_scope)));
@@ -177,4 +163,31 @@ export default async function ciVariableRoutes(fastify: FastifyInstance) {
       return reply.code(204).send();
     });
   }
+
+  // Instance variables (GitLab's /admin/ci/variables): administrators; no environment scope.
+  const instance: Owner = { instance: true };
+  const admin = { admin: true } as const;
+  const ADMIN_BASE = '/api/v4/admin/ci/variables';
+  const InstanceKeyParams = Type.Object({ key: Type.String() });
+  const { environment_scope: _scope, ...instanceFields } = Fields;
+  const InstanceCreateBody = Type.Object({ key: Type.String(), ...instanceFields });
+  const InstanceUpdateBody = Type.Object(instanceFields);
+
+  app.get(ADMIN_BASE, route({ matrix: 'admin', access: admin, paginated: true, schema: { response: { 200: Type.Array(InstanceVariableSchema) } } }), async (request, reply) =>
+    (await list(instance, request, reply)).map(presentInstance));
+
+  app.get(`${ADMIN_BASE}/:key`, route({ matrix: 'admin', access: admin, schema: { params: InstanceKeyParams, response: { 200: InstanceVariableSchema } } }), async (request) =>
+    presentInstance(await find(instance, request.params.key, undefined)));
+
+  app.post(ADMIN_BASE, route({ matrix: 'admin', access: admin, schema: { body: InstanceCreateBody, response: { 201: InstanceVariableSchema } } }), async (request, reply) =>
+    reply.code(201).send(presentInstance(await create(instance, request.body))));
+
+  app.put(`${ADMIN_BASE}/:key`, route({ matrix: 'admin', access: admin, schema: { params: InstanceKeyParams, body: InstanceUpdateBody, response: { 200: InstanceVariableSchema } } }), async (request) =>
+    presentInstance(await update(instance, await find(instance, request.params.key, undefined), request.body)));
+
+  app.delete(`${ADMIN_BASE}/:key`, route({ matrix: 'admin', access: admin, schema: { params: InstanceKeyParams, response: { 204: NoContent } } }), async (request, reply) => {
+    const current = await find(instance, request.params.key, undefined);
+    await cairn.db.deleteFrom('ci_variables').where('id', '=', current.id).execute();
+    return reply.code(204).send();
+  });
 }

@@ -1,6 +1,7 @@
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { Cairn, PostReceiveEvent } from '../../context.js';
 import type { CiPipeline } from '../../db/schema/ci.js';
+import type { DB } from '../../db/types.js';
 import { findProjectRow, type FoundProject } from '../../finders/projects.js';
 import { changedPathsBetween } from '../../git/ci_files.js';
 import { listTree, objectAtPath, readBlob, readCommit, readRef, resolveCommit } from '../../git/refs.js';
@@ -27,6 +28,7 @@ export interface PipelineVariableInput {
   key: string;
   value: string;
   variable_type?: 'env_var' | 'file';
+  raw?: boolean;
 }
 
 export interface CreatePipelineInput {
@@ -51,6 +53,19 @@ export interface CreatePipelineInput {
   sourceJobId?: number | null;
   /** Variables passed down by a bridge (they outrank the child's file, like pipeline variables). */
   inheritedVariables?: Record<string, string>;
+  /**
+   * A schedule's variables: they count as pipeline variables but stay the schedule's (jobs read
+   * them from it, as GitLab's do), so they are not stored with the pipeline.
+   */
+  scheduleVariables?: PipelineVariableInput[];
+  /** The schedule or trigger token that runs this pipeline. */
+  pipelineScheduleId?: number | null;
+  triggerId?: number | null;
+  /**
+   * Runs in the transaction that stores the pipeline, before it commits: a write that must happen
+   * exactly when the pipeline is created (a schedule's next run). Throwing rolls the pipeline back.
+   */
+  beforeCommit?: (trx: Transaction<DB>, pipeline: CiPipeline) => Promise<void>;
 }
 
 export type CreatePipelineResult =
@@ -130,18 +145,22 @@ export async function predefinedVariables(
 }
 
 /**
- * Group (outermost first, so nearer groups win) then project CI variables, decrypted. Protected
- * ones only for protected refs; environment-scoped ones are left to job start.
+ * Instance, then group (outermost first, so nearer groups win), then project CI variables,
+ * decrypted. Protected ones only for protected refs; environment-scoped ones are left to job start.
  */
 export async function ciVariablesFor(cairn: Cairn, project: FoundProject, protectedRef: boolean): Promise<Array<{ key: string; value: string; variable_type: string; masked: boolean; raw: boolean }>> {
   const groupIds = project.namespace.type === 'Group' ? (project.namespace.traversal_ids ?? []) : [];
   const rows = await cairn.db
     .selectFrom('ci_variables')
     .selectAll()
-    .where((eb) => eb.or([eb('project_id', '=', project.id), ...(groupIds.length ? [eb('namespace_id', 'in', groupIds)] : [])]))
+    .where((eb) => eb.or([
+      eb('project_id', '=', project.id),
+      eb.and([eb('project_id', 'is', null), eb('namespace_id', 'is', null)]),
+      ...(groupIds.length ? [eb('namespace_id', 'in', groupIds)] : []),
+    ]))
     .where('environment_scope', '=', '*')
     .execute();
-  const rank = (r: (typeof rows)[number]) => (r.project_id !== null ? 1000 : groupIds.indexOf(r.namespace_id!));
+  const rank = (r: (typeof rows)[number]) => (r.project_id !== null ? 1000 : r.namespace_id === null ? -1 : groupIds.indexOf(r.namespace_id));
   return rows
     .filter((r) => protectedRef || !r.protected)
     .sort((a, b) => rank(a) - rank(b))
@@ -192,7 +211,7 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
   const variables: Record<string, string> = {};
   for (const v of await ciVariablesFor(cairn, project, protectedRef)) variables[v.key] = v.value;
   Object.assign(variables, input.inheritedVariables ?? {});
-  for (const v of input.variables ?? []) variables[v.key] = v.value;
+  for (const v of [...(input.variables ?? []), ...(input.scheduleVariables ?? [])]) variables[v.key] = v.value;
   // The compiler (and its YAML parser, about 10 MB of memory) loads with the first pipeline.
   const { compilePipeline } = await import('../config/index.js');
   const result = await compilePipeline({
@@ -237,7 +256,7 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
   const jobs: CompiledJob[] = result.kind === 'pipeline' ? result.jobs : [];
   // A new pipeline moves on (its first jobs pending) in the transaction that makes it.
   let moved: PipelineTransition | null = null;
-  const pipeline = await cairn.db.transaction().execute(async (trx) => {
+  const insertPipeline = async (trx: Transaction<DB>): Promise<CiPipeline> => {
     const iid = await nextInternalId(trx, 'ci_pipelines', project.id);
     const base = {
       iid,
@@ -252,6 +271,8 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
       merge_request_id: input.mergeRequestId ?? null,
       parent_pipeline_id: input.parentPipelineId ?? null,
       source_job_id: input.sourceJobId ?? null,
+      pipeline_schedule_id: input.pipelineScheduleId ?? null,
+      trigger_id: input.triggerId ?? null,
       committed_at: committedAt as any,
     };
     if (result.kind === 'error') {
@@ -272,7 +293,7 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
     }).returningAll().executeTakeFirstOrThrow();
     if (input.variables?.length) {
       await trx.insertInto('ci_pipeline_variables').values(input.variables.map((v) => ({
-        pipeline_id: row.id, key: v.key, value_encrypted: encryptSecret(cairn.config, v.value), variable_type: v.variable_type ?? 'env_var',
+        pipeline_id: row.id, key: v.key, value_encrypted: encryptSecret(cairn.config, v.value), variable_type: v.variable_type ?? 'env_var', raw: v.raw ?? false,
       }))).execute();
     }
     // Stages that have jobs, in file order.
@@ -312,6 +333,11 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
     const needs = ordered.flatMap((j) => (j.needs ?? []).map((n) => ({ build_id: idByName.get(j.name)!, name: n.name, artifacts: n.artifacts, optional: n.optional })));
     if (needs.length) await trx.insertInto('ci_build_needs').values(needs).execute();
     moved = await advancePipeline(cairn, trx, row.id);
+    return row;
+  };
+  const pipeline = await cairn.db.transaction().execute(async (trx) => {
+    const row = await insertPipeline(trx);
+    await input.beforeCommit?.(trx, row);
     return row;
   });
   await linkMergeRequests(cairn, pipeline);

@@ -62,8 +62,11 @@ export async function createDownstream(cairn: Cairn, bridgeId: number): Promise<
   const inherited: Record<string, string> = {};
   if (trigger.forward.yamlVariables) for (const v of job.variables ?? []) inherited[v.key] = v.value;
   if (trigger.forward.pipelineVariables) {
+    // Pipeline variables, and a scheduled pipeline's schedule variables (GitLab forwards both).
     const vars = await cairn.db.selectFrom('ci_pipeline_variables').selectAll().where('pipeline_id', '=', parent.id).execute();
-    for (const v of vars) inherited[v.key] = decryptSecret(cairn.config, v.value_encrypted) ?? '';
+    const scheduleVars = parent.pipeline_schedule_id === null ? [] : await cairn.db.selectFrom('ci_pipeline_schedule_variables').selectAll()
+      .where('pipeline_schedule_id', '=', parent.pipeline_schedule_id).orderBy('id').execute();
+    for (const v of [...vars, ...scheduleVars]) inherited[v.key] = decryptSecret(cairn.config, v.value_encrypted) ?? '';
   }
   if (trigger.kind === 'child') {
     if (trigger.include.some((i) => !('local' in i))) return fail();

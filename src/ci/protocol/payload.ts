@@ -105,7 +105,7 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
   const timeout = build.timeout ?? settings.build_timeout ?? 3600;
   const refType = build.tag ? 'tag' : 'branch';
 
-  // ---- variables: predefined, then the file's, then group, project, pipeline and job-play ones (later wins)
+  // ---- variables: predefined, then the file's, then instance, group, project, pipeline and job-play ones (later wins)
   const vars: PayloadVariable[] = [];
   const add = (key: string, value: string | number | boolean | null | undefined, opts: Partial<PayloadVariable> = {}) => {
     if (value === null || value === undefined) return;
@@ -210,6 +210,9 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
     add(v.key, value, { public: false, masked: v.masked, file: v.variable_type === 'file', raw: v.raw });
   };
   const protectedOk = build.protected;
+  // Instance variables first: group, project and pipeline ones outrank them.
+  const instanceVars = await db.selectFrom('ci_variables').selectAll().where('project_id', 'is', null).where('namespace_id', 'is', null).orderBy('id').execute();
+  for (const v of instanceVars) if (!v.protected || protectedOk) ciVariable(v);
   const ancestors = project.traversal_ids ?? [];
   if (ancestors.length) {
     const groupVars = await db
@@ -229,6 +232,14 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
   for (const v of pipelineVars) {
     const value = decryptSecret(config, v.value_encrypted);
     if (value !== null) add(v.key, value, { public: false, file: v.variable_type === 'file', raw: v.raw });
+  }
+  // A scheduled pipeline's schedule variables, read from its schedule (they come after pipeline variables, as GitLab's).
+  if (pipeline.pipeline_schedule_id !== null) {
+    const scheduleVars = await db.selectFrom('ci_pipeline_schedule_variables').selectAll().where('pipeline_schedule_id', '=', pipeline.pipeline_schedule_id).orderBy('id').execute();
+    for (const v of scheduleVars) {
+      const value = decryptSecret(config, v.value_encrypted);
+      if (value !== null) add(v.key, value, { public: false, file: v.variable_type === 'file', raw: v.raw });
+    }
   }
   const jobVars = await db.selectFrom('ci_job_variables').selectAll().where('job_id', '=', build.id).orderBy('id').execute();
   for (const v of jobVars) {

@@ -128,6 +128,20 @@ export const CiVariableSchema = Type.Object(
   strict,
 );
 
+/** GET /admin/ci/variables: a variable of the instance (no environment scope). */
+export const InstanceVariableSchema = Type.Object(
+  {
+    variable_type: Type.String(),
+    key: Type.String(),
+    value: Type.String(),
+    protected: Type.Boolean(),
+    masked: Type.Boolean(),
+    raw: Type.Boolean(),
+    description: Nullable(Type.String()),
+  },
+  strict,
+);
+
 export const LintSchema = Type.Object(
   {
     valid: Type.Boolean(),
