@@ -44,6 +44,8 @@ import snippetRoutes from './snippets/routes.js';
 import openApiRoutes from './openapi/routes.js';
 import storageMoveRoutes from './storage_moves/routes.js';
 import jobTokenScopeRoutes from './job_token_scope/routes.js';
+import pipelineScheduleRoutes from './pipeline_schedules/routes.js';
+import triggerRoutes from './triggers/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -91,6 +93,8 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(openApiRoutes);
   await app.register(storageMoveRoutes);
   await app.register(jobTokenScopeRoutes);
+  await app.register(pipelineScheduleRoutes);
+  await app.register(triggerRoutes);
   // Last: the web pages' catch-all routes take only what no route above took.
   await app.register(webRoutes);
 }

@@ -31,6 +31,8 @@ export interface PipelineFilters {
   updatedBefore?: Date;
   createdAfter?: Date;
   createdBefore?: Date;
+  /** The pipelines a schedule ran (GET /pipeline_schedules/:id/pipelines). */
+  pipelineScheduleId?: number;
 }
 
 /** The pipelines of a project matching the filters (`p`), to select, order and count. */
@@ -59,6 +61,7 @@ export function pipelinesQuery(db: Database, projectId: number, f: PipelineFilte
   if (f.updatedBefore) query = query.where('p.updated_at', '<', f.updatedBefore);
   if (f.createdAfter) query = query.where('p.created_at', '>', f.createdAfter);
   if (f.createdBefore) query = query.where('p.created_at', '<', f.createdBefore);
+  if (f.pipelineScheduleId !== undefined) query = query.where('p.pipeline_schedule_id', '=', f.pipelineScheduleId);
   return query;
 }
 

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { MultipartError, multipartBoundary, readMultipart } from '../lib/multipart.js';
 import { ApiError } from './errors.js';
 
 /**
@@ -172,6 +173,28 @@ export function registerParams(app: FastifyInstance) {
     if (schema) {
       coerceBooleans(schema.querystring, request.query);
       coerceBooleans(schema.body, request.body);
+    }
+  });
+}
+
+/**
+ * Forms sent as multipart/form-data (curl --form, as GitLab's documentation calls many endpoints)
+ * read as their fields, nested like any form (`variables[KEY]=value`), for the routes of the plugin
+ * that registers it. File parts are refused: these routes take no files.
+ */
+export function registerMultipartFields(app: FastifyInstance) {
+  app.addContentTypeParser('multipart/form-data', async (request: FastifyRequest, payload: AsyncIterable<Buffer>) => {
+    const boundary = multipartBoundary(request.headers['content-type']);
+    if (!boundary) throw new ApiError(400, { message: '400 Bad request - multipart body without a boundary' });
+    try {
+      const fields = await readMultipart(payload, boundary, async (part) => {
+        part.stream.resume();
+        throw new MultipartError(`unexpected file ${part.field}`);
+      });
+      return parseNestedParams(Object.entries(fields).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&'));
+    } catch (err) {
+      if (err instanceof MultipartError) throw new ApiError(400, { message: `400 Bad request - ${err.message}` });
+      throw err;
     }
   });
 }

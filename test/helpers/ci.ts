@@ -98,13 +98,13 @@ export class ProtocolRunner {
     return new ProtocolRunner(app, JSON.parse(res.body).token);
   }
 
-  /** Takes the pending job the queue gives this runner (null when there is none). */
-  async takeJob(): Promise<{ id: number; token: string; sent: number } | null> {
+  /** Takes the pending job the queue gives this runner (null when there is none), with the whole answer as `payload`. */
+  async takeJob(): Promise<{ id: number; token: string; sent: number; payload: any } | null> {
     const res = await this.app.inject({ method: 'POST', url: '/api/v4/jobs/request', payload: { token: this.token, info: { name: 'gitlab-runner', features: { trace_sections: true } } } });
     if (res.statusCode === 204) return null;
     assert.equal(res.statusCode, 201, res.body);
     const job = JSON.parse(res.body);
-    return { id: job.id, token: job.token, sent: 0 };
+    return { id: job.id, token: job.token, sent: 0, payload: job };
   }
 
   /** Appends text to the job's log where the last append stopped. */
