@@ -142,6 +142,12 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
   // Settings and keys.
   await ok(await t.post(`${P}/variables`, { key: 'VAR1', value: 'v' }), 'variable');
   await ok(await t.post(`${G}/variables`, { key: 'VAR1', value: 'v' }), 'group variable');
+  // The instance's VAR1 is one for every world.
+  if ((await t.get('/api/v4/admin/ci/variables/VAR1')).status === 404) await ok(await t.post('/api/v4/admin/ci/variables', { key: 'VAR1', value: 'v' }), 'instance variable');
+  // A pipeline schedule (root's: no column owns it) with a variable, and a trigger token.
+  const schedule = await ok(await t.post(`${P}/pipeline_schedules`, { description: 'nightly', ref: 'main', cron: '0 1 * * *' }), 'pipeline schedule');
+  await ok(await t.post(`${P}/pipeline_schedules/${schedule.id}/variables`, { key: 'VAR1', value: 'v' }), 'schedule variable');
+  const trigger = await ok(await t.post(`${P}/triggers`, { description: 'ci' }), 'trigger token');
   const deployKey = await ok(await t.post(`${P}/deploy_keys`, { title: 'd', key: makeNodeSshKey('ed25519', 0, 'deploy').text }), 'deploy key');
   const victimKey = await ok(await t.post(`/api/v4/users/${users.victim.user.id}/keys`, { title: 'k', key: makeNodeSshKey('ed25519', 0, 'victim').text }), 'victim key');
   const ownKeys: Record<string, number> = {};
@@ -200,6 +206,7 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
     personalSnippet: personalSnippet.id, epic: epic.iid, epicId: epic.id, epicNote: epicNote.id, epicDisc: epicDisc.id, epicEvent: epicEvents[0]?.id ?? 0,
     deployKey: deployKey.id, victimKey: victimKey.id, impersonation: impersonation.id, application: application.id, clientKey: clientKey.id,
     shareGroup: shareGroup.id, other: other.id, runner: runnerId, pipeline: pipeline.id, job: jobs.test.id, runningJob: jobs.build.id,
+    schedule: schedule.id, trigger: trigger.id,
   } as Record<string, string | number>;
   for (const [c, id] of Object.entries(ownKeys)) ids[`key:${c}`] = id;
   for (const [c, id] of Object.entries(ownTokens)) ids[`token:${c}`] = id;
@@ -318,6 +325,8 @@ function paramValue(t: TestContext, w: World, url: string, name: string, column:
     case 'repository_storage_move_id': return 1;
     case 'target_project_id': return i.other;
     case 'target_group_id': return i.shareGroup;
+    case 'pipeline_schedule_id': return i.schedule;
+    case 'trigger_id': return i.trigger;
   }
   throw new Error(`no value for :${name} of ${url}`);
 }
@@ -367,9 +376,15 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
         return 'VAR1';
       }
       const key = t.unique('K').toUpperCase().replace(/[^A-Z0-9]/g, '_');
-      await body(t.post(url.startsWith('/api/v4/groups/') ? `${G}/variables` : `${P}/variables`, { key, value: 'v' }), 'variable');
+      const target = url.startsWith('/api/v4/groups/') ? `${G}/variables`
+        : url.startsWith('/api/v4/admin/') ? '/api/v4/admin/ci/variables'
+        : url.includes('/pipeline_schedules/') ? `${P}/pipeline_schedules/${w.ids.schedule}/variables`
+        : `${P}/variables`;
+      await body(t.post(target, { key, value: 'v' }), 'variable');
       return key;
     }
+    case 'pipeline_schedule_id': return (await body(t.post(`${P}/pipeline_schedules`, { description: 'fresh', ref: 'main', cron: '0 2 * * *' }), 'pipeline schedule')).id;
+    case 'trigger_id': return (await body(t.post(`${P}/triggers`, { description: 'fresh' }), 'trigger token')).id;
     case 'pipeline_id': return (await body(t.post(`${P}/pipeline`, { ref: 'main' }), 'pipeline')).id;
     case 'job_id': {
       const p = await body(t.post(`${P}/pipeline`, { ref: 'main' }), 'pipeline');
@@ -500,6 +515,8 @@ const BODIES: [RegExp, string, (w: World) => unknown][] = [
   [/\/notes\/:note_id$/, 'PUT', () => ({ body: 'edited' })],
   // Sharing a group is checked once both groups are found (GitLab: group_id is required first).
   [/^\/api\/v4\/groups\/:id\/share$/, 'POST', (w) => ({ group_id: w.ids.shareGroup, group_access: 30 })],
+  // A schedule's owner check comes once the variable's fields are read (GitLab: its params are required first).
+  [/\/pipeline_schedules\/:pipeline_schedule_id\/variables$/, 'POST', () => ({ key: 'MATRIX_VAR', value: 'v' })],
 ];
 
 const ALLOWED_REFUSALS = new Set([401, 403, 404]);

@@ -132,6 +132,8 @@ export default async function pipelineScheduleRoutes(fastify: FastifyInstance) {
 
   const readAccess = { project: 'read_project', signedIn: true } as const;
   const scheduleRead = { is: 'reporter', refused: 404 } as const;
+  // Who sees the project but not its schedules gets 404 for a schedule (GitLab's pipeline_schedule helper).
+  const hidden = { guest: 404, nonmember: 404, external: 404 } as const;
 
   app.get('/api/v4/projects/:id/pipeline_schedules', route({ matrix: 'reporter',
     access: { project: 'read_pipeline_schedule', signedIn: true },
@@ -206,7 +208,7 @@ export default async function pipelineScheduleRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await details(request, schedule));
   });
 
-  app.put('/api/v4/projects/:id/pipeline_schedules/:pipeline_schedule_id', route({ matrix: { is: 'admin', reads: 'reporter', cells: { guest: 404 } },
+  app.put('/api/v4/projects/:id/pipeline_schedules/:pipeline_schedule_id', route({ matrix: { is: 'admin', reads: 'reporter', cells: hidden },
     access: readAccess,
     schema: { params: ScheduleParams, body: UpdateBody, response: { 200: PipelineScheduleDetailsSchema } },
   }), async (request) => {
@@ -237,7 +239,7 @@ export default async function pipelineScheduleRoutes(fastify: FastifyInstance) {
     return !!access.user && canUpdateRef(cairn.db, access.project, access.user, access.accessLevel, target.ref, target.tag);
   }
 
-  app.post('/api/v4/projects/:id/pipeline_schedules/:pipeline_schedule_id/take_ownership', route({ matrix: { is: 'maintainer', reads: 'reporter', cells: { guest: 404 }, fresh: ['pipeline_schedule_id'] },
+  app.post('/api/v4/projects/:id/pipeline_schedules/:pipeline_schedule_id/take_ownership', route({ matrix: { is: 'maintainer', reads: 'reporter', cells: hidden, fresh: ['pipeline_schedule_id'] },
     access: readAccess,
     schema: { params: ScheduleParams, response: { 200: PipelineScheduleDetailsSchema, 201: PipelineScheduleDetailsSchema } },
   }), async (request, reply) => {
@@ -254,7 +256,7 @@ export default async function pipelineScheduleRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(await details(request, schedule));
   });
 
-  app.delete('/api/v4/projects/:id/pipeline_schedules/:pipeline_schedule_id', route({ matrix: { is: 'maintainer', reads: 'reporter', cells: { guest: 404 } },
+  app.delete('/api/v4/projects/:id/pipeline_schedules/:pipeline_schedule_id', route({ matrix: { is: 'maintainer', reads: 'reporter', cells: hidden },
     access: readAccess,
     schema: { params: ScheduleParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -266,7 +268,7 @@ export default async function pipelineScheduleRoutes(fastify: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  app.post('/api/v4/projects/:id/pipeline_schedules/:pipeline_schedule_id/play', route({ matrix: { is: 'developer', reads: 'reporter', cells: { guest: 404 } },
+  app.post('/api/v4/projects/:id/pipeline_schedules/:pipeline_schedule_id/play', route({ matrix: { is: 'developer', reads: 'reporter', cells: hidden },
     access: readAccess,
     schema: { params: ScheduleParams, response: { 201: CreatedMessageSchema } },
   }), async (request, reply) => {
@@ -309,7 +311,7 @@ export default async function pipelineScheduleRoutes(fastify: FastifyInstance) {
     return reply.code(201).send(presentVariable(row));
   });
 
-  app.get('/api/v4/projects/:id/pipeline_schedules/:pipeline_schedule_id/variables/:key', route({ matrix: { is: 'maintainer', reads: 'reporter', cells: { guest: 404 } },
+  app.get('/api/v4/projects/:id/pipeline_schedules/:pipeline_schedule_id/variables/:key', route({ matrix: { is: 'maintainer', reads: 'reporter', cells: hidden },
     access: readAccess,
     schema: { params: VariableParams, response: { 200: ScheduleVariableSchema } },
   }), async (request) => {
