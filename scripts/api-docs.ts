@@ -38,6 +38,11 @@ const FOLDED: Record<string, string> = {
 function areaOf(url: string): string {
   if (url.startsWith(API_PREFIX)) {
     if (url.includes('/award_emoji')) return 'award_emoji';
+    // Triggering a pipeline with a trigger token is documented with the tokens, a schedule's
+    // variables and pipelines with the schedules, instance variables with the others.
+    if (url.endsWith('/trigger/pipeline')) return 'triggers';
+    if (url.includes('/pipeline_schedules')) return 'pipeline_schedules';
+    if (url.startsWith(`${API_PREFIX}admin/ci/variables`)) return 'variables';
     const tag = tagOf(url);
     return FOLDED[tag] ?? tag;
   }
