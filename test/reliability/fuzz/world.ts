@@ -127,6 +127,11 @@ export async function buildWorld(t: TestContext): Promise<World> {
 
   await ok(await t.post(`${P}/variables`, { key: 'FUZZ_VAR', value: 'secret-value' }, as), 'variable');
   await ok(await t.post(`/api/v4/groups/${g.body.id}/variables`, { key: 'GROUP_VAR', value: 'v' }, as), 'group variable');
+  const schedule = await t.post(`${P}/pipeline_schedules`, { description: 'fuzz', ref: 'main', cron: '0 1 * * *' }, as);
+  await ok(schedule, 'pipeline schedule');
+  await ok(await t.post(`${P}/pipeline_schedules/${schedule.body.id}/variables`, { key: 'FUZZ_VAR', value: 'v' }, as), 'schedule variable');
+  const trigger = await t.post(`${P}/triggers`, { description: 'fuzz' }, as);
+  await ok(trigger, 'trigger token');
   const deployKey = await t.post(`${P}/deploy_keys`, { title: 'deploy', key: makeNodeSshKey('ed25519', 0, `deploy-${tag}`).text }, as);
   const userKey = await t.post(`/api/v4/users/${member.user.id}/keys`, { title: 'key', key: makeNodeSshKey('ed25519', 0, `user-${tag}`).text }, as);
   const imp = await t.post(`/api/v4/users/${other.user.id}/impersonation_tokens`, { name: 'imp', scopes: ['api'] }, as);
@@ -192,6 +197,8 @@ export async function buildWorld(t: TestContext): Promise<World> {
     error_id: [1],
     resource_label_event_id: Array.isArray(labelEvents.body) ? labelEvents.body.map((e: { id: number }) => e.id) : [],
     repository_storage_move_id: moves.map((m: any) => m.id),
+    pipeline_schedule_id: [schedule.body.id],
+    trigger_id: [trigger.body.id],
   };
   const strings = ['main', 'feature', 'v1.0', main1, feature, 'README.md', 'docs', 'docs/guide.md', 'page.html', 'bug', 'group-label',
     member.user.username, other.user.username, `fuzz-${tag}`, `fuzz-${tag}/target`, 'thumbsup', 'FUZZ_VAR', 'production', 'opened', 'closed'];
