@@ -44,8 +44,8 @@ export function presentPipelineScheduleDetails(
 }
 
 /**
- * GitLab's Trigger: the token in full for its owner (`token` given), its first four characters
- * for other maintainers (`shown` is what the caller may see).
+ * GitLab's Trigger, with as much of its token as the caller may see (in full for its owner, the
+ * first four characters after the prefix for others).
  */
 export function presentTrigger(ctx: PresentContext, t: CiTrigger, owner: User | null, shownToken: string) {
   return {

@@ -29,8 +29,8 @@ import { NoContent, projectOf, route } from '../route.js';
 // Pipeline trigger tokens (GitLab's Pipeline trigger tokens API) and the pipelines they start.
 // A token (`glptt-` and 40 hex digits, as GitLab 16+) is looked up by its SHA-256 digest; its value
 // is also kept encrypted because GitLab shows a trigger's token in full to the user who owns it
-// (others see its first four characters). A triggered pipeline runs as the token's owner, with
-// source `trigger`; a running job's CI_JOB_TOKEN works too, as the job's user, source `pipeline`.
+// (others see four characters of it). A triggered pipeline runs as the token's owner, with source
+// `trigger`; a running job's CI_JOB_TOKEN works too, as the job's user, source `pipeline`.
 
 const IdParams = Type.Object({ id: Type.String() });
 const TriggerParams = Type.Object({ id: Type.String(), trigger_id: RowId });
@@ -40,6 +40,9 @@ const RefTriggerBody = Type.Object({ token: Type.String(), variables: Type.Optio
 
 const TOKEN_PREFIX = 'glptt-';
 const VARIABLE_KEY = /^[A-Za-z0-9_]{1,255}$/;
+
+/** What others than its owner see of a token: its first four characters after the prefix (GitLab's short_token). */
+const shortToken = (token: string) => (token.startsWith(TOKEN_PREFIX) ? token.slice(TOKEN_PREFIX.length) : token).slice(0, 4);
 
 /** GitLab's payload variable: the request's parameters but the token, as a file. */
 const PAYLOAD_VARIABLE = 'TRIGGER_PAYLOAD';
@@ -55,7 +58,7 @@ export default async function triggerRoutes(fastify: FastifyInstance) {
     const viewer = request.actor?.user ?? null;
     return triggers.map((t) => {
       const token = decryptSecret(cairn.config, t.token_encrypted) ?? '';
-      return presentTrigger(ctxOf(request), t, (t.owner_id !== null && owners.get(t.owner_id)) || null, seesTriggerToken(viewer, t) ? token : token.slice(0, 4));
+      return presentTrigger(ctxOf(request), t, (t.owner_id !== null && owners.get(t.owner_id)) || null, seesTriggerToken(viewer, t) ? token : shortToken(token));
     });
   }
 
