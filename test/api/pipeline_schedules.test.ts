@@ -198,28 +198,31 @@ describe('pipeline schedules API', () => {
     return t.db.selectFrom('ci_pipelines').selectAll().where('pipeline_schedule_id', '=', id).orderBy('id').execute();
   }
 
-  /** Makes a schedule due: its next run a minute ago. */
-  async function makeDue(id: number) {
-    await t.db.updateTable('ci_pipeline_schedules').set({ next_run_at: new Date(Math.floor(Date.now() / 60_000) * 60_000 - 60_000) }).where('id', '=', id).execute();
+  /** Makes these schedules due (their next run a minute ago) and no other (the others' far away, whatever the clock says). */
+  async function makeDue(...ids: number[]) {
+    await t.db.updateTable('ci_pipeline_schedules').set({ next_run_at: new Date('2100-01-01T00:00:00Z') }).where('id', 'not in', [0, ...ids]).execute();
+    if (ids.length) await t.db.updateTable('ci_pipeline_schedules').set({ next_run_at: new Date(Math.floor(Date.now() / 60_000) * 60_000 - 60_000) }).where('id', 'in', ids).execute();
   }
 
   it('runs a due schedule once: its pipeline as its owner, with its variables, and the next run after now', async () => {
     const s = (await create({ description: 'Run', ref: 'main', cron: '*/10 * * * *' })).body;
     assert.equal((await t.post(`${base}/${s.id}/variables`, { key: 'SCHED_VAR', value: 'from the schedule' }, { token: developer.token })).status, 201);
+    await makeDue();
     assert.deepEqual(await runDueSchedules(t.app.cairn), [], 'not due yet');
     await makeDue(s.id);
-    const outcomes = await runDueSchedules(t.app.cairn);
+    const now = new Date();
+    const outcomes = await runDueSchedules(t.app.cairn, now);
     assert.deepEqual(outcomes, ['created']);
     const [p] = await schedulePipelines(s.id);
     assert.equal(p.source, 'schedule');
     assert.equal(p.user_id, developer.user.id);
     assert.equal(p.ref, 'main');
     const after = (await t.get(`${base}/${s.id}`, { token: developer.token })).body;
-    assert.ok(new Date(after.next_run_at).getTime() > Date.now(), 'the next run is in the future');
+    assert.ok(new Date(after.next_run_at).getTime() > now.getTime(), 'the next run is after the run');
     assert.equal(new Date(after.next_run_at).getUTCMinutes() % 10, 0);
     assert.equal(after.last_pipeline.id, p.id);
     assert.equal(after.last_pipeline.source, 'schedule');
-    assert.deepEqual(await runDueSchedules(t.app.cairn), [], 'ran once');
+    assert.deepEqual(await runDueSchedules(t.app.cairn, now), [], 'ran once');
     const listed = await t.get(`${base}/${s.id}/pipelines`, { token: reporter.token });
     assert.deepEqual(listed.body.map((x: any) => x.id), [p.id]);
     // The pipeline's job sees the schedule's variables and its source (the rules kept "scheduled" only).
@@ -287,9 +290,10 @@ describe('pipeline schedules API', () => {
       const ids: number[] = [];
       for (let i = 0; i < 3; i++) ids.push((await create({ description: `Two ${i}`, ref: 'main', cron: '*/15 * * * *' })).body.id);
       for (let round = 1; round <= 3; round++) {
-        for (const id of ids) await makeDue(id);
+        await makeDue(...ids);
         const cairns = [t.app.cairn, second.cairn, t.app.cairn, second.cairn];
-        const outcomes = (await Promise.all(cairns.map((c) => runDueSchedules(c)))).flat();
+        const now = new Date();
+        const outcomes = (await Promise.all(cairns.map((c) => runDueSchedules(c, now)))).flat();
         assert.equal(outcomes.filter((o) => o === 'created').length, ids.length, `round ${round}: ${JSON.stringify(outcomes)}`);
         for (const id of ids) assert.equal((await schedulePipelines(id)).length, round, `schedule ${id}, round ${round}`);
       }
