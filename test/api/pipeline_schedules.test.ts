@@ -109,6 +109,8 @@ describe('pipeline schedules API', () => {
     const list = await t.get(base, { token: reporter.token });
     assert.equal(list.status, 200);
     assert.ok(list.body.some((x: any) => x.id === s.id));
+    const ids = list.body.map((x: any) => x.id);
+    assert.deepEqual(ids, [...ids].sort((a: number, b: number) => b - a), 'newest first');
     assert.ok(list.body.every((x: any) => !('variables' in x) && !('last_pipeline' in x)));
     assert.equal(list.headers['x-total'], String(list.body.length));
     const active = await t.get(base, { query: { scope: 'inactive' }, token: reporter.token });

@@ -5,6 +5,7 @@ import { Type } from 'typebox';
 import { PLAY_SCHEDULE_JOB, checkCron, nextRunAt } from '../../ci/pipelines/schedules.js';
 import type { CiPipeline } from '../../db/schema/ci.js';
 import type { CiPipelineSchedule, CiPipelineScheduleVariable } from '../../db/schema/pipeline_schedules.js';
+import { pipelineSchedulesQuery } from '../../finders/pipeline_schedules.js';
 import { PIPELINE_SCOPES, PIPELINE_STATUSES, pipelinesQuery, type PipelineFilters } from '../../finders/pipelines.js';
 import { findUserById, findUsersByIds } from '../../finders/users.js';
 import { readRef } from '../../git/refs.js';
@@ -143,11 +144,11 @@ export default async function pipelineScheduleRoutes(fastify: FastifyInstance) {
     const { project } = projectOf(request);
     const scope = request.query.scope;
     if (scope !== undefined && scope !== 'active' && scope !== 'inactive') throw invalidParam('scope', 'does not have a valid value');
-    let q = cairn.db.selectFrom('ci_pipeline_schedules').where('project_id', '=', project.id);
-    if (scope) q = q.where('active', '=', scope === 'active');
+    const q = pipelineSchedulesQuery(cairn.db, project.id, scope);
     const page = pageParams(request);
     const [rows, total] = await Promise.all([
-      q.selectAll().orderBy('id').limit(page.perPage).offset(page.offset).execute(),
+      // Newest first, as GitLab's PipelineSchedulesFinder.
+      q.selectAll().orderBy('id', 'desc').limit(page.perPage).offset(page.offset).execute(),
       q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
     ]);
     setPaginationHeaders(request, reply, page, Number(total.n));
