@@ -181,9 +181,12 @@ export default async function triggerRoutes(fastify: FastifyInstance) {
     const result = await createPipeline(cairn, {
       project, ref: target.ref, tag: target.tag, sha: target.sha, source: cred.trigger ? 'trigger' : 'pipeline', userId: cred.user!.id,
       variables, api: true, triggerId: cred.trigger?.id ?? null, sourceJobId: cred.jobId ?? null,
+      // The token's last use is its newest pipeline's creation.
+      beforeCommit: async (trx) => {
+        if (cred.trigger) await trx.updateTable('ci_triggers').set({ last_used_at: sql`now()` as any }).where('id', '=', cred.trigger.id).execute();
+      },
     });
     if (result.kind !== 'created') throw validationFailed({ base: result.errors ?? [result.message] });
-    if (cred.trigger) await cairn.db.updateTable('ci_triggers').set({ last_used_at: sql`now()` as any }).where('id', '=', cred.trigger.id).execute();
     const p = result.pipeline;
     return presentPipeline(ctxOf(request), project, p, await loadPipelineExtras(cairn.db, p));
   }
