@@ -11,7 +11,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     create table ci_caches (
       id bigserial primary key,
-      project_id integer not null references projects(id) on delete cascade,
+      -- no foreign key: the objects of a deleted project's caches are removed by the expiry
+      -- sweep (src/services/ci_caches.ts), which finds their rows without a project
+      project_id integer not null,
       -- the key as the runner computed it (variables expanded, GitLab's suffixes added)
       key text not null,
       -- the object in the artifacts store
