@@ -14,7 +14,7 @@ import { authenticateJob } from './routes.js';
 // writes the archives of its project's cache keys; they live in the artifacts' object store, so
 // every runner of the instance shares them (src/services/ci_caches.ts).
 
-const JOB: Access = { custom: 'job token of the running job :id (JOB-TOKEN header): caches of its own project only' };
+const JOB: Access = { custom: "Cairn's runner cache, not GitLab's API: the job token of the running job :id (JOB-TOKEN), its own project's caches only" };
 const Params = Type.Object({ id: RowId });
 // The key is checked by the handler, after the job token: a caller without one gets 403 whatever it sends.
 const Query = Type.Object({ key: Type.Optional(Type.String()) }, { additionalProperties: true });
