@@ -5,6 +5,7 @@
 // archive (uploaded with a job's token, as a job could) and links a job plants in its cached
 // paths reach nothing outside the job. Plus the runner's key normalisation, unit by unit.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -16,6 +17,7 @@ import { registrationToken } from '../../src/ci/runners.js';
 import type { CiBuild } from '../../src/db/schema/ci.js';
 import type { Project } from '../../src/db/schema/core.js';
 import { startWorker } from '../../src/jobs/queue.js';
+import { collectArtifactFiles, untrackedFiles } from '../../src/runner/artifacts.js';
 import { expandValue, sanitizeCacheKey } from '../../src/runner/cache.js';
 import { startBuiltinRunner, type BuiltinRunner } from '../../src/runner/runner.js';
 import { detectSandbox } from '../../src/runner/sandbox.js';
@@ -40,6 +42,40 @@ describe('runner cache keys (units)', () => {
     assert.equal(sanitizeCacheKey('..'), null);
     assert.equal(sanitizeCacheKey('%2e%2E'), null);
     assert.equal(sanitizeCacheKey(''), null);
+  });
+
+  test('untracked files: git runs with no hook or fsmonitor command, finds no repository above the build directory', () => {
+    const outer = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-untracked-'));
+    try {
+      const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'init.defaultBranch=main', ...args], { cwd, env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' } });
+      // A repository around the build directory: what a build directory without its .git must not use.
+      git(outer, 'init', '-q');
+      const build = path.join(outer, 'job', 'build');
+      fs.mkdirSync(build, { recursive: true });
+      fs.writeFileSync(path.join(build, 'loose.txt'), 'x');
+      const none = untrackedFiles(build);
+      assert.deepEqual(none.files, []);
+      assert.match(none.warning ?? '', /git ls-files failed/);
+
+      git(build, 'init', '-q');
+      fs.writeFileSync(path.join(build, 'tracked.txt'), 't');
+      git(build, 'add', 'tracked.txt');
+      const marker = path.join(outer, 'FSMONITOR-RAN');
+      fs.appendFileSync(path.join(build, '.git', 'config'), `[core]\n\tfsmonitor = "touch ${marker}"\n[alias]\n\tls-files = "!touch ${marker}"\n`);
+      fs.mkdirSync(path.join(build, 'dir'));
+      fs.writeFileSync(path.join(build, 'dir', 'a[1]*.txt'), 'glob characters in a name');
+      fs.writeFileSync(path.join(build, '.gitignore'), 'ignored.log\n');
+      fs.writeFileSync(path.join(build, 'ignored.log'), 'ignored files are untracked too');
+      const r = untrackedFiles(build);
+      assert.equal(r.warning, null);
+      assert.deepEqual(r.files.sort(), ['.gitignore', 'dir/a[1]*.txt', 'ignored.log', 'loose.txt']);
+      assert.ok(!fs.existsSync(marker), 'the repository configuration ran a command');
+      // Collected as literal names, not globs.
+      const c = collectArtifactFiles(build, [], [], undefined, r.files);
+      assert.deepEqual(c.files, ['.gitignore', 'dir/a[1]*.txt', 'ignored.log', 'loose.txt']);
+    } finally {
+      fs.rmSync(outer, { recursive: true, force: true });
+    }
   });
 
   test('expandValue expands the job variables, unknown ones to nothing', () => {
