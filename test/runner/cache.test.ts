@@ -120,7 +120,7 @@ describe('cache: through the built-in runner', () => {
   before(async () => {
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
-    t = await createTestContext({ host: '127.0.0.1', port, externalUrl: url });
+    t = await createTestContext({ host: '127.0.0.1', port, externalUrl: url, maxCacheSize: 1024 * 1024 });
     await t.app.listen({ host: '127.0.0.1', port });
     stopWorker = startWorker(t.app.cairn, { idleMs: 100 });
     hostDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-host-'));
@@ -245,6 +245,10 @@ describe('cache: through the built-in runner', () => {
       '  cache:',
       '    - { key: on-failure, paths: [fail/], when: on_failure }',
       '    - { key: on-success, paths: [fail/] }',
+      'too-big:',
+      '  stage: one',
+      '  script: [mkdir -p big && head -c 2000000 /dev/urandom > big/blob]',
+      '  cache: { key: too-big, paths: [big/] }',
       'use:',
       '  stage: two',
       '  script: [cat vendor/x, cat second/y, cat loose.txt, test ! -e pulled/p, cat fail/f]',
@@ -272,6 +276,11 @@ describe('cache: through the built-in runner', () => {
     succeeded(jobs.use);
     succeeded(jobs.fallback);
     succeeded(jobs.pusher);
+    // A refused upload is a warning, not the job's failure.
+    succeeded(jobs['too-big']);
+    assert.match(jobs['too-big'].log, /uploading cache too-big-protected failed: 413 the archive is larger than the server accepts/);
+    assert.match(jobs['too-big'].log, /Failed to create cache/);
+    assert.equal(await cacheObject(project.id, 'too-big-protected'), null);
 
     assert.match(jobs['pull-only'].log, /Not uploading cache pull-only-protected due to policy/);
     assert.equal(await cacheObject(project.id, 'pull-only-protected'), null);
@@ -363,7 +372,9 @@ describe('cache: through the built-in runner', () => {
       `    - ln -s ${hostFile} vendor/host-link`,
       `    - mkdir -p vendor/chain && ln -s ../../${'../'.repeat(8)} vendor/chain/z && ln -s z${'/..'.repeat(8)} vendor/chain/y`,
       '    - ln -s /etc vendor/etc-link',
-      '  cache: { key: evil, paths: [vendor/, "vendor/chain/y/etc/shadow", "vendor/host-link"] }',
+      '  cache:',
+      '    - { key: evil, paths: [vendor/, "vendor/chain/y/etc/shadow", "vendor/host-link"] }',
+      '    - { key: junk, paths: [junk/], policy: pull }',
       'reuse:',
       '  stage: three',
       '  script: [ls -la vendor, cat vendor/ok.txt]',
@@ -390,6 +401,13 @@ describe('cache: through the built-in runner', () => {
       body: evil,
     });
     assert.equal(up.status, 201, await up.text());
+    // And one that is no zip at all.
+    const junk = await fetch(`${url}/api/v4/jobs/${plant.id}/cache?key=junk-protected`, {
+      method: 'PUT',
+      headers: { 'JOB-TOKEN': fs.readFileSync(path.join(build, 'token.txt'), 'utf8'), 'content-type': 'application/zip' },
+      body: crypto.randomBytes(5000),
+    });
+    assert.equal(junk.status, 201, await junk.text());
     fs.writeFileSync(path.join(build, 'uploaded'), '');
 
     const jobs = await finished(project, sha);
@@ -402,6 +420,8 @@ describe('cache: through the built-in runner', () => {
     assert.match(jobs.use.log, new RegExp(`${DEEP}/y is a symlink: entry not extracted through it`));
     assert.match(jobs.use.log, /entry would be extracted outside the build directory, skipped/);
     assert.match(jobs.use.log, /vendor\/abs: symlink pointing outside the build directory, skipped/);
+    // A broken archive is a warning.
+    assert.match(jobs.use.log, /Checking cache for junk-protected\.\.\.[^\n]*\n[^\n]*\n[^\n]*not a zip file[\s\S]*?Failed to extract cache/);
 
     // The cache the job saved holds links as links (those leading out left out), never host bytes.
     const saved = await zipEntries((await cacheObject(project.id, 'evil-protected'))!);
