@@ -57,9 +57,12 @@ async function build() {
   const helperTmp = path.join(outDir, `artifact_helper.mjs.${process.pid}.tmp.mjs`);
   await bundle(['runner', 'artifact_helper.ts'], helperTmp);
   fs.renameSync(helperTmp, path.join(outDir, 'artifact_helper.mjs'));
-  // The helper src/git/spawner.ts starts, next to the module that starts it.
-  fs.copyFileSync(path.join(src, 'git', 'spawner_helper.mjs'), path.join(outDir, `spawner_helper.mjs.${process.pid}`));
-  fs.renameSync(path.join(outDir, `spawner_helper.mjs.${process.pid}`), path.join(outDir, 'spawner_helper.mjs'));
+  // The helper src/git/spawner.ts starts and upload-pack's pack-objects hook (src/git/http.ts),
+  // next to the module that names them.
+  for (const name of ['spawner_helper.mjs', 'pack_objects_hook.sh']) {
+    fs.copyFileSync(path.join(src, 'git', name), path.join(outDir, `${name}.${process.pid}`));
+    fs.renameSync(path.join(outDir, `${name}.${process.pid}`), path.join(outDir, name));
+  }
   fs.renameSync(`${tmp}.map`, `${out}.map`);
   // ASCII only: V8 keeps every module's source in memory, two bytes a character if any character
   // is outside Latin-1. esbuild escapes such characters except in tagged templates (whose raw text

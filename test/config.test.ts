@@ -27,6 +27,7 @@ const BAD: Record<string, string[]> = {
   CAIRN_ARCHIVE_RATE_LIMIT: ['many', '-1', '2.5'],
   CAIRN_CHANGELOG_RATE_LIMIT: ['x', '-3'],
   CAIRN_ARCHIVE_CACHE_BYTES: ['huge', '10XB', '-1'],
+  CAIRN_PACK_OBJECTS_CACHE_MAX_AGE: ['soon', '-5', '5 weeks'],
   CAIRN_RENDER_CACHE_BYTES: ['lots', '5QB', '-2'],
   CAIRN_MAX_FILE_SIZE: ['big', '1.5MB'],
   CAIRN_MAX_BODY_SIZE: ['0', 'big'],
@@ -71,6 +72,10 @@ const BAD: Record<string, string[]> = {
   CAIRN_RUNNER_JOB_FILE_SIZE: ['1KB', 'huge'],
   CAIRN_RUNNER_JOB_UID: ['nobody', '-1'],
   CAIRN_RUNNER_JOB_GID: ['staff', '-1'],
+  CAIRN_RUNNER_IMAGE_DIR: ['bad\0path'],
+  CAIRN_RUNNER_IMAGE_MAX_SIZE: ['1KB', 'big'],
+  CAIRN_RUNNER_IMAGE_CACHE_BYTES: ['-1', 'plenty'],
+  CAIRN_RUNNER_INSECURE_REGISTRIES: ['http://reg.lan', 'reg.lan:0', 'reg.lan/group', '-reg.lan'],
   CAIRN_TSX: ['sometimes'],
   CAIRN_SOAK: ['long'],
 };

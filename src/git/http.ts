@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { assertSafeArg, gitText, startGit, type GitProcess } from './command.js';
 
 /**
@@ -59,7 +60,16 @@ export interface ServiceOptions {
   hooksPath?: string;
   /** Extra environment for receive-pack's hooks (names must start with CAIRN_). */
   hookEnv?: Record<string, string>;
+  /** upload-pack: share packs between identical fetches (pack_objects_hook.sh). */
+  packObjectsCache?: { dir: string; maxAgeSeconds: number };
 }
+
+/** Where the packs of the pack-objects cache live (every process sharing the data directory shares them). */
+export const packObjectsCacheDir = (dataDir: string) => path.join(dataDir, 'cache', 'pack-objects');
+
+const PACK_OBJECTS_HOOK = fileURLToPath(new URL('./pack_objects_hook.sh', import.meta.url));
+/** A word for the shell git runs the hook through. */
+const shellWord = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /**
  * Starts `git upload-pack|receive-pack --stateless-rpc [--advertise-refs] .` in the
@@ -70,6 +80,10 @@ export function startService(opts: ServiceOptions): Promise<GitProcess> {
   if (opts.service === 'git-upload-pack') {
     // Partial clones (--filter) and the lazy fetches of missing objects they make later.
     config.push('-c', 'uploadpack.allowFilter=true', '-c', 'uploadpack.allowAnySHA1InWant=true');
+    // Only honoured from protected configuration, which the command line is.
+    if (opts.packObjectsCache && opts.packObjectsCache.maxAgeSeconds > 0 && !opts.advertiseRefs) {
+      config.push('-c', `uploadpack.packObjectsHook=sh ${shellWord(PACK_OBJECTS_HOOK)}`);
+    }
   } else {
     // Hooks only ever come from a Cairn-owned directory, never from the repository.
     config.push('-c', `core.hooksPath=${opts.hooksPath ?? '/dev/null'}`);
@@ -81,6 +95,10 @@ export function startService(opts: ServiceOptions): Promise<GitProcess> {
   if (opts.advertiseRefs) args.push('--advertise-refs');
   args.push('.');
   const env: Record<string, string | undefined> = { GIT_PROTOCOL: opts.gitProtocol };
+  if (opts.packObjectsCache && opts.service === 'git-upload-pack') {
+    // What the hook reads (set for git's child, not settings of this process).
+    Object.assign(env, { CAIRN_PACK_CACHE_DIR: opts.packObjectsCache.dir, CAIRN_PACK_CACHE_MAX_AGE: String(opts.packObjectsCache.maxAgeSeconds) });
+  }
   for (const [k, v] of Object.entries(opts.hookEnv ?? {})) {
     if (!/^CAIRN_[A-Z0-9_]+$/.test(k)) throw new Error(`hook environment name ${k} is not allowed`);
     env[k] = v;

@@ -65,8 +65,6 @@ export async function removeRepository(dir: string): Promise<void> {
   await fs.rm(dir, { recursive: true, force: true });
 }
 
-export type HousekeepingTask = 'incremental' | 'eager' | 'prune';
-
 /** Does a commit-graph file carry changed-path Bloom filters (its BIDX and BDAT chunks)? Null when unreadable. */
 async function graphFileHasBloomFilters(file: string): Promise<boolean | null> {
   const handle = await fs.open(file, 'r').catch(() => null);
@@ -102,22 +100,6 @@ export async function commitGraphHasBloomFilters(dir: string): Promise<boolean |
   if (!files.length) return null;
   for (const file of files) if (!(await graphFileHasBloomFilters(file))) return false;
   return true;
-}
-
-/**
- * Keeps a repository fast to read: packed refs and a commit-graph with changed-path Bloom filters
- * (which make history walks, `rev-list --count` and path-limited walks cheap), written as a chain
- * of layers so that after a push only the new commits are added; a graph some layer of which lacks
- * the filters (written before they were asked for) is rewritten whole once. `eager` also repacks
- * everything, `prune` drops unreachable objects older than two weeks.
- */
-export async function runHousekeeping(dir: string, task: HousekeepingTask = 'incremental'): Promise<void> {
-  const opts = { gitDir: dir, timeoutMs: 30 * 60_000 };
-  if (task === 'eager') await git(['repack', '-a', '-d', '-q', '--write-bitmap-index'], opts);
-  if (task === 'prune') await git(['prune', '--expire=2.weeks.ago'], opts);
-  await git(['pack-refs', '--all'], opts);
-  const split = (await commitGraphHasBloomFilters(dir)) === false ? '--split=replace' : '--split';
-  await git(['commit-graph', 'write', '--reachable', '--changed-paths', split, '--size-multiple=4'], opts);
 }
 
 /** Does `dir` hold a git repository (a bare one's HEAD and objects)? */

@@ -34,7 +34,7 @@ export interface SandboxStatus {
 
 let cached: SandboxStatus | null = null;
 
-function findOnPath(name: string): string | null {
+export function findOnPath(name: string): string | null {
   for (const dir of (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(':')) {
     if (!dir) continue;
     const p = path.join(dir, name);

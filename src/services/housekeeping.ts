@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
-import { runHousekeeping, type HousekeepingTask } from '../git/repository.js';
+import { runHousekeeping, type HousekeepingTask } from '../git/housekeeping.js';
 import { defineJob, enqueue } from '../jobs/queue.js';
 import { projectRepoPath } from './projects.js';
 

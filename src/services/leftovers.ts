@@ -4,6 +4,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import { defineRecurring } from '../jobs/queue.js';
+import { packObjectsCacheDir } from '../git/http.js';
 import { artifactStore } from '../storage/index.js';
 
 /**
@@ -15,7 +16,9 @@ import { artifactStore } from '../storage/index.js';
  *    receive-pack holds its pack with until the push is done;
  *  - copies of storage moves (`<repository>.moving`) when no move to that storage is running;
  *  - Cairn's temporary index directories (`cairn-index-*` in the temporary directory);
- *  - half-written objects of the artifacts store (`*.tmp`), and half-written cached archives.
+ *  - half-written objects of the artifacts store (`*.tmp`), and half-written cached archives;
+ *  - packs of the pack-objects cache past their age (`CAIRN_PACK_OBJECTS_CACHE_MAX_AGE`; a fetch
+ *    still sending one holds it open), and the locks and partial packs of writers that died.
  * Loose temporary objects (`objects/xx/tmp_obj_*`) are left to `git prune` (the prune
  * housekeeping task), which removes them by age: looking for them here would read every loose
  * object directory of every repository.
@@ -35,10 +38,11 @@ export interface LeftoverReport {
   tempIndexes: number;
   storeTemps: number;
   archiveTemps: number;
+  packCache: number;
   repositories: number;
 }
 
-const emptyReport = (): LeftoverReport => ({ quarantines: 0, locks: 0, packTemps: 0, movingCopies: 0, tempIndexes: 0, storeTemps: 0, archiveTemps: 0, repositories: 0 });
+const emptyReport = (): LeftoverReport => ({ quarantines: 0, locks: 0, packTemps: 0, movingCopies: 0, tempIndexes: 0, storeTemps: 0, archiveTemps: 0, packCache: 0, repositories: 0 });
 
 async function entries(dir: string) {
   return fs.readdir(dir, { withFileTypes: true }).catch(() => [] as import('node:fs').Dirent[]);
@@ -159,6 +163,20 @@ export async function sweepLeftovers(cairn: Cairn, opts: { ageMs?: number; now?:
     if (!sub.isDirectory()) continue;
     for (const e of await entries(path.join(archives, sub.name))) {
       if (e.name.includes('.tmp-') && (await removeIfOld(path.join(archives, sub.name, e.name), cutoff))) report.archiveTemps++;
+    }
+  }
+
+  const packs = packObjectsCacheDir(cairn.config.dataDir);
+  const packCutoff = now - cairn.config.packObjectsCacheMaxAge * 1000;
+  for (const sub of await entries(packs)) {
+    if (!sub.isDirectory()) {
+      // A request's input, kept while its fetch runs.
+      if (sub.name.startsWith('input.') && (await removeIfOld(path.join(packs, sub.name), cutoff))) report.packCache++;
+      continue;
+    }
+    for (const e of await entries(path.join(packs, sub.name))) {
+      const old = e.name.endsWith('.pack') ? packCutoff : cutoff;
+      if (await removeIfOld(path.join(packs, sub.name, e.name), old)) report.packCache++;
     }
   }
   return report;

@@ -17,6 +17,7 @@ import {
   sanitizeGitProtocol,
   serviceExit,
   servicePreamble,
+  packObjectsCacheDir,
   startService,
   type GitService,
 } from '../../git/http.js';
@@ -279,7 +280,13 @@ async function liveGitDir(request: FastifyRequest, ctx: GitRequestContext): Prom
 async function uploadPack(request: FastifyRequest, reply: FastifyReply) {
   const ctx = await authorizeGit(request, 'git-upload-pack');
   const input = requestBody(request, 'git-upload-pack');
-  const proc = await startService({ gitDir: await liveGitDir(request, ctx), service: 'git-upload-pack', gitProtocol: ctx.gitProtocol });
+  const { config } = request.server.cairn;
+  const proc = await startService({
+    gitDir: await liveGitDir(request, ctx),
+    service: 'git-upload-pack',
+    gitProtocol: ctx.gitProtocol,
+    packObjectsCache: { dir: packObjectsCacheDir(config.dataDir), maxAgeSeconds: config.packObjectsCacheMaxAge },
+  });
   const exit = superviseService(request, reply, proc, 'git-upload-pack');
   pipeInto(input, proc);
   // Headers wait for git's first bytes: a request git cannot read (bad gzip, garbage) is a 400.
