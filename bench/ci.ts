@@ -21,10 +21,29 @@
 // each push must have made a pipeline (checked by sha); pipelines/s = pipelines / (time from the
 // first push to the last pipeline's created_at).
 //
+// Cache restore throughput (issue #27): a cache of BENCH_CACHE_MB (200) MB in BENCH_CACHE_FILES
+// (5,000) files of pseudo-random bytes (incompressible: the worst case for the zip) is archived
+// as the runner archives `cache:` paths and stored with a running job's token (PUT
+// /api/v4/jobs/:id/cache); then restored as the runner restores it: downloaded (GET
+// /jobs/:id/cache) into a file and extracted into an empty build directory, in the runner's
+// process and, when bubblewrap works here, inside a job sandbox as the job's user. Beside it, a
+// plain copy of the same tree (`cp -r`, page cache warm for both). MB/s = source bytes / seconds.
+// The files go under BENCH_CACHE_DIR (.cache/ of the checkout; not /tmp, which a job sandbox replaces).
+//
 // Run: `node --import tsx bench/ci.ts` (PGlite) or with DATABASE_URL=postgres://… (PostgreSQL).
 // Settings: BENCH_CI_SAMPLES (60 per runner count), BENCH_CI_RUNNERS (1,10,50),
-// BENCH_CI_PUSH_SECONDS (5), BENCH_STRICT=1 (exit 1 on a miss).
-import { api, startServer, type BenchServer } from './lib.js';
+// BENCH_CI_PUSH_SECONDS (5), BENCH_CACHE_MB (200), BENCH_CACHE_FILES (5000; 0 MB skips the cache
+// part), BENCH_STRICT=1 (exit 1 on a miss).
+import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { extractArtifacts, type ArtifactWorkOptions } from '../src/runner/artifact_sandbox.js';
+import { collectArtifactFiles, createOutput, DEFAULT_ARTIFACT_LIMITS, writeZip } from '../src/runner/artifacts.js';
+import { RunnerClient } from '../src/runner/client.js';
+import { chownTree, removeTree } from '../src/runner/nofollow.js';
+import { detectSandbox } from '../src/runner/sandbox.js';
+import { api, ROOT, startServer, type BenchServer } from './lib.js';
 
 export const CI_P99_TARGET_MS = 100;
 const SAMPLES = Number(process.env.BENCH_CI_SAMPLES || 60);
@@ -45,11 +64,28 @@ export interface PickupRow {
   lost: number;
 }
 
+export interface CacheBenchRow {
+  what: string;
+  seconds: number;
+  mbPerSecond: number;
+}
+
+export interface CacheBenchResult {
+  files: number;
+  bytes: number;
+  archiveBytes: number;
+  rows: CacheBenchRow[];
+}
+
 export interface CiBenchResult {
   database: string;
   pickup: PickupRow[];
   push: { pushes: number; pipelines: number; seconds: number; perSecond: number; pushesPerSecond: number } | null;
+  cache: CacheBenchResult | null;
 }
+
+const CACHE_MB = Number(process.env.BENCH_CACHE_MB ?? 200);
+const CACHE_FILES = Number(process.env.BENCH_CACHE_FILES || 5000);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -265,6 +301,111 @@ async function pushRate(server: BenchServer, namespaceId: number) {
   return { pushes: shas.length, pipelines: madeFor, seconds, perSecond: madeFor / seconds, pushesPerSecond: shas.length / pushSeconds };
 }
 
+/** Seconds `work` takes. */
+async function timed(work: () => Promise<unknown> | unknown): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  await work();
+  return Number(process.hrtime.bigint() - t0) / 1e9;
+}
+
+async function cacheRestore(server: BenchServer, namespaceId: number): Promise<CacheBenchResult> {
+  // Not under /tmp: a job sandbox has a /tmp of its own, so a job directory there is out of its reach.
+  const base = process.env.BENCH_CACHE_DIR || path.join(ROOT, '.cache');
+  fs.mkdirSync(base, { recursive: true });
+  const root = fs.mkdtempSync(path.join(base, 'cache-bench-'));
+  fs.chmodSync(root, 0o755);
+  try {
+    // The tree: CACHE_FILES files in directories of 100.
+    const src = path.join(root, 'src');
+    const perFile = Math.floor((CACHE_MB * 1024 * 1024) / CACHE_FILES);
+    let bytes = 0;
+    for (let i = 0; i < CACHE_FILES; i++) {
+      const dir = path.join(src, 'vendor', `d${Math.floor(i / 100)}`);
+      if (i % 100 === 0) fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, `f${i}.bin`), crypto.randomBytes(perFile));
+      bytes += perFile;
+    }
+    const mb = bytes / (1024 * 1024);
+    const rows: CacheBenchRow[] = [];
+    const row = (what: string, seconds: number) => rows.push({ what, seconds, mbPerSecond: mb / seconds });
+
+    // Archived as the runner archives cache paths.
+    const zip = path.join(root, 'cache.zip');
+    row('archive (collect + zip, runner process)', await timed(async () => {
+      const c = collectArtifactFiles(src, ['vendor/'], [], DEFAULT_ARTIFACT_LIMITS);
+      const fd = createOutput(zip);
+      try {
+        await writeZip(src, c.files, fd, DEFAULT_ARTIFACT_LIMITS);
+      } finally {
+        fs.closeSync(fd);
+      }
+    }));
+    const archiveBytes = fs.statSync(zip).size;
+
+    // A running job and its token.
+    const project = await api(server, 'POST', '/projects', { name: 'ci-bench-cache', namespace_id: namespaceId, initialize_with_readme: true });
+    await commit(server, project.id, 'main', { '.gitlab-ci.yml': 'cached:\n  script: [make]\n  cache: { key: bench, paths: [vendor/] }\n' }, true);
+    const registration = (await api(server, 'GET', `/projects/${project.id}`)).runners_token as string;
+    const client = new RunnerClient(server.url);
+    const runner = await client.register(registration, { description: 'cache bench' });
+    const job = await until(WAIT_MS, async () => (await client.requestJob(runner.token)) ?? undefined);
+    if (!job) throw new Error('no job for the cache benchmark');
+    const key = (job.cache?.[0] as { key?: string } | undefined)?.key ?? 'bench';
+
+    row('upload (PUT /jobs/:id/cache)', await timed(() => client.uploadCache(job.id, job.token, key, zip)));
+
+    const restore = async (label: string, work: (build: string) => ArtifactWorkOptions, prepare: (jobDir: string, build: string) => void) => {
+      const jobDir = fs.mkdtempSync(path.join(root, 'job-'));
+      const build = path.join(jobDir, 'build');
+      fs.mkdirSync(build);
+      prepare(jobDir, build);
+      const file = path.join(jobDir, 'cache.zip');
+      let download = 0;
+      const total = await timed(async () => {
+        download = await timed(async () => {
+          const fd = createOutput(file);
+          try {
+            if (!(await client.downloadCache(job.id, job.token, key, fd))) throw new Error('the cache was not found');
+          } finally {
+            fs.closeSync(fd);
+          }
+        });
+        const r = await extractArtifacts(file, build, work(jobDir));
+        if (r.count !== CACHE_FILES) throw new Error(`extracted ${r.count} entries, expected ${CACHE_FILES}`);
+      });
+      row(`restore, ${label}: download + extract`, total);
+      row(`  of which download (GET /jobs/:id/cache)`, download);
+      row(`  of which extract`, total - download);
+      removeTree(jobDir);
+    };
+    const limits = { ...DEFAULT_ARTIFACT_LIMITS };
+    await restore('runner process', () => ({ sandbox: null, limits, timeoutSec: 1800 }), () => {});
+    const sandbox = detectSandbox();
+    if (sandbox.available) {
+      const runAs = sandbox.runAs ?? null;
+      await restore(
+        'job sandbox (bwrap, job user)',
+        (jobDir) => ({ sandbox: { bwrap: sandbox.bwrap!, jobDir, hidden: [], runAs }, limits, timeoutSec: 1800 }),
+        (jobDir, build) => {
+          if (runAs) chownTree(build, runAs.uid, runAs.gid);
+          fs.chmodSync(jobDir, 0o711);
+        },
+      );
+    }
+
+    // The same bytes, copied.
+    const copy = path.join(root, 'copy');
+    row('plain copy of the same tree (cp -r)', await timed(() => {
+      const r = spawnSync('cp', ['-r', '--', src, copy], { stdio: 'inherit' });
+      if (r.status !== 0) throw new Error('cp -r failed');
+    }));
+    await client.updateJob(job.id, job.token, { state: 'success' });
+    return { files: CACHE_FILES, bytes, archiveBytes, rows };
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+}
+
 export async function runCiBench(): Promise<CiBenchResult> {
   const database = process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite';
   const server = await startServer();
@@ -283,7 +424,8 @@ export async function runCiBench(): Promise<CiBenchResult> {
       console.log(`  ${database}: ${n} runners done (${r.samples} samples, p99 ${r.p99} ms)`);
     }
     const push = await pushRate(server, group.id);
-    return { database, pickup, push };
+    const cache = CACHE_MB > 0 ? await cacheRestore(server, group.id) : null;
+    return { database, pickup, push, cache };
   } finally {
     await server.stop();
   }
@@ -306,6 +448,15 @@ export function printCiResult(r: CiBenchResult): boolean {
         `(${r.push.pipelines} pipelines for ${r.push.pushes} pushes in ${r.push.seconds.toFixed(1)} s; ${r.push.pushesPerSecond.toFixed(1)} pushes/s)`,
     );
     if (r.push.pipelines < r.push.pushes) missed = true;
+  }
+  if (r.cache) {
+    const c = r.cache;
+    console.log(`cache restore (${c.files} files, ${(c.bytes / 1024 ** 2).toFixed(0)} MB of incompressible bytes; archive ${(c.archiveBytes / 1024 ** 2).toFixed(0)} MB; MB/s of source bytes):`);
+    const copy = c.rows.find((x) => x.what.startsWith('plain copy'));
+    for (const x of c.rows) {
+      const ratio = copy && x !== copy && !x.what.startsWith('  ') ? `  (${(x.seconds / copy.seconds).toFixed(1)}x the copy's time)` : '';
+      console.log(`  ${x.what.padEnd(62)} ${x.seconds.toFixed(2).padStart(7)} s ${x.mbPerSecond.toFixed(0).padStart(6)} MB/s${ratio}`);
+    }
   }
   return missed;
 }

@@ -77,6 +77,10 @@ export interface Config {
   maxArtifactsSize: number;
   /** Artifacts without expire_in expire after this many seconds (0 = never). */
   defaultArtifactsExpireIn: number;
+  /** Largest CI cache archive a job may upload, in bytes (413 beyond it). */
+  maxCacheSize: number;
+  /** CI caches neither restored nor uploaded for this many seconds are removed (0 = never). */
+  cacheExpireIn: number;
   /** GitLab's instance default_branch_protection (0 none ... 4 full after the initial push), for namespaces that do not set one. */
   defaultBranchProtection: number;
   /** Outgoing mail server (smtp://host:port, smtps://user:pass@host); null: no notification e-mail is enqueued or sent. */
@@ -603,6 +607,22 @@ export const SETTINGS: Setting[] = [
     default: 30 * 24 * 3600,
     defaultText: '`30d`',
     help: "how long artifacts uploaded without `expire_in` are kept, seconds (GitLab's default 30 days; `0` = forever)",
+  }),
+  def({
+    env: 'CAIRN_MAX_CACHE_SIZE',
+    key: 'maxCacheSize',
+    type: bytes({ min: 1 }),
+    default: 5 * 1024 ** 3,
+    defaultText: '`5GB`',
+    help: 'largest CI cache archive (`cache:`) a job may upload to the shared cache storage (the artifacts store); 413 beyond it, which the runner reports as a warning',
+  }),
+  def({
+    env: 'CAIRN_CI_CACHE_EXPIRE_IN',
+    key: 'cacheExpireIn',
+    type: duration(),
+    default: 14 * 24 * 3600,
+    defaultText: '`14d`',
+    help: 'CI caches neither restored nor uploaded for this long are removed (hourly); `0` = kept until their project clears its runner caches',
   }),
   def({
     env: 'CAIRN_DEFAULT_BRANCH_PROTECTION',

@@ -52,6 +52,8 @@ const BAD: Record<string, string[]> = {
   CAIRN_MAX_TRACE_SIZE: ['0', 'a lot'],
   CAIRN_MAX_ARTIFACTS_SIZE: ['0', '100 parsecs'],
   CAIRN_ARTIFACTS_EXPIRE_IN: ['never', '-1'],
+  CAIRN_MAX_CACHE_SIZE: ['0', 'huge'],
+  CAIRN_CI_CACHE_EXPIRE_IN: ['never', '2 weeks'],
   CAIRN_DEFAULT_BRANCH_PROTECTION: ['5', 'full'],
   CAIRN_SMTP_URL: ['mail.example.com', 'http://user:pw-hidden-42@mail.example.com'],
   CAIRN_MAIL_FROM: ['nobody', 'Cairn <no-at-sign>'],

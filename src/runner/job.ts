@@ -8,6 +8,7 @@ import path from 'node:path';
 import { CAIRN_VERSION } from '../version.js';
 import { archiveArtifacts, extractArtifacts, type ArtifactWorkOptions } from './artifact_sandbox.js';
 import { createOutput, DEFAULT_ARTIFACT_LIMITS, type ArtifactLimits } from './artifacts.js';
+import { archiveCaches, CachePolicyError, restoreCaches, type CacheWork } from './cache.js';
 import type { RunnerClient } from './client.js';
 import type { Readable } from 'node:stream';
 import { setting } from '../config.js';
@@ -311,6 +312,15 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
       },
     });
 
+    // Caches (cache.ts): restored here, saved after after_script.
+    const cacheWork = (): CacheWork => ({ client, job, vars, buildDir, tmpDir, write: (text) => trace.write(text), work: artifactWork, interrupted });
+    try {
+      await restoreCaches(cacheWork());
+    } catch (err) {
+      if (err instanceof CachePolicyError) throw new JobError(err.message, 'script_failure');
+      throw err;
+    }
+
     // Dependencies' artifacts.
     const deps = (job.dependencies ?? []).filter((d) => d.artifacts_file?.filename);
     if (deps.length) {
@@ -368,6 +378,17 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     else if (canceled) failure = new JobError('Job canceled', 'job_canceled');
     else if (aborted) failure = new JobError('Job stopped: the server no longer runs it (canceled)', 'job_canceled');
     else if (interruptedByRunner) failure = new JobError('Job stopped: the runner was shut down', 'runner_interrupted');
+
+    // Caches.
+    if (!aborted && !interruptedByRunner) {
+      try {
+        await archiveCaches(cacheWork(), !failure);
+      } catch (err) {
+        if (!(err instanceof CachePolicyError)) throw err;
+        trace.write(color.error(err.message));
+        failure ??= new JobError(err.message, 'script_failure');
+      }
+    }
 
     // Artifacts.
     if (!aborted && !interruptedByRunner) {

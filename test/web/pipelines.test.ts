@@ -55,6 +55,22 @@ describe('web: pipelines and jobs pages', () => {
     assert.ok(branches.text.includes(`/-/pipelines/${pipelineId}"`));
   });
 
+  it('clears runner caches for maintainers (the jobs_cache_index goes up), 403 for developers', async () => {
+    const url = `${base}/-/settings/ci_cd/reset_cache`;
+    assert.ok(!(await getPage(t, developerWeb, `${base}/-/pipelines`)).text.includes(`action="${url}"`));
+    assert.ok((await getPage(t, maintainerWeb, `${base}/-/pipelines`)).text.includes(`action="${url}"`));
+    assert.equal((await postForm(t, developerWeb, url, {})).status, 403);
+    assert.equal((await postForm(t, maintainerWeb, url, { authenticity_token: 'wrong' })).status, 422);
+    const index = async () => (await t.db.selectFrom('projects').select('jobs_cache_index').where('id', '=', project.id).executeTakeFirstOrThrow()).jobs_cache_index;
+    assert.equal(await index(), null);
+    const res = await postForm(t, maintainerWeb, url, {});
+    assert.equal(res.status, 303);
+    assert.equal(await index(), 1);
+    assert.equal((await postForm(t, maintainerWeb, url, {})).status, 303);
+    assert.equal(await index(), 2);
+    assert.match((await getPage(t, maintainerWeb, `${base}/-/pipelines?cache_cleared=1`)).text, /Project cache successfully reset\./);
+  });
+
   it('shows a pipeline: header, stages as columns with each job linking to its page, the jobs table', async () => {
     const res = await getPage(t, reporterWeb, `${base}/-/pipelines/${pipelineId}`);
     assert.equal(res.status, 200, res.text);

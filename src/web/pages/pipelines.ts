@@ -5,6 +5,7 @@ import type { User } from '../../db/schema/core.js';
 import { pipelinesQuery, type PipelineFilters } from '../../finders/pipelines.js';
 import { findUserById, findUsersByIds } from '../../finders/users.js';
 import { readCommits } from '../../git/refs.js';
+import { clearProjectCaches } from '../../services/ci_caches.js';
 import { actionButton, formatDuration, idParam, jobDuration, jobHref, loadPipeline, pipelineHref, statusBadge } from '../ci.js';
 import { canUpdateRef } from '../../policies/branches.js';
 import { PageRedirect, pageForbidden, requireAbility, requireCsrf, type PageContext, type ProjectPage } from '../context.js';
@@ -17,7 +18,8 @@ import type { PageRegistry } from '../router.js';
  * Pipelines: the list (/-/pipelines, GitLab's scope tabs), a pipeline (/-/pipelines/:id: its
  * header, the stage graph with each job's status linking to the job, the jobs table), and its
  * retry and cancel buttons, which post to the same state machine as the API's
- * POST /projects/:id/pipelines/:id/retry|cancel (src/ci/jobs/state.ts).
+ * POST /projects/:id/pipelines/:id/retry|cancel (src/ci/jobs/state.ts), and GitLab's "Clear
+ * runner caches" button.
  */
 const PER_PAGE = 20;
 const TABS: { key: string; text: string; scope?: PipelineFilters['scope'] }[] = [
@@ -79,7 +81,8 @@ async function pipelinesList(ctx: PageContext, page: ProjectPage) {
     project: page,
     section: 'pipelines',
     breadcrumbs: projectCrumbs(page, ['Pipelines']),
-    body: html`<div class="spread"><h1>Pipelines</h1><a class="button secondary" href="${base}/-/jobs">Jobs</a></div>
+    body: html`<div class="spread"><h1>Pipelines</h1><span>${page.can('admin_project') ? actionButton(ctx, `${base}/-/settings/ci_cd/reset_cache`, 'Clear runner caches') : ''} <a class="button secondary" href="${base}/-/jobs">Jobs</a></span></div>
+${ctx.query.cache_cleared === '1' ? html`<div class="alert" role="status">Project cache successfully reset.</div>` : ''}
 ${tabs}
 <div class="scroll-x">${body}</div>
 ${pagination(ctx, paging.page, Number(count.n), paging.perPage)}`,
@@ -180,7 +183,21 @@ async function pipelineAction(ctx: PageContext, page: ProjectPage, action: 'retr
   throw new PageRedirect(pipelineHref(page, p.id), 303);
 }
 
+/**
+ * GitLab's "Clear runner caches" (POST /-/settings/ci_cd/reset_cache, maintainers): every cache
+ * key of the jobs created from now on changes (the project's jobs_cache_index), and the stored
+ * archives are deleted (src/services/ci_caches.ts).
+ */
+async function resetRunnerCaches(ctx: PageContext, page: ProjectPage) {
+  requireCsrf(ctx);
+  requireAbility(ctx, page, 'read_pipeline');
+  requireAbility(ctx, page, 'admin_project', 'forbid');
+  await clearProjectCaches(ctx.cairn, page.project.id);
+  throw new PageRedirect(`${projectPath(page)}/-/pipelines?cache_cleared=1`, 303);
+}
+
 export function registerPipelinePages(pages: PageRegistry) {
+  pages.projectPage('POST', 'settings/ci_cd/reset_cache', resetRunnerCaches);
   pages.projectPage('GET', 'pipelines', pipelinesList);
   pages.projectPage('GET', 'pipelines/:id', pipelineShow);
   pages.projectPage('POST', 'pipelines/:id/retry', (ctx, page) => pipelineAction(ctx, page, 'retry'));
