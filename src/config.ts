@@ -687,6 +687,22 @@ export const SETTINGS: Setting[] = [
   }),
   extra({ env: 'CAIRN_RUNNER_BWRAP', type: filePath(), default: null as unknown as string, defaultText: '`bwrap` on `PATH`', help: 'the bubblewrap binary runners isolate jobs with', scope: 'runner' }),
   extra({
+    env: 'CAIRN_RUNNER_DEFAULT_IMAGE',
+    type: text({ noun: 'a valid image name', accepts: 'an image name such as `alpine:3.20` or `registry.example.com/group/image:tag`', pattern: /^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,511}$/ }),
+    default: null as unknown as string,
+    defaultText: 'none',
+    help: "with the image executor, the image jobs that name none run in (as gitlab-runner's `[runners.docker] image`); unset: such jobs run in the shell sandbox, on the machine's filesystem",
+    scope: 'runner',
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_WAIT_FOR_SERVICES_TIMEOUT',
+    type: integer({ min: -1, max: 3600 }),
+    default: 30,
+    defaultText: '`30`',
+    help: "seconds a job's services get to accept connections on their image's exposed ports before the job goes on with a warning (gitlab-runner's `wait_for_services_timeout`); `0` or `-1`: no wait",
+    scope: 'runner',
+  }),
+  extra({
     env: 'CAIRN_RUNNER_JOB_UID',
     type: userId(),
     default: 65534,

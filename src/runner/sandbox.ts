@@ -30,11 +30,13 @@ export interface SandboxStatus {
   tmpfsPerms?: boolean;
   /** The prlimit binary (limits that apply inside the sandbox), when installed. */
   prlimit?: string | null;
+  /** bwrap understands --disable-userns (0.8.0+): containers of the image executor cannot make user namespaces. */
+  disableUserns?: boolean;
 }
 
 let cached: SandboxStatus | null = null;
 
-function findOnPath(name: string): string | null {
+export function findOnPath(name: string): string | null {
   for (const dir of (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(':')) {
     if (!dir) continue;
     const p = path.join(dir, name);
@@ -93,12 +95,13 @@ export function detectSandbox(opts: { refresh?: boolean; bwrapPath?: string; env
     const help = spawnSync(bwrap!, ['--help'], { encoding: 'utf8', timeout: 10_000 }).stdout ?? '';
     status.tmpfsSize = /--size\b/.test(help);
     status.tmpfsPerms = /--perms\b/.test(help);
+    status.disableUserns = /--disable-userns\b/.test(help);
   }
   if (!opts.bwrapPath) cached = status;
   return status;
 }
 
-function setprivArgs(runAs: { uid: number; gid: number; setpriv: string }): string[] {
+export function setprivArgs(runAs: { uid: number; gid: number; setpriv: string }): string[] {
   return [runAs.setpriv, `--reuid=${runAs.uid}`, `--regid=${runAs.gid}`, '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];
 }
 

@@ -1,0 +1,48 @@
+// What the image executor needs from an image store: a prepared (pulled, unpacked, cached) image
+// by name. The shapes are those of `images.ts` (ImageStore.prepare, PreparedImage, ImageConfig),
+// restated here so that the executor depends on the behaviour, not on one implementation: the
+// runner wires an ImageStore in (imageSourceFromStore), tests a local stand-in.
+
+export interface ImageConfig {
+  /** `KEY=value` entries of the image's Env. */
+  env: string[];
+  entrypoint: string[] | null;
+  cmd: string[] | null;
+  workingDir: string;
+  /** The image's USER (`name`, `uid`, `name:group`...), or ''. */
+  user: string;
+  exposedPorts: number[];
+}
+
+export interface PreparedImage {
+  /** The image's canonical name (`docker.io/library/alpine:3.19`...). */
+  ref: { name: string };
+  digest: string;
+  /**
+   * The unpacked root filesystem: shared, read-only for everyone (the executor mounts an overlay
+   * over it), every file owned by the job user of the runner (uid 0 inside the job maps to it).
+   */
+  rootfs: string;
+  config: ImageConfig;
+}
+
+export interface PrepareOptions {
+  /** `always`, `if-not-present`, `never` (gitlab-runner's list semantics); null: the store's default. */
+  pullPolicy: string[] | null;
+  /** The job's variables (registry credentials: DOCKER_AUTH_CONFIG, CI_REGISTRY_USER / _PASSWORD). */
+  variables: { key: string; value: string }[];
+  signal?: AbortSignal;
+  /** Lines for the job's log ("Pulling docker image ...", "Using docker image sha256:... for ..."). */
+  onLog?: (line: string) => void;
+}
+
+export interface ImageSource {
+  /** Throws an error whose `reason` is a job failure reason (`image_pull_failure`...) and whose message is one line for the job log. */
+  prepare(name: string, o: PrepareOptions): Promise<PreparedImage>;
+}
+
+/** The failure reason an image error carries (ImageError.reason), else a runner system failure. */
+export function imageFailureReason(err: unknown): string {
+  const reason = (err as { reason?: unknown } | null)?.reason;
+  return typeof reason === 'string' && /^[a-z_]+$/.test(reason) ? reason : 'runner_system_failure';
+}
