@@ -8,6 +8,7 @@
 // what), and the shell executor ignoring image and services with a warning.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { registrationToken } from '../../src/ci/runners.js';
@@ -53,6 +54,9 @@ describe('jobs in images, with services', { skip }, () => {
   let builtin: BuiltinRunner | null = null;
   const buildsDir = path.join(root, 'builds');
   const messages: string[] = [];
+  // A service of this machine's loopback (a database's stand-in) that jobs must not reach.
+  let db: net.Server;
+  let dbConnections = 0;
 
   before(async () => {
     const port = await freePort();
@@ -61,6 +65,11 @@ describe('jobs in images, with services', { skip }, () => {
     await t.app.listen({ host: '127.0.0.1', port });
     const jobPort = (await startJobListener(t.app)).port;
     project = await t.createProject();
+    db = net.createServer((c) => {
+      dbConnections++;
+      c.end('a database\n');
+    });
+    await new Promise<void>((r) => db.listen(0, '127.0.0.1', () => r()));
     builtin = await startBuiltinRunner({
       url,
       registrationToken: await registrationToken(t.app.cairn, { type: 'instance_type' }),
@@ -78,6 +87,7 @@ describe('jobs in images, with services', { skip }, () => {
 
   after(async () => {
     await builtin?.stop();
+    if (db) await new Promise((r) => db.close(r));
     if (process.env.TEST_LOG) console.log(messages.join('\n'));
     await t?.close();
   });
@@ -110,7 +120,11 @@ describe('jobs in images, with services', { skip }, () => {
         '  image: busybox:stable',
         '  variables:',
         `    DATA_DIR: "${t.tmpDir}"`,
+        `    DB_PORT: "${(db.address() as net.AddressInfo).port}"`,
         '  script:',
+        `    - 'wget -q -O - --header "JOB-TOKEN: $CI_JOB_TOKEN" "$CI_API_V4_URL/job" | grep -o ''"id":[0-9]*'' | head -1 | sed "s/^/api=/"'`,
+        '    - (echo | nc -w 2 127.0.0.1 "$DB_PORT") 2>/dev/null | grep -q database && echo db=reachable || echo db=unreachable',
+        '    - test -n "$(ls -A /run 2>/dev/null)" && echo run=visible || echo run=empty',
         '    - echo "path=$PATH greeting=$GREETING"',
         '    - echo "project_dir=$CI_PROJECT_DIR builds_dir=$CI_BUILDS_DIR image=$CI_JOB_IMAGE pwd=$(pwd)"',
         '    - echo "whoami=$(whoami) uid=$(id -u) readme=$(cat README.md)"',
@@ -171,6 +185,10 @@ describe('jobs in images, with services', { skip }, () => {
     assert.match(paths[1], /^\/builds\/[\w.-]+\/[\w.-]+$/, "GitLab's /builds/<namespace>/<project>");
     assert.equal(paths[2], paths[1], 'the script starts in CI_PROJECT_DIR');
     assert.match(log, /^whoami=root uid=0 readme=cloned for the image$/m);
+    assert.match(log, new RegExp(`^api="id":${jobs.inside.id}$`, 'm'), "Cairn's API with the job token, through CI_API_V4_URL");
+    assert.match(log, /^db=unreachable$/m, "this machine's loopback");
+    assert.equal(dbConnections, 0);
+    assert.match(log, /^run=empty$/m);
     assert.match(log, /^shadow=absent$/m);
     assert.match(log, /^work=absent$/m);
     assert.match(log, /^data=absent$/m, "Cairn's data directory");
