@@ -336,6 +336,22 @@ function portPairs(): SettingType<{ jobPort: number; hostPort: number }[]> {
   };
 }
 
+/** Registry hosts, `host` or `host:port` (CAIRN_RUNNER_INSECURE_REGISTRIES). */
+function registryList(): SettingType<string[]> {
+  const host = /^(?:\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*)(?::(\d{1,5}))?$/;
+  return {
+    noun: 'a valid registry list',
+    accepts: 'comma-separated registry hosts, host or host:port, such as registry.lan:5000, or empty for none',
+    parse(raw) {
+      return raw.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean).map((entry) => {
+        const m = host.exec(entry);
+        if (!m || (m[1] !== undefined && (Number(m[1]) < 1 || Number(m[1]) > 65535))) throw new Invalid(`entry "${entry}" is not a registry host`);
+        return entry;
+      });
+    },
+  };
+}
+
 /** A numeric user id, or `root` (CAIRN_RUNNER_JOB_UID). */
 function userId(): SettingType<number | 'root'> {
   const n = integer({ min: 0, max: 2 ** 32 - 2 });
@@ -716,6 +732,38 @@ export const SETTINGS: Setting[] = [
     default: null as unknown as number,
     defaultText: 'the job user id',
     help: 'when a runner runs as root, the group id its jobs run as',
+    scope: 'runner',
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_IMAGE_DIR',
+    type: directory(),
+    default: null as unknown as string,
+    defaultText: '`$CAIRN_DATA_DIR/runner/images`',
+    help: "where a runner keeps the images jobs run in, unpacked (one directory per image digest; mode 0700, root's)",
+    scope: 'runner',
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_IMAGE_MAX_SIZE',
+    type: bytes({ min: 1024 ** 2 }),
+    default: 10 * 1024 ** 3,
+    defaultText: '`10GB`',
+    help: 'largest image a runner pulls, compressed layers and unpacked files each (the layers are measured before they are unpacked); a bigger one fails the job',
+    scope: 'runner',
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_IMAGE_CACHE_BYTES',
+    type: bytes(),
+    default: 20 * 1024 ** 3,
+    defaultText: '`20GB`',
+    help: 'disk the unpacked images may use together: beyond it, the least recently used ones that no job has used for a day are removed',
+    scope: 'runner',
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_INSECURE_REGISTRIES',
+    type: registryList(),
+    default: [],
+    defaultText: 'none (loopback registries always)',
+    help: 'registries pulled from without TLS certificate checks, or over plain HTTP (as docker\'s `insecure-registries`); `localhost`, `127.0.0.0/8` and `::1` registries are always treated so',
     scope: 'runner',
   }),
   extra({

@@ -69,6 +69,10 @@ const BAD: Record<string, string[]> = {
   CAIRN_RUNNER_JOB_FILE_SIZE: ['1KB', 'huge'],
   CAIRN_RUNNER_JOB_UID: ['nobody', '-1'],
   CAIRN_RUNNER_JOB_GID: ['staff', '-1'],
+  CAIRN_RUNNER_IMAGE_DIR: ['bad\0path'],
+  CAIRN_RUNNER_IMAGE_MAX_SIZE: ['1KB', 'big'],
+  CAIRN_RUNNER_IMAGE_CACHE_BYTES: ['-1', 'plenty'],
+  CAIRN_RUNNER_INSECURE_REGISTRIES: ['http://reg.lan', 'reg.lan:0', 'reg.lan/group', '-reg.lan'],
   CAIRN_TSX: ['sometimes'],
   CAIRN_SOAK: ['long'],
 };
