@@ -711,6 +711,15 @@ export const SETTINGS: Setting[] = [
     scope: 'runner',
   }),
   extra({
+    env: 'CAIRN_RUNNER_DOCKER_AUTH_CONFIG',
+    type: text({ noun: 'a valid Docker auth configuration', accepts: 'the JSON of a docker config.json (`{"auths":{"registry.example.com":{"auth":"<base64 user:password>"}}}`)', pattern: /^\s*\{[\s\S]*\}\s*$/ }),
+    default: null as unknown as string,
+    defaultText: 'none',
+    help: "registry credentials for jobs' images and services, as gitlab-runner's `DOCKER_AUTH_CONFIG` in its environment; a job's own `DOCKER_AUTH_CONFIG` variable comes first",
+    scope: 'runner',
+    secret: true,
+  }),
+  extra({
     env: 'CAIRN_RUNNER_WAIT_FOR_SERVICES_TIMEOUT',
     type: integer({ min: -1, max: 3600 }),
     default: 30,

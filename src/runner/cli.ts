@@ -4,7 +4,10 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { RunnerClient } from './client.js';
 import { dataDir, defaultConfigPath, readRunnerConfig, writeRunnerConfig } from './config.js';
-import { defaultBuildsDir, NoIsolationError, Runner, unisolatedAllowed } from './runner.js';
+import { defaultBuildsDir, jobOwner, NoIsolationError, Runner, unisolatedAllowed } from './runner.js';
+import { openImageStore } from './image_source.js';
+import { imageCacheDir } from './images.js';
+import { setting } from '../config.js';
 import { detectSandbox } from './sandbox.js';
 
 export const RUNNER_USAGE = `usage: cairn runner <command> [options]
@@ -162,6 +165,8 @@ async function run(args: string[]): Promise<number> {
   const allowUnisolated = unisolatedAllowed(v['allow-unisolated'] === true || c.allow_unisolated === true);
   const hidden = [dataDir(), path.dirname(file), file, ...((v.hide as string[] | undefined) ?? [])];
   const sandbox = detectSandbox();
+  const imagesDir = imageCacheDir();
+  const store = openImageStore({ dir: imagesDir, owner: jobOwner(sandbox), dockerAuthConfig: setting<string | null>('CAIRN_RUNNER_DOCKER_AUTH_CONFIG') });
   let exitCode = 0;
   let runner!: Runner;
   runner = new Runner({
@@ -172,6 +177,9 @@ async function run(args: string[]): Promise<number> {
     allowUnisolated,
     hiddenPaths: hidden,
     sandbox,
+    images: store.source,
+    imagesUnavailable: store.source ? undefined : store.reason,
+    imagesDir,
     description: c.description,
     log: (m) => console.log(`${new Date().toISOString()} ${m}`),
     onJobDone: (_id, outcome) => {

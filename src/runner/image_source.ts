@@ -1,7 +1,8 @@
 // What the image executor needs from an image store: a prepared (pulled, unpacked, cached) image
 // by name. The shapes are those of `images.ts` (ImageStore.prepare, PreparedImage, ImageConfig),
 // restated here so that the executor depends on the behaviour, not on one implementation: the
-// runner wires an ImageStore in (imageSourceFromStore), tests a local stand-in.
+// runner wires its ImageStore in (openImageStore), tests may give a local stand-in.
+import { credentialsFor, detectImageSupport, ImageStore, parseImageRef } from './images.js';
 
 export interface ImageConfig {
   /** `KEY=value` entries of the image's Env. */
@@ -45,4 +46,24 @@ export interface ImageSource {
 export function imageFailureReason(err: unknown): string {
   const reason = (err as { reason?: unknown } | null)?.reason;
   return typeof reason === 'string' && /^[a-z_]+$/.test(reason) ? reason : 'runner_system_failure';
+}
+
+/**
+ * The runner's image store (images.ts) as the executor's ImageSource: registry credentials from
+ * the job's variables (DOCKER_AUTH_CONFIG, CI_REGISTRY_USER / _PASSWORD) and the runner's own
+ * DOCKER_AUTH_CONFIG (CAIRN_RUNNER_DOCKER_AUTH_CONFIG), in gitlab-runner's order. Null, with
+ * why, when skopeo or umoci is missing.
+ */
+export function openImageStore(o: { dir: string; owner: { uid: number; gid: number }; dockerAuthConfig?: string | null; log?: (m: string) => void }): { source: ImageSource } | { source: null; reason: string } {
+  const support = detectImageSupport();
+  if (!support.available) return { source: null, reason: support.reason ?? 'skopeo and umoci are needed to pull and unpack images' };
+  const store = new ImageStore({ dir: o.dir, owner: o.owner, skopeo: support.skopeo, umoci: support.umoci, setpriv: support.setpriv, log: o.log });
+  return {
+    source: {
+      async prepare(name, p) {
+        const credential = credentialsFor(parseImageRef(name), p.variables, o.dockerAuthConfig ?? undefined, (m) => p.onLog?.(`WARNING: ${m}`));
+        return store.prepare(name, { pullPolicy: p.pullPolicy ?? undefined, credential, signal: p.signal, onLog: p.onLog });
+      },
+    },
+  };
 }

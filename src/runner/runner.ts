@@ -8,7 +8,7 @@ import { readRunnerConfig, writeRunnerConfig } from './config.js';
 import { executeJob, type ExecutorOptions, type JobOutcome } from './job.js';
 import { detectSandbox, type PortForward, type SandboxStatus } from './sandbox.js';
 import { detectExecutor, type ExecutorChoice } from './executor.js';
-import type { ImageSource } from './image_source.js';
+import { openImageStore, type ImageSource } from './image_source.js';
 import { jobLimitsFromEnv } from './limits.js';
 import { sleep } from './trace.js';
 import { setting } from '../config.js';
@@ -42,6 +42,12 @@ export interface RunnerOptions {
 }
 
 export class NoIsolationError extends Error {}
+
+/** The user an image store's files belong to: the job user of a root runner, else the runner's own. */
+export function jobOwner(sandbox: SandboxStatus): { uid: number; gid: number } {
+  if (sandbox.runAs) return { uid: sandbox.runAs.uid, gid: sandbox.runAs.gid };
+  return { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
+}
 
 /** Why a runner has no image executor when nothing gave it an image store. */
 export const NO_IMAGE_STORE = 'this runner was given no image store (skopeo and umoci pull and unpack images)';
@@ -204,7 +210,7 @@ export interface BuiltinRunnerOptions {
   executor?: Partial<ExecutorOptions>;
   /** Host loopback ports its jobs may reach (the server's job listener), on top of CAIRN_RUNNER_FORWARD_PORTS. */
   forwardPorts?: PortForward[];
-  /** Where jobs' images come from; absent: no image executor (RunnerOptions.images). */
+  /** Where jobs' images come from; absent: the runner's image store (images.ts) when skopeo and umoci are here; null: none. */
   images?: ImageSource | null;
   imagesUnavailable?: string;
   /** The image store's directory (default `<dataDir>/runner/images`, hidden from jobs either way). */
@@ -235,6 +241,13 @@ export async function startBuiltinRunner(opts: BuiltinRunnerOptions): Promise<Bu
     log(`not started: no executor here (${sandbox.reason}). Jobs stay pending for other runners; set CAIRN_RUNNER_ALLOW_UNISOLATED=1 to run them here without isolation.`);
     return null;
   }
+  const imagesDir = opts.imagesDir ?? setting<string | null>('CAIRN_RUNNER_IMAGE_DIR', env) ?? path.join(opts.dataDir, 'runner', 'images');
+  const store =
+    opts.images !== undefined
+      ? opts.images
+        ? { source: opts.images }
+        : { source: null, reason: opts.imagesUnavailable ?? NO_IMAGE_STORE }
+      : openImageStore({ dir: imagesDir, owner: jobOwner(sandbox), dockerAuthConfig: setting<string | null>('CAIRN_RUNNER_DOCKER_AUTH_CONFIG', env), log });
   const client = new RunnerClient(opts.url);
   const file = path.join(opts.dataDir, 'runner', 'builtin.json');
   let token = opts.runnerToken ?? null;
@@ -266,9 +279,9 @@ export async function startBuiltinRunner(opts: BuiltinRunnerOptions): Promise<Bu
     buildsDir: opts.buildsDir,
     hiddenPaths: [opts.dataDir],
     sandbox,
-    images: opts.images,
-    imagesUnavailable: opts.imagesUnavailable,
-    imagesDir: opts.imagesDir ?? path.join(opts.dataDir, 'runner', 'images'),
+    images: store.source,
+    imagesUnavailable: store.source ? undefined : store.reason,
+    imagesDir,
     defaultImage: setting<string | null>('CAIRN_RUNNER_DEFAULT_IMAGE', env),
     description: 'cairn built-in runner',
     log,
