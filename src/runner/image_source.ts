@@ -40,6 +40,8 @@ export interface PrepareOptions {
 export interface ImageSource {
   /** Throws an error whose `reason` is a job failure reason (`image_pull_failure`...) and whose message is one line for the job log. */
   prepare(name: string, o: PrepareOptions): Promise<PreparedImage>;
+  /** Marks an image as in use now (a long job: the store's eviction leaves images used within a day alone). */
+  touch?(image: PreparedImage): void;
 }
 
 /** The failure reason an image error carries (ImageError.reason), else a runner system failure. */
@@ -64,6 +66,7 @@ export function openImageStore(o: { dir: string; owner: { uid: number; gid: numb
         const credential = credentialsFor(parseImageRef(name), p.variables, o.dockerAuthConfig ?? undefined, (m) => p.onLog?.(`WARNING: ${m}`));
         return store.prepare(name, { pullPolicy: p.pullPolicy ?? undefined, credential, signal: p.signal, onLog: p.onLog });
       },
+      touch: (image) => store.touch(image),
     },
   };
 }

@@ -288,6 +288,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
   let cgroup: JobCgroup | null = null;
   let ns: JobNamespace | null = null;
   const services: RunningService[] = [];
+  let touchTimer: NodeJS.Timeout | null = null;
   let outcome: JobOutcome;
   try {
     fs.mkdirSync(o.buildsDir, { recursive: true, mode: 0o711 });
@@ -347,6 +348,12 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
         serviceImages.push(await pull(s.name, s.pullPolicy));
       }
       jobImage = await pull(imageName!, imageSpec?.pullPolicy ?? null);
+      // A job that runs for days keeps its images out of the store's eviction.
+      const inUse = [jobImage, ...serviceImages];
+      touchTimer = setInterval(() => {
+        for (const image of inUse) imageExecutor!.source.touch?.(image);
+      }, 3600_000);
+      touchTimer.unref();
     }
 
     const network = isolated ? (o.network ?? setting<'pasta' | 'none' | 'host'>('CAIRN_RUNNER_JOB_NETWORK')) : 'host';
@@ -787,6 +794,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     };
   } finally {
     clearTimeout(deadline);
+    if (touchTimer) clearInterval(touchTimer);
     o.signal?.removeEventListener('abort', onRunnerStop);
     for (const s of services) s.proc?.kill();
     for (const p of sidecars) p.kill();
