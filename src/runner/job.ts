@@ -287,6 +287,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
   let jobDir: string | null = null;
   let cgroup: JobCgroup | null = null;
   let ns: JobNamespace | null = null;
+  let nsStarting: Promise<JobNamespace> | null = null;
   const services: RunningService[] = [];
   let touchTimer: NodeJS.Timeout | null = null;
   let outcome: JobOutcome;
@@ -324,6 +325,24 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     else if (o.allowUnisolated) trace.write(color.warn(`running WITHOUT isolation: ${o.sandbox.reason}`));
     else throw new JobError(`this runner refuses to run jobs without isolation: ${o.sandbox.reason}`, 'runner_system_failure');
 
+    const network = isolated ? (o.network ?? setting<'pasta' | 'none' | 'host'>('CAIRN_RUNNER_JOB_NETWORK')) : 'host';
+    const pasta = network === 'pasta' ? (o.sandbox.pasta ?? null) : null;
+    const forward = o.forwardPorts ?? setting<PortForward[]>('CAIRN_RUNNER_FORWARD_PORTS');
+    const limits = o.limits ?? jobLimitsFromEnv();
+    cgroup = createJobCgroup(o.cgroups === undefined ? detectCgroups() : o.cgroups, `job-${job.id}-${path.basename(jobDir).slice(-6)}`, limits);
+    const prlimit = isolated ? (o.sandbox.prlimit ?? null) : null;
+    const rlimits = prlimit ? { prlimit, fsize: limits.fileSize, nproc: cgroup ? null : limits.pids, data: cgroup ? null : limits.memory } : null;
+    const enterCgroup = cgroup?.enter ?? [];
+
+    // One network namespace for the whole job (its steps, services and health checks), held by a
+    // process of its own; a runner that is not root cannot enter namespaces and keeps one per step.
+    const nsenter = imageExecutor?.nsenter ?? (root && isolated ? findOnPath('nsenter') : null);
+    const mountBin = imageExecutor?.mount ?? findOnPath('mount');
+    // Made while the images are looked up (it takes a few bwrap and nsenter starts).
+    if (isolated && root && nsenter && mountBin && (inImage || network !== 'host')) {
+      nsStarting = createJobNamespace({ bwrap: o.sandbox.bwrap!, nsenter, mount: mountBin, network, pasta, forward, wrap: enterCgroup, tmpDir });
+      nsStarting.catch(() => {});
+    }
     // Images first (services', then the job's, as gitlab-runner pulls them): a pull failure
     // fails the job before anything else happens.
     let jobImage: PreparedImage | null = null;
@@ -356,22 +375,9 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
       touchTimer.unref();
     }
 
-    const network = isolated ? (o.network ?? setting<'pasta' | 'none' | 'host'>('CAIRN_RUNNER_JOB_NETWORK')) : 'host';
-    const pasta = network === 'pasta' ? (o.sandbox.pasta ?? null) : null;
-    const forward = o.forwardPorts ?? setting<PortForward[]>('CAIRN_RUNNER_FORWARD_PORTS');
-    const limits = o.limits ?? jobLimitsFromEnv();
-    cgroup = createJobCgroup(o.cgroups === undefined ? detectCgroups() : o.cgroups, `job-${job.id}-${path.basename(jobDir).slice(-6)}`, limits);
-    const prlimit = isolated ? (o.sandbox.prlimit ?? null) : null;
-    const rlimits = prlimit ? { prlimit, fsize: limits.fileSize, nproc: cgroup ? null : limits.pids, data: cgroup ? null : limits.memory } : null;
-    const enterCgroup = cgroup?.enter ?? [];
-
-    // One network namespace for the whole job (its steps, services and health checks), held by a
-    // process of its own; a runner that is not root cannot enter namespaces and keeps one per step.
-    const nsenter = imageExecutor?.nsenter ?? (root && isolated ? findOnPath('nsenter') : null);
-    const mountBin = imageExecutor?.mount ?? findOnPath('mount');
-    if (isolated && root && nsenter && mountBin && (inImage || network !== 'host')) {
+    if (nsStarting) {
       try {
-        ns = await createJobNamespace({ bwrap: o.sandbox.bwrap!, nsenter, mount: mountBin, network, pasta, forward, wrap: enterCgroup, tmpDir });
+        ns = await nsStarting;
       } catch (err) {
         if (inImage) throw new JobError(`the job's namespace could not be made: ${(err as Error).message}`, 'runner_system_failure');
         trace.write(color.warn(`the job's namespace could not be made (${(err as Error).message}): each step gets its own`));
@@ -798,8 +804,10 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     o.signal?.removeEventListener('abort', onRunnerStop);
     for (const s of services) s.proc?.kill();
     for (const p of sidecars) p.kill();
-    // The holder goes, and with it the namespace and the overlays mounted in it.
+    // The holder goes, and with it the namespace and the overlays mounted in it (also one still
+    // starting when the job failed).
     ns?.close();
+    if (!ns && nsStarting) await nsStarting.then((n) => n.close(), () => {});
     // Whatever the job left running (a fork bomb's last children, a daemon) dies here.
     await cgroup?.destroy().catch((err) => log(`job ${job.id}: removing its cgroup: ${(err as Error).message}`));
   }

@@ -74,10 +74,16 @@ export async function createJobNamespace(o: JobNamespaceOptions): Promise<JobNam
   // `--dev-bind / /`: the holder's mount namespace is a copy of the machine's view (image
   // sandboxes are built from it). It runs `sh`, which reports its pid and then waits on its
   // standard input: the runner holds the other end, so the holder also ends with the runner.
+  // Inside its own namespace a job may listen on any port and ping: the namespace is owned by
+  // the machine's user namespace, where the job has no capability (so no NET_BIND_SERVICE). The
+  // holder sets that itself, keeping only CAP_NET_ADMIN (over its own namespace; it runs nothing
+  // of the job's and no job process can see it: they have PID namespaces of their own).
+  const own = o.network === 'host' ? [] : ['--unshare-net', '--cap-add', 'CAP_NET_ADMIN'];
+  const sysctl = o.network === 'host' ? '' : 'echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start; echo "0 2147483647" > /proc/sys/net/ipv4/ping_group_range; ';
   const argv = [
     ...o.wrap,
-    o.bwrap, '--dev-bind', '/', '/', ...(o.network === 'host' ? [] : ['--unshare-net']), '--die-with-parent', '--cap-drop', 'ALL',
-    '--', '/bin/sh', '-c', 'echo "$$" && exec cat',
+    o.bwrap, '--dev-bind', '/', '/', '--die-with-parent', '--cap-drop', 'ALL', ...own,
+    '--', '/bin/sh', '-c', `${sysctl}echo "$$" && exec cat`,
   ];
   const child = spawn(argv[0], argv.slice(1), { cwd: '/', env: HELPER_ENV, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
   child.stdin!.on('error', () => {});
@@ -122,10 +128,6 @@ export async function createJobNamespace(o: JobNamespaceOptions): Promise<JobNam
     child.stdin!.destroy();
     kill();
   };
-
-  // Inside its own namespace a job may listen on any port and ping: the namespace is owned by
-  // the machine's user namespace, where the job has no capability (so no NET_BIND_SERVICE).
-  if (o.network !== 'host') await runQuiet(o.nsenter, [`--net=${netns}`, '--', '/bin/sh', '-c', 'echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start; echo "0 2147483647" > /proc/sys/net/ipv4/ping_group_range']);
 
   let network: AttachedNetwork | null = null;
   let networkProblem: string | null = null;

@@ -15,13 +15,11 @@ import { registrationToken } from '../../src/ci/runners.js';
 import type { Project } from '../../src/db/schema/core.js';
 import { startJobListener } from '../../src/plugins/job_listener.js';
 import { detectExecutor } from '../../src/runner/executor.js';
-import { openImageStore } from '../../src/runner/image_source.js';
 import { Runner, startBuiltinRunner, type BuiltinRunner } from '../../src/runner/runner.js';
 import { detectSandbox } from '../../src/runner/sandbox.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
 import { commitFiles, jobsByName, latestPipeline } from '../helpers/ci.js';
 import { BUSYBOX, BusyboxImages } from '../helpers/rootfs.js';
-import { buildImage, pushImage, registryToolsMissing, startRegistry } from '../helpers/oci.js';
 import { freePort } from '../helpers/serve.js';
 import { FakeServer, makeRepo, tmpDir } from './fake_server.js';
 
@@ -37,7 +35,8 @@ const images = BUSYBOX
         entrypoint: ['/usr/local/bin/entry.sh'],
         files: { 'usr/local/bin/entry.sh': { content: '#!/bin/sh\necho entrypoint-ran\nexport ENTRY_VAR=set-by-entrypoint\nexec "$@"\n', mode: 0o755 } },
       },
-      'web-server:1': { exposedPorts: [8080], cmd: ['sh', '-c', 'echo "$MSG from $CI_JOB_NAME" > /var/www/index.html && exec httpd -f -p 8080 -h /var/www'] },
+      // Port 80: a service may listen below 1024 in its job's namespace.
+      'web-server:1': { exposedPorts: [80], cmd: ['sh', '-c', 'echo "$MSG from $CI_JOB_NAME" > /var/www/index.html && exec httpd -f -p 80 -h /var/www'] },
       'registry.example.com:5000/group/tutum/wordpress:latest': { exposedPorts: [8081], cmd: ['sh', '-c', 'echo wordpress-here > /var/www/index.html && exec httpd -f -p 8081 -h /var/www'] },
       'tcp-echo:15': { exposedPorts: [5432], cmd: ['nc', '-ll', '-p', '5432', '-e', '/bin/echo', 'pong'] },
       'never-listens:1': { exposedPorts: [6000], cmd: ['sh', '-c', 'echo never-listening-here; exec sleep 600'] },
@@ -259,8 +258,8 @@ describe('jobs in images, with services', { skip }, () => {
         '    - name: tcp-echo:15',
         '      alias: db',
         '  script:',
-        '    - wget -q -O - http://web:8080/',
-        '    - wget -q -O - http://www:8080/ | sed "s/^/www=/"',
+        '    - wget -q -O - http://web/',
+        '    - wget -q -O - http://www/ | sed "s/^/www=/"',
         '    - wget -q -O - http://registry.example.com__group__tutum__wordpress:8081/',
         '    - wget -q -O - http://registry.example.com-group-tutum-wordpress:8081/ | sed "s/^/dashed=/"',
         '    - echo | nc db 5432',
@@ -337,64 +336,6 @@ describe('a runner without the image executor', { skip: sandbox.available ? fals
       assert.match(log, /^on-the-host$/m);
     } finally {
       await server.close();
-    }
-  });
-});
-
-describe('images from a registry, through the runner\'s own image store', { skip: skip || registryToolsMissing() || false }, () => {
-  test('a job and its service pulled from a local registry (skopeo, umoci), then cached', async () => {
-    const registry = await startRegistry();
-    const server = await new FakeServer().start();
-    server.runnerRegistered = true;
-    try {
-      const base = buildImage({ env: ['PATH=/bin', 'FROM_REGISTRY=yes'] });
-      const web = buildImage({ files: { 'var/www/index.html': 'served-from-registry-image\n' }, exposedPorts: [8080], cmd: ['httpd', '-f', '-p', '8080', '-h', '/var/www'] });
-      pushImage(base, registry, 'cairn/base:1');
-      pushImage(web, registry, 'cairn/web:1');
-      const repo = makeRepo(path.join(root, 'registry-git'), { 'README.md': 'x\n' });
-      const payload = (id: number) => ({
-        id,
-        token: `job-token-${id}-abcdefgh`,
-        git_info: { repo_url: repo.url, ref: 'main', sha: repo.sha, ref_type: 'branch', refspecs: ['+refs/heads/main:refs/remotes/origin/main'], depth: 20 },
-        runner_info: { timeout: 60 },
-        variables: [{ key: 'CI_PROJECT_PATH', value: 'group/project' }],
-        image: { name: `${registry.host}/cairn/base:1`, pull_policy: ['if-not-present'] },
-        services: [{ name: `${registry.host}/cairn/web:1`, alias: 'web', pull_policy: ['if-not-present'] }],
-        steps: [{ name: 'script', script: ['echo "from_registry=$FROM_REGISTRY"', 'wget -q -O - http://web:8080/'], timeout: 60, when: 'on_success', allow_failure: false }],
-        features: { failure_reasons: ['script_failure', 'image_pull_failure'] },
-      });
-      const first = server.addJob(payload(5001));
-      const second = server.addJob(payload(5002));
-      // The runner's own store, as `cairn runner run` and the built-in runner open it.
-      const store = openImageStore({ dir: path.join(root, 'registry-images'), owner });
-      assert.ok(store.source, 'skopeo and umoci are here');
-      const withStore = new Runner({
-        url: server.url,
-        token: server.runnerToken,
-        buildsDir: path.join(root, 'registry-builds'),
-        sandbox,
-        images: store.source,
-        imagesDir: path.join(root, 'registry-images'),
-        checkIntervalMs: 50,
-        executor: { traceIntervalMs: 100, allowFileUrls: true },
-        log: () => {},
-      });
-      assert.equal(withStore.executorChoice.name, 'image', withStore.executorChoice.summary);
-      void withStore.start();
-      const [f1, f2] = [await first.final, await second.final];
-      await withStore.stop();
-      const log1 = first.trace.toString();
-      const log2 = second.trace.toString();
-      assert.equal(f1.state, 'success', log1);
-      assert.equal(f2.state, 'success', log2);
-      assert.match(log1, /^from_registry=yes$/m);
-      assert.match(log1, /^served-from-registry-image$/m);
-      assert.match(log1, /Pulling docker image/);
-      assert.doesNotMatch(log2, /Pulling docker image/, 'the second job finds both images cached');
-      assert.match(log2, /^served-from-registry-image$/m);
-    } finally {
-      await server.close();
-      await registry.stop();
     }
   });
 });
