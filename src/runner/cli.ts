@@ -12,8 +12,9 @@ import { detectSandbox } from './sandbox.js';
 
 export const RUNNER_USAGE = `usage: cairn runner <command> [options]
 
-Cairn's runner: runs CI jobs with a shell executor (bash), isolated with bubblewrap, for any
-server that speaks GitLab's runner protocol.
+Cairn's runner: runs CI jobs isolated with bubblewrap, in their image: with their services:
+(as root, with skopeo and umoci installed) or else in bash on this machine's filesystem, for any
+server that speaks GitLab's runner protocol. It says at start which executor it has.
 
 commands:
   register     register this runner with a server and save its configuration

@@ -272,7 +272,11 @@ export function containerSandboxOptions(spec: ContainerSandboxSpec): string[] {
   // Root in the container gets Docker's capability set (within its own user namespace); another user none.
   if (spec.user.uid === 0) for (const c of DOCKER_DEFAULT_CAPS) args.push('--cap-add', c);
   args.push('--clearenv');
-  for (const [k, v] of Object.entries(spec.env)) if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) args.push('--setenv', k, v);
+  // An environment cannot carry a NUL byte; here one would also split bwrap's NUL-separated
+  // arguments and smuggle options in (`x\0--bind\0/\0/host`): such a variable is left out.
+  for (const [k, v] of Object.entries(spec.env)) if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) && !v.includes('\0')) args.push('--setenv', k, v);
+  const bad = args.find((a) => a.includes('\0'));
+  if (bad !== undefined) throw new ContainerError(`refusing a container option with a NUL byte: ${JSON.stringify(bad.slice(0, 100))}`);
   return args;
 }
 
