@@ -340,7 +340,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     const mountBin = imageExecutor?.mount ?? findOnPath('mount');
     // Made while the images are looked up (it takes a few bwrap and nsenter starts).
     if (isolated && root && nsenter && mountBin && (inImage || network !== 'host')) {
-      nsStarting = createJobNamespace({ bwrap: o.sandbox.bwrap!, nsenter, mount: mountBin, network, pasta, forward, wrap: enterCgroup, tmpDir });
+      nsStarting = createJobNamespace({ bwrap: o.sandbox.bwrap!, nsenter, mount: mountBin, network, pasta, forward, wrap: enterCgroup, tmpDir, label: path.basename(jobDir) });
       nsStarting.catch(() => {});
     }
     // Images first (services', then the job's, as gitlab-runner pulls them): a pull failure

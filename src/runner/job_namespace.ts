@@ -29,6 +29,8 @@ export interface JobNamespaceOptions {
   wrap: string[];
   /** Where pasta's pid file goes (the job's own tmp/, the runner's). */
   tmpDir: string;
+  /** Names the holder in the process list (`cairn-job-holder:<label>`): the job directory's name. */
+  label: string;
 }
 
 export interface JobNamespace {
@@ -83,7 +85,7 @@ export async function createJobNamespace(o: JobNamespaceOptions): Promise<JobNam
   const argv = [
     ...o.wrap,
     o.bwrap, '--dev-bind', '/', '/', '--die-with-parent', '--cap-drop', 'ALL', ...own,
-    '--', '/bin/sh', '-c', `${sysctl}echo "$$" && exec cat`,
+    '--', '/bin/sh', '-c', `${sysctl}echo "$$" && exec cat`, `cairn-job-holder:${o.label.replace(/[^\w.-]/g, '_')}`,
   ];
   const child = spawn(argv[0], argv.slice(1), { cwd: '/', env: HELPER_ENV, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
   child.stdin!.on('error', () => {});

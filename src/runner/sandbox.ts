@@ -263,8 +263,9 @@ export async function attachNetwork(
     close() {
       try {
         const pid = Number(fs.readFileSync(opts.pidFile, 'utf8').trim());
-        // Only the pasta it started (a pid can be reused once pasta is gone).
-        if (Number.isInteger(pid) && pid > 1 && fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'pasta') process.kill(pid, 'SIGKILL');
+        // Only the pasta it started (a pid can be reused once pasta is gone): the process whose
+        // command line names this pid file (its name is passt, or passt.avx2 on most machines).
+        if (Number.isInteger(pid) && pid > 1 && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(opts.pidFile)) process.kill(pid, 'SIGKILL');
       } catch {
         /* gone already */
       }

@@ -339,3 +339,59 @@ describe('a runner without the image executor', { skip: sandbox.available ? fals
     }
   });
 });
+
+describe('an image job that times out', { skip }, () => {
+  test('its step and its services are killed, nothing is left running, after_script still runs in the image', async () => {
+    const server = await new FakeServer().start();
+    server.runnerRegistered = true;
+    const marker = String(3600 + (process.pid % 500));
+    try {
+      const repo = makeRepo(path.join(root, 'timeout-git'), { 'README.md': 'x\n' });
+      const job = server.addJob({
+        id: 4343,
+        token: 'job-token-4343-abcdefgh',
+        git_info: { repo_url: repo.url, ref: 'main', sha: repo.sha, ref_type: 'branch', refspecs: ['+refs/heads/main:refs/remotes/origin/main'], depth: 20 },
+        runner_info: { timeout: 3 },
+        variables: [],
+        image: { name: 'busybox:stable' },
+        services: [{ name: 'tcp-echo:15', alias: 'db', command: ['sh', '-c', `sleep ${marker} & exec nc -ll -p 5432 -e /bin/echo pong`] }],
+        steps: [
+          { name: 'script', script: ['echo started', `sleep ${marker}`], timeout: 3, when: 'on_success', allow_failure: false },
+          { name: 'after_script', script: ['echo "after in the image: $(echo | nc db 5432)"'], timeout: 3, when: 'always', allow_failure: true },
+        ],
+        features: { failure_reasons: ['script_failure', 'job_execution_timeout'] },
+      });
+      const runner = new Runner({
+        url: server.url,
+        token: server.runnerToken,
+        buildsDir: path.join(root, 'timeout-builds'),
+        sandbox,
+        images,
+        imagesDir: images!.dir,
+        checkIntervalMs: 50,
+        // No cgroup: the runner itself must leave nothing behind.
+        executor: { traceIntervalMs: 100, allowFileUrls: true, cgroups: null, waitForServicesTimeoutSec: 5 },
+        log: () => {},
+      });
+      void runner.start();
+      const final = await job.final;
+      await runner.stop();
+      const log = job.trace.toString();
+      assert.equal(final.state, 'failed', log);
+      assert.equal(final.failure_reason, 'job_execution_timeout');
+      assert.match(log, /^started$/m);
+      assert.match(log, /^after in the image: pong$/m, 'after_script ran in the image, its service still there');
+      const cmdlines = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).flatMap((p) => {
+        try {
+          return [fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')];
+        } catch {
+          return [];
+        }
+      });
+      assert.deepEqual(cmdlines.filter((c) => c.includes(marker)), [], 'no sleep of the step or of the service is left');
+      assert.deepEqual(cmdlines.filter((c) => c.some((a) => a.startsWith('cairn-job-holder:job-4343-') || a.includes('timeout-builds'))), [], "neither the job's holder nor its pasta");
+    } finally {
+      await server.close();
+    }
+  });
+});
