@@ -89,6 +89,36 @@ describe('web: pipelines and jobs pages', () => {
     assert.equal((await getPage(t, reporterWeb, `${base}/-/pipelines/abc`)).status, 404);
   });
 
+  it('explains a stuck job as GitLab does (no online runner can take it), with what to install; the API shows no runner', async () => {
+    const jobs = await jobsByName(t, pipelineId);
+    const page = await getPage(t, reporterWeb, `${base}/-/jobs/${jobs.build.id}`);
+    assert.equal(page.status, 200, page.text);
+    assert.match(page.text, /This job is stuck because the project doesn(&#39;|&#x27;|')t have any runners online assigned to it\./);
+    assert.match(page.text, /apt-get install bubblewrap passt/);
+    const pipelinePage = await getPage(t, reporterWeb, `${base}/-/pipelines/${pipelineId}`);
+    assert.match(pipelinePage.text, /(A job of this pipeline is|\d+ jobs of this pipeline are) stuck: no online runner can take/);
+    assert.match(pipelinePage.text, /class="badge warn" title="no online runner can take this job">stuck</);
+    const api = await t.get(`/api/v4/projects/${project.id}/jobs/${jobs.build.id}`);
+    assert.equal(api.status, 200);
+    assert.equal(api.body.status, 'pending');
+    assert.equal(api.body.runner, null);
+    assert.equal('stuck' in api.body, false, "GitLab's public job JSON has no stuck field");
+    // An online instance runner for untagged jobs: nothing is stuck any more.
+    const runner = await t.db
+      .insertInto('ci_runners')
+      .values({ token_digest: `stuck-test-${Math.random()}`, runner_type: 'instance_type', tag_list: [], run_untagged: true, description: 'online', contacted_at: new Date() })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    try {
+      const again = await getPage(t, reporterWeb, `${base}/-/jobs/${jobs.build.id}`);
+      assert.doesNotMatch(again.text, /This job is stuck/);
+      assert.match(again.text, /it waits for a runner/);
+      assert.doesNotMatch((await getPage(t, reporterWeb, `${base}/-/pipelines/${pipelineId}`)).text, /stuck/);
+    } finally {
+      await t.db.deleteFrom('ci_runners').where('id', '=', runner.id).execute();
+    }
+  });
+
   it('hides a private project\'s pipelines and jobs: 404 to outsiders, sign in for anonymous visitors, 404 to guests when jobs are not public', async () => {
     const jobs = await jobsByName(t, pipelineId);
     for (const path of ['/-/pipelines', `/-/pipelines/${pipelineId}`, '/-/jobs', `/-/jobs/${jobs.build.id}`, `/-/jobs/${jobs.build.id}/raw`]) {

@@ -36,6 +36,8 @@ const FAILURE_REASONS = [
   'insufficient_upstream_permissions', 'bridge_pipeline_is_child_pipeline', 'downstream_pipeline_creation_failed',
   'secrets_provider_not_found', 'reached_max_descendant_pipelines_depth', 'ip_restriction_failure',
   'reached_max_pipeline_hierarchy_size', 'reached_downstream_pipeline_trigger_rate_limit',
+  // gitlab-runner's own (it reports it where the server lists it, runner_system_failure elsewhere).
+  'image_pull_failure',
 ];
 /** Failure reasons a runner may report in PUT /jobs/:id; others become unknown_failure. */
 export const RUNNER_FAILURE_REASONS = new Set(FAILURE_REASONS);
@@ -126,6 +128,8 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
   add('CI_JOB_NAME', build.name);
   add('CI_JOB_NAME_SLUG', slug(build.name));
   add('CI_JOB_STAGE', build.stage);
+  // As GitLab: the name the job's image: gives (the runner expands variables in it).
+  if (job.image?.name) add('CI_JOB_IMAGE', job.image.name);
   add('CI_JOB_TIMEOUT', timeout);
   add('CI_NODE_TOTAL', job.parallel?.total ?? 1);
   if (job.parallel) add('CI_NODE_INDEX', job.parallel.index);

@@ -1,4 +1,5 @@
 import { cancelPipeline, CANCELABLE_STATUSES, retryPipeline } from '../../ci/jobs/state.js';
+import { RUNNER_INSTALL_HINT, stuckJobIds } from '../../ci/jobs/stuck.js';
 import { pageOf, pagination } from '../components/pagination.js';
 import type { CiBuild, CiPipeline } from '../../db/schema/ci.js';
 import type { User } from '../../db/schema/core.js';
@@ -139,13 +140,14 @@ async function pipelineShow(ctx: PageContext, page: ProjectPage) {
     : html`<p class="muted">This pipeline has no jobs.</p>`;
 
   const builds = jobs.filter((b) => (b.type as string) === 'Ci::Build');
+  const stuck = await stuckJobIds(db, builds.filter((b) => b.status === 'pending').map((b) => b.id));
   const table = builds.length
     ? html`<div class="scroll-x"><table class="jobs">
 <thead><tr><th scope="col">Status</th><th scope="col">Job</th><th scope="col">Stage</th><th scope="col">Duration</th><th scope="col">Coverage</th></tr></thead>
 <tbody>${builds.map((b) => {
         const needs = ((b.options as { needs?: { name: string }[] | null }).needs ?? []).map((n) => n.name);
         return html`<tr><td>${statusBadge(b.status)}</td>
-<td><a href="${jobHref(page, b.id)}">${b.name}</a> <span class="muted small">#${b.id}</span>${b.allow_failure ? html` <span class="badge warn">allowed to fail</span>` : ''}${needs.length ? html`<div class="muted small">needs: ${needs.join(', ')}</div>` : ''}</td>
+<td><a href="${jobHref(page, b.id)}">${b.name}</a> <span class="muted small">#${b.id}</span>${stuck.has(b.id) ? html` <span class="badge warn" title="no online runner can take this job">stuck</span>` : ''}${b.allow_failure ? html` <span class="badge warn">allowed to fail</span>` : ''}${needs.length ? html`<div class="muted small">needs: ${needs.join(', ')}</div>` : ''}</td>
 <td>${b.stage}</td><td>${formatDuration(jobDuration(b))}</td><td>${b.coverage === null ? '' : `${Number(b.coverage).toFixed(2)}%`}</td></tr>`;
       })}</tbody></table></div>`
     : html``;
@@ -165,6 +167,7 @@ ${p.parent_pipeline_id ? html`<dt>Parent</dt><dd><a href="${pipelineHref(page, p
 ${children.length ? html`<dt>Downstream</dt><dd>${children.map((c, i) => html`${i ? ', ' : ''}<a href="${pipelineHref(page, c.id)}">#${c.id}</a> ${statusBadge(c.status)}`)}</dd>` : ''}
 </dl></div>
 ${p.yaml_errors ? html`<div class="alert error" role="alert"><strong>This pipeline's configuration is invalid:</strong> ${p.yaml_errors}</div>` : ''}
+${stuck.size ? html`<div class="alert warn" role="status"><p><strong>${stuck.size === 1 ? 'A job of this pipeline is' : `${stuck.size} jobs of this pipeline are`} stuck: no online runner can take ${stuck.size === 1 ? 'it' : 'them'}.</strong></p><p>${RUNNER_INSTALL_HINT}</p></div>` : ''}
 <h2>Stages</h2>
 ${graph}
 ${builds.length ? html`<h2>Jobs <span class="count muted">${builds.length}</span></h2>${table}` : ''}`,
