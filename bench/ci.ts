@@ -21,12 +21,46 @@
 // each push must have made a pipeline (checked by sha); pipelines/s = pipelines / (time from the
 // first push to the last pipeline's created_at).
 //
+// Cache restore throughput (issue #27): a cache of BENCH_CACHE_MB (200) MB in BENCH_CACHE_FILES
+// (5,000) files of pseudo-random bytes (incompressible: the worst case for the zip) is archived
+// as the runner archives `cache:` paths and stored with a running job's token (PUT
+// /api/v4/jobs/:id/cache); then restored as the runner restores it: downloaded (GET
+// /jobs/:id/cache) into a file and extracted into an empty build directory, in the runner's
+// process and, when bubblewrap works here, inside a job sandbox as the job's user. Beside it, a
+// plain copy of the same tree (`cp -r`, page cache warm for both). MB/s = source bytes / seconds.
+// The files go under BENCH_CACHE_DIR (.cache/ of the checkout; not /tmp, which a job sandbox replaces).
+//
+// Pickup to a containerised job's first log line (issue #27), image cached: Cairn's own runner
+// (in this process, over HTTP, with the image executor and its real image store: skopeo + umoci
+// pulling from a local docker-registry) takes one-job pipelines whose job runs in a busybox image
+// (pull_policy if-not-present, pulled once before the samples). Measured from the runner's 201
+// with the job to the first line the job's script prints inside the container, both read from
+// /proc/uptime (one clock; 10 ms steps): the executor's choice, the job's namespace and pasta,
+// the clone, the overlay and the container's start. Target: within 1 s. Skipped (said why) when
+// the machine has no image executor or no registry tools.
+//
 // Run: `node --import tsx bench/ci.ts` (PGlite) or with DATABASE_URL=postgres://… (PostgreSQL).
 // Settings: BENCH_CI_SAMPLES (60 per runner count), BENCH_CI_RUNNERS (1,10,50),
-// BENCH_CI_PUSH_SECONDS (5), BENCH_STRICT=1 (exit 1 on a miss).
-import { api, startServer, type BenchServer } from './lib.js';
+// BENCH_CI_PUSH_SECONDS (5), BENCH_CI_CONTAINER_SAMPLES (10), BENCH_CACHE_MB (200),
+// BENCH_CACHE_FILES (5000; 0 MB skips the cache part), BENCH_STRICT=1 (exit 1 on a miss).
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { BENCH_TOKEN, ROOT, api, startServer, type BenchServer } from './lib.js';
+import { RunnerClient } from '../src/runner/client.js';
+import { buildImage, pushImage, registryToolsMissing, startRegistry } from '../test/helpers/oci.js';
+import { chownTree, removeTree } from '../src/runner/nofollow.js';
+import { collectArtifactFiles, createOutput, DEFAULT_ARTIFACT_LIMITS, writeZip } from '../src/runner/artifacts.js';
+import { detectSandbox } from '../src/runner/sandbox.js';
+import { extractArtifacts, type ArtifactWorkOptions } from '../src/runner/artifact_sandbox.js';
+import { jobOwner, Runner } from '../src/runner/runner.js';
+import { openImageStore } from '../src/runner/image_source.js';
 
 export const CI_P99_TARGET_MS = 100;
+export const CONTAINER_FIRST_LINE_TARGET_MS = 1000;
+const CONTAINER_SAMPLES = Number(process.env.BENCH_CI_CONTAINER_SAMPLES || 10);
 const SAMPLES = Number(process.env.BENCH_CI_SAMPLES || 60);
 const RUNNER_COUNTS = (process.env.BENCH_CI_RUNNERS || '1,10,50').split(',').map(Number).filter((n) => n > 0);
 const PUSH_SECONDS = Number(process.env.BENCH_CI_PUSH_SECONDS || 5);
@@ -45,11 +79,38 @@ export interface PickupRow {
   lost: number;
 }
 
+export interface CacheBenchRow {
+  what: string;
+  seconds: number;
+  mbPerSecond: number;
+}
+
+export interface CacheBenchResult {
+  files: number;
+  bytes: number;
+  archiveBytes: number;
+  rows: CacheBenchRow[];
+}
+
+export interface ContainerRow {
+  samples: number;
+  p50: number;
+  max: number;
+  met: boolean;
+}
+
 export interface CiBenchResult {
   database: string;
   pickup: PickupRow[];
+  /** Pickup to a containerised job's first log line; null with `containerSkipped` saying why. */
+  container: ContainerRow | null;
+  containerSkipped?: string;
   push: { pushes: number; pipelines: number; seconds: number; perSecond: number; pushesPerSecond: number } | null;
+  cache: CacheBenchResult | null;
 }
+
+const CACHE_MB = Number(process.env.BENCH_CACHE_MB ?? 200);
+const CACHE_FILES = Number(process.env.BENCH_CACHE_FILES || 5000);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -265,6 +326,203 @@ async function pushRate(server: BenchServer, namespaceId: number) {
   return { pushes: shas.length, pipelines: madeFor, seconds, perSecond: madeFor / seconds, pushesPerSecond: shas.length / pushSeconds };
 }
 
+/** Seconds `work` takes. */
+async function timed(work: () => Promise<unknown> | unknown): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  await work();
+  return Number(process.hrtime.bigint() - t0) / 1e9;
+}
+
+async function cacheRestore(server: BenchServer, namespaceId: number): Promise<CacheBenchResult> {
+  // Not under /tmp: a job sandbox has a /tmp of its own, so a job directory there is out of its reach.
+  const base = process.env.BENCH_CACHE_DIR || path.join(ROOT, '.cache');
+  fs.mkdirSync(base, { recursive: true });
+  const root = fs.mkdtempSync(path.join(base, 'cache-bench-'));
+  fs.chmodSync(root, 0o755);
+  try {
+    // The tree: CACHE_FILES files in directories of 100.
+    const src = path.join(root, 'src');
+    const perFile = Math.floor((CACHE_MB * 1024 * 1024) / CACHE_FILES);
+    let bytes = 0;
+    for (let i = 0; i < CACHE_FILES; i++) {
+      const dir = path.join(src, 'vendor', `d${Math.floor(i / 100)}`);
+      if (i % 100 === 0) fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, `f${i}.bin`), crypto.randomBytes(perFile));
+      bytes += perFile;
+    }
+    const mb = bytes / (1024 * 1024);
+    const rows: CacheBenchRow[] = [];
+    const row = (what: string, seconds: number) => rows.push({ what, seconds, mbPerSecond: mb / seconds });
+
+    // Archived as the runner archives cache paths.
+    const zip = path.join(root, 'cache.zip');
+    row('archive (collect + zip, runner process)', await timed(async () => {
+      const c = collectArtifactFiles(src, ['vendor/'], [], DEFAULT_ARTIFACT_LIMITS);
+      const fd = createOutput(zip);
+      try {
+        await writeZip(src, c.files, fd, DEFAULT_ARTIFACT_LIMITS);
+      } finally {
+        fs.closeSync(fd);
+      }
+    }));
+    const archiveBytes = fs.statSync(zip).size;
+
+    // A running job and its token.
+    const project = await api(server, 'POST', '/projects', { name: 'ci-bench-cache', namespace_id: namespaceId, initialize_with_readme: true });
+    await commit(server, project.id, 'main', { '.gitlab-ci.yml': 'cached:\n  script: [make]\n  cache: { key: bench, paths: [vendor/] }\n' }, true);
+    const registration = (await api(server, 'GET', `/projects/${project.id}`)).runners_token as string;
+    const client = new RunnerClient(server.url);
+    const runner = await client.register(registration, { description: 'cache bench' });
+    const job = await until(WAIT_MS, async () => (await client.requestJob(runner.token)) ?? undefined);
+    if (!job) throw new Error('no job for the cache benchmark');
+    const key = (job.cache?.[0] as { key?: string } | undefined)?.key ?? 'bench';
+
+    row('upload (PUT /jobs/:id/cache)', await timed(() => client.uploadCache(job.id, job.token, key, zip)));
+
+    const restore = async (label: string, work: (build: string) => ArtifactWorkOptions, prepare: (jobDir: string, build: string) => void) => {
+      const jobDir = fs.mkdtempSync(path.join(root, 'job-'));
+      const build = path.join(jobDir, 'build');
+      fs.mkdirSync(build);
+      prepare(jobDir, build);
+      const file = path.join(jobDir, 'cache.zip');
+      let download = 0;
+      const total = await timed(async () => {
+        download = await timed(async () => {
+          const fd = createOutput(file);
+          try {
+            if (!(await client.downloadCache(job.id, job.token, key, fd))) throw new Error('the cache was not found');
+          } finally {
+            fs.closeSync(fd);
+          }
+        });
+        const r = await extractArtifacts(file, build, work(jobDir));
+        if (r.count !== CACHE_FILES) throw new Error(`extracted ${r.count} entries, expected ${CACHE_FILES}`);
+      });
+      row(`restore, ${label}: download + extract`, total);
+      row(`  of which download (GET /jobs/:id/cache)`, download);
+      row(`  of which extract`, total - download);
+      removeTree(jobDir);
+    };
+    const limits = { ...DEFAULT_ARTIFACT_LIMITS };
+    await restore('runner process', () => ({ sandbox: null, limits, timeoutSec: 1800 }), () => {});
+    const sandbox = detectSandbox();
+    if (sandbox.available) {
+      const runAs = sandbox.runAs ?? null;
+      await restore(
+        'job sandbox (bwrap, job user)',
+        (jobDir) => ({ sandbox: { bwrap: sandbox.bwrap!, jobDir, hidden: [], runAs }, limits, timeoutSec: 1800 }),
+        (jobDir, build) => {
+          if (runAs) chownTree(build, runAs.uid, runAs.gid);
+          fs.chmodSync(jobDir, 0o711);
+        },
+      );
+    }
+
+    // The same bytes, copied.
+    const copy = path.join(root, 'copy');
+    row('plain copy of the same tree (cp -r)', await timed(() => {
+      const r = spawnSync('cp', ['-r', '--', src, copy], { stdio: 'inherit' });
+      if (r.status !== 0) throw new Error('cp -r failed');
+    }));
+    await client.updateJob(job.id, job.token, { state: 'success' });
+    return { files: CACHE_FILES, bytes, archiveBytes, rows };
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+}
+
+/** Seconds since boot, the clock both the runner and a job's container read (/proc/uptime). */
+function uptime(): number {
+  return Number(fs.readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+}
+
+async function containerPickup(server: BenchServer, namespaceId: number): Promise<{ row: ContainerRow } | { skipped: string }> {
+  const tools = registryToolsMissing();
+  if (tools) return { skipped: tools };
+  const sandbox = detectSandbox();
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-bench-images-'));
+  fs.chmodSync(work, 0o711);
+  const store = openImageStore({ dir: path.join(work, 'images'), owner: jobOwner(sandbox) });
+  if (!store.source) return { skipped: store.reason };
+  const registry = await startRegistry();
+  let runner: Runner | null = null;
+  try {
+    pushImage(buildImage({ env: ['PATH=/bin'] }), registry, 'bench/busybox:1');
+    const project = await api(server, 'POST', '/projects', { name: 'ci-bench-container', namespace_id: namespaceId, initialize_with_readme: true });
+    await commit(server, project.id, 'main', {
+      '.gitlab-ci.yml': [
+        'job:',
+        `  image: { name: "${registry.host}/bench/busybox:1", pull_policy: if-not-present }`,
+        '  script:',
+        '    - read up rest < /proc/uptime; echo "first-line-uptime=$up"',
+        '',
+      ].join('\n'),
+    }, true);
+    const registration = (await api(server, 'GET', `/projects/${project.id}`)).runners_token as string;
+    const registered = await new RunnerClient(server.url).register(registration, { description: 'bench container runner', runUntagged: true, tagList: [] });
+    const received = new Map<number, number>();
+    const done = new Map<number, (state: string) => void>();
+    runner = new Runner({
+      url: server.url,
+      token: registered.token,
+      buildsDir: path.join(work, 'builds'),
+      sandbox,
+      images: store.source,
+      imagesDir: path.join(work, 'images'),
+      checkIntervalMs: 50,
+      executor: { traceIntervalMs: 200 },
+      log: (m) => {
+        const id = /^job (\d+) received/.exec(m);
+        if (id) received.set(Number(id[1]), uptime());
+      },
+      onJobDone: (id, o) => done.get(id)?.(o.state),
+    });
+    if (runner.executorChoice.name !== 'image') return { skipped: runner.executorChoice.summary };
+    void runner.start();
+    const runOne = async (create: boolean) => {
+      let jobId: number;
+      if (create) {
+        const p = await api(server, 'POST', `/projects/${project.id}/pipeline`, { ref: 'main' });
+        jobId = (await api(server, 'GET', `/projects/${project.id}/pipelines/${p.id}/jobs`))[0].id;
+      } else {
+        jobId = (await api(server, 'GET', `/projects/${project.id}/jobs?scope[]=pending&scope[]=running&scope[]=success`))[0].id;
+      }
+      const state = await new Promise<string>((resolve) => {
+        done.set(jobId, resolve);
+        setTimeout(() => resolve('timeout'), 120_000).unref();
+      });
+      return { jobId, state };
+    };
+    // The push's pipeline pulls the image (unmeasured); then every sample finds it cached.
+    const warm = await runOne(false);
+    if (warm.state !== 'success') return { skipped: `the first container job did not succeed (${warm.state})` };
+    const samples: number[] = [];
+    for (let i = 0; i < CONTAINER_SAMPLES; i++) {
+      const r = await runOne(true);
+      const line = /^first-line-uptime=([\d.]+)$/m.exec(await jobTrace(server, project.id, r.jobId));
+      const at = received.get(r.jobId);
+      if (r.state !== 'success' || !line || at === undefined) {
+        console.log(`  container job ${r.jobId}: ${r.state}, no measure`);
+        continue;
+      }
+      samples.push(Math.round((Number(line[1]) - at) * 1000));
+    }
+    samples.sort((a, b) => a - b);
+    const p50 = percentile(samples, 50);
+    const max = samples.length ? samples[samples.length - 1] : NaN;
+    return { row: { samples: samples.length, p50, max, met: samples.length > 0 && max <= CONTAINER_FIRST_LINE_TARGET_MS } };
+  } finally {
+    await runner?.stop({ killJobs: true });
+    await registry.stop();
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
+
+async function jobTrace(server: BenchServer, projectId: number, jobId: number): Promise<string> {
+  const res = await fetch(`${server.url}/api/v4/projects/${projectId}/jobs/${jobId}/trace`, { headers: { 'private-token': BENCH_TOKEN } });
+  return res.text();
+}
+
 export async function runCiBench(): Promise<CiBenchResult> {
   const database = process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite';
   const server = await startServer();
@@ -283,7 +541,9 @@ export async function runCiBench(): Promise<CiBenchResult> {
       console.log(`  ${database}: ${n} runners done (${r.samples} samples, p99 ${r.p99} ms)`);
     }
     const push = await pushRate(server, group.id);
-    return { database, pickup, push };
+    const cache = CACHE_MB > 0 ? await cacheRestore(server, group.id) : null;
+    const container = await containerPickup(server, group.id);
+    return { database, pickup, push, cache, container: 'row' in container ? container.row : null, containerSkipped: 'skipped' in container ? container.skipped : undefined };
   } finally {
     await server.stop();
   }
@@ -306,6 +566,24 @@ export function printCiResult(r: CiBenchResult): boolean {
         `(${r.push.pipelines} pipelines for ${r.push.pushes} pushes in ${r.push.seconds.toFixed(1)} s; ${r.push.pushesPerSecond.toFixed(1)} pushes/s)`,
     );
     if (r.push.pipelines < r.push.pushes) missed = true;
+  }
+  if (r.cache) {
+    const c = r.cache;
+    console.log(`cache restore (${c.files} files, ${(c.bytes / 1024 ** 2).toFixed(0)} MB of incompressible bytes; archive ${(c.archiveBytes / 1024 ** 2).toFixed(0)} MB; MB/s of source bytes):`);
+    const copy = c.rows.find((x) => x.what.startsWith('plain copy'));
+    for (const x of c.rows) {
+      const ratio = copy && x !== copy && !x.what.startsWith('  ') ? `  (${(x.seconds / copy.seconds).toFixed(1)}x the copy's time)` : '';
+      console.log(`  ${x.what.padEnd(62)} ${x.seconds.toFixed(2).padStart(7)} s ${x.mbPerSecond.toFixed(0).padStart(6)} MB/s${ratio}`);
+    }
+  }
+  if (r.container) {
+    console.log(
+      `pickup to a containerised job's first log line (image cached; ${r.container.samples} jobs): p50 ${r.container.p50} ms, max ${r.container.max} ms ` +
+        `(target ${CONTAINER_FIRST_LINE_TARGET_MS} ms: ${r.container.met ? 'met' : 'MISSED'})`,
+    );
+    if (!r.container.met) missed = true;
+  } else {
+    console.log(`pickup to a containerised job's first log line: skipped (${r.containerSkipped})`);
   }
   return missed;
 }

@@ -24,6 +24,7 @@ import { redactUrl, SECRET_HEADERS } from './lib/redact.js';
 import { PAGE_HEADERS } from './oauth/html.js';
 import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
+import { startRequestReads } from './cache/read_tracking.js';
 import { responseSerializer, type RouteRecord } from './plugins/responses.js';
 import { lazyValidation } from './plugins/validation.js';
 import { NotificationHub } from './db/notifications.js';
@@ -128,6 +129,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     // handler has begun, onRequestAbort: the response's close ends it in every case.
     reply.raw.once('close', () => inFlight.delete(request));
     request.cacheGeneration = cairn.cache.generation;
+    // What the request reads from here on, for the values it caches (src/cache/read_tracking.ts).
+    startRequestReads();
     done();
   });
   app.addHook('onResponse', (request, _reply, done) => { inFlight.delete(request); done(); });

@@ -77,6 +77,10 @@ export interface Config {
   maxArtifactsSize: number;
   /** Artifacts without expire_in expire after this many seconds (0 = never). */
   defaultArtifactsExpireIn: number;
+  /** Largest CI cache archive a job may upload, in bytes (413 beyond it). */
+  maxCacheSize: number;
+  /** CI caches neither restored nor uploaded for this many seconds are removed (0 = never). */
+  cacheExpireIn: number;
   /** GitLab's instance default_branch_protection (0 none ... 4 full after the initial push), for namespaces that do not set one. */
   defaultBranchProtection: number;
   /** Outgoing mail server (smtp://host:port, smtps://user:pass@host); null: no notification e-mail is enqueued or sent. */
@@ -605,6 +609,22 @@ export const SETTINGS: Setting[] = [
     help: "how long artifacts uploaded without `expire_in` are kept, seconds (GitLab's default 30 days; `0` = forever)",
   }),
   def({
+    env: 'CAIRN_MAX_CACHE_SIZE',
+    key: 'maxCacheSize',
+    type: bytes({ min: 1 }),
+    default: 5 * 1024 ** 3,
+    defaultText: '`5GB`',
+    help: 'largest CI cache archive (`cache:`) a job may upload to the shared cache storage (the artifacts store); 413 beyond it, which the runner reports as a warning',
+  }),
+  def({
+    env: 'CAIRN_CI_CACHE_EXPIRE_IN',
+    key: 'cacheExpireIn',
+    type: duration(),
+    default: 14 * 24 * 3600,
+    defaultText: '`14d`',
+    help: 'CI caches neither restored nor uploaded for this long are removed (hourly); `0` = kept until their project clears its runner caches',
+  }),
+  def({
     env: 'CAIRN_DEFAULT_BRANCH_PROTECTION',
     key: 'defaultBranchProtection',
     type: integer({ min: 0, max: 4 }),
@@ -712,6 +732,31 @@ export const SETTINGS: Setting[] = [
     scope: 'runner',
   }),
   extra({ env: 'CAIRN_RUNNER_BWRAP', type: filePath(), default: null as unknown as string, defaultText: '`bwrap` on `PATH`', help: 'the bubblewrap binary runners isolate jobs with', scope: 'runner' }),
+  extra({
+    env: 'CAIRN_RUNNER_DEFAULT_IMAGE',
+    type: text({ noun: 'a valid image name', accepts: 'an image name such as `alpine:3.20` or `registry.example.com/group/image:tag`', pattern: /^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,511}$/ }),
+    default: null as unknown as string,
+    defaultText: 'none',
+    help: "with the image executor, the image jobs that name none run in (as gitlab-runner's `[runners.docker] image`); unset: such jobs run in the shell sandbox, on the machine's filesystem",
+    scope: 'runner',
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_DOCKER_AUTH_CONFIG',
+    type: text({ noun: 'a valid Docker auth configuration', accepts: 'the JSON of a docker config.json (`{"auths":{"registry.example.com":{"auth":"<base64 user:password>"}}}`)', pattern: /^\s*\{[\s\S]*\}\s*$/ }),
+    default: null as unknown as string,
+    defaultText: 'none',
+    help: "registry credentials for jobs' images and services, as gitlab-runner's `DOCKER_AUTH_CONFIG` in its environment; a job's own `DOCKER_AUTH_CONFIG` variable comes first",
+    scope: 'runner',
+    secret: true,
+  }),
+  extra({
+    env: 'CAIRN_RUNNER_WAIT_FOR_SERVICES_TIMEOUT',
+    type: integer({ min: -1, max: 3600 }),
+    default: 30,
+    defaultText: '`30`',
+    help: "seconds a job's services get to accept connections on their image's exposed ports before the job goes on with a warning (gitlab-runner's `wait_for_services_timeout`); `0` or `-1`: no wait",
+    scope: 'runner',
+  }),
   extra({
     env: 'CAIRN_RUNNER_JOB_UID',
     type: userId(),

@@ -35,6 +35,7 @@ import pipelineRoutes from './pipelines/routes.js';
 import ciVariableRoutes from './ci_variables/routes.js';
 import ciLintRoutes from './ci_lint/routes.js';
 import runnerProtocolRoutes from './runners_protocol/routes.js';
+import runnerCacheRoutes from './runners_protocol/cache.js';
 import runnerRoutes from './runners/routes.js';
 import commitStatusRoutes from './commit_statuses/routes.js';
 import protectedEnvironmentRoutes from './protected_environments/routes.js';
@@ -84,6 +85,7 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(ciVariableRoutes);
   await app.register(ciLintRoutes);
   await app.register(runnerProtocolRoutes);
+  await app.register(runnerCacheRoutes);
   await app.register(runnerRoutes);
   await app.register(commitStatusRoutes);
   await app.register(protectedEnvironmentRoutes);

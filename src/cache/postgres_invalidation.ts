@@ -68,7 +68,7 @@ export class PostgresInvalidation {
     private readonly hub: NotificationHub,
     private readonly log: Log,
   ) {
-    cache.barrier = () => this.barrier();
+    cache.barrier = (write) => this.barrier(write);
   }
 
   /** Subscribes to its channels; the cache serves once the listening connection is up and a ping came back. */
@@ -129,11 +129,11 @@ export class PostgresInvalidation {
       return;
     }
     if (payload.startsWith('t:')) {
-      this.cache.clear();
+      this.cache.invalidateFromNotification(payload);
     } else if (payload.startsWith('b:')) {
-      // A barrier also clears: it follows writes no trigger announces (schema changes).
-      this.cache.clear();
-      const [, writer, seq] = payload.split(':');
+      // A barrier after a write no trigger announces (schema changes: `:u`) also clears.
+      const [, writer, seq, unknown] = payload.split(':');
+      if (unknown === 'u') this.cache.clear();
       if (writer === this.id) {
         const p = this.pending.get(Number(seq));
         if (p) {
@@ -157,7 +157,23 @@ export class PostgresInvalidation {
    * Announces a barrier after this process's committed writes and waits until this process and
    * every live peer have passed it, i.e. have dropped what those writes made stale.
    */
-  async barrier(): Promise<void> {
+  /**
+   * Announces a change no table trigger announces (`t:<name>`, a repository write) to every
+   * process, then waits for them as after a table write.
+   */
+  async announce(name: string): Promise<void> {
+    if (this.closing) return;
+    try {
+      await sql`select pg_notify(${CHANNEL}, ${`t:${name}`})`.execute(this.db);
+    } catch (err) {
+      // Not announced: every process drops everything instead (a barrier for an unknown write).
+      this.log.warn({ err }, 'cache announcement failed');
+      return this.barrier({ unknown: true });
+    }
+    return this.barrier({ unknown: false });
+  }
+
+  async barrier(write: { unknown: boolean } = { unknown: true }): Promise<void> {
     if (this.closing) return;
     if (!this.hub.connected) {
       await sleep(LEASE_MS);
@@ -178,7 +194,7 @@ export class PostgresInvalidation {
         select array(select l.id from cache_listeners l
                      where l.id <> ${this.id} and l.heartbeat_at > now() - ${`${LIVE_WINDOW_MS} milliseconds`}::interval
                        and exists (select 1 from pg_stat_activity a where a.pid = l.backend_pid)) as peers,
-               pg_notify(${CHANNEL}, ${`b:${this.id}:${seq}`})`.execute(this.db);
+               pg_notify(${CHANNEL}, ${`b:${this.id}:${seq}${write.unknown ? ':u' : ''}`})`.execute(this.db);
       p.waitingFor = new Set(rows[0].peers.filter((peer) => !p.acked.has(peer)));
       this.settle(seq, p);
     } catch (err) {

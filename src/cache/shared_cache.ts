@@ -1,18 +1,22 @@
 import { performance } from 'node:perf_hooks';
 import { cacheClears, cacheRequests } from '../metrics/index.js';
+import { currentReads, isKnownTable, ReadSet, trackReads } from './read_tracking.js';
 
 /**
  * A process-local cache of database reads that every Cairn process keeps true to PostgreSQL:
  *
  * - Every write to a watched table notifies channel `cairn_cache` when it commits (trigger from
- *   migration 0600); each process's listener then drops everything it cached (`clear`).
+ *   migration 0600); each process's listener then drops what it cached from that table
+ *   (`invalidateTable`): each value keeps the tables its loader read (src/cache/read_tracking.ts),
+ *   and a value that read a repository through git depends on every table, as before.
  * - The process that wrote waits, before the write call returns, until every live process has
  *   seen a barrier sent after the commit (`barrier`, src/cache/postgres_invalidation.ts). So once
  *   a request that wrote has answered, no process serves what the write replaced.
  * - A process serves from memory only under a lease (`servingUntil`) that its listener renews by
  *   receiving its own pings; a process that stops hearing notifications stops serving before any
  *   writer stops waiting for it.
- * - A value is kept only if no clear happened since its inputs were read (`since`).
+ * - A value is kept only if none of the tables it read was written since its inputs were read,
+ *   and, when the caller read inputs before (`since`), nothing at all was written since then.
  *
  * Entries also expire at the next UTC midnight at the latest, because memberships and tokens
  * expire by date without any write, and after `ttlMs` in any case.
@@ -42,6 +46,7 @@ interface Entry {
   value: unknown;
   expiresAt: number;
   bytes: number;
+  reads: ReadSet;
 }
 
 /** Near midnight UTC the database's current_date and this process's clock may disagree. */
@@ -50,8 +55,15 @@ const MIDNIGHT_MARGIN_MS = 60_000;
 export class SharedCache {
   private readonly entries = new Map<string, Entry>();
   /** Loads under way whose inputs were read in `generation`. */
-  private readonly loading = new Map<string, { generation: number; value: Promise<unknown> }>();
+  private readonly loading = new Map<string, { generation: number; value: Promise<{ value: unknown; reads: ReadSet }> }>();
+  /** Counts invalidations of any table (and clears). */
   private currentGeneration = 0;
+  /** The generation of the last invalidation of each table; of the last clear. */
+  private readonly tableGeneration = new Map<string, number>();
+  private clearedAt = 0;
+  /** Keys of the entries that read each table; of those that depend on every table. */
+  private readonly byTable = new Map<string, Set<string>>();
+  private readonly onAll = new Set<string>();
   private readonly maxEntries: number;
   private readonly maxBytes: number;
   private bytes = 0;
@@ -59,8 +71,8 @@ export class SharedCache {
   private readonly off: boolean;
   /** performance.now() up to which this process may serve from memory; 0 when its listener is down. */
   servingUntil = 0;
-  /** Waits until every process has applied the invalidations of writes committed so far. */
-  barrier: () => Promise<void> = async () => {};
+  /** Waits until every process has applied the invalidations of writes committed so far (`unknown`: and dropped everything). */
+  barrier: (write?: { unknown: boolean }) => Promise<void> = async () => {};
 
   constructor(opts: CacheOptions = {}) {
     this.maxEntries = opts.maxEntries ?? 10_000;
@@ -73,7 +85,7 @@ export class SharedCache {
     return this.entries.size;
   }
 
-  /** Counts clears; pass it as `since` to keep only values whose inputs were read after it. */
+  /** Counts invalidations; pass it as `since` to keep only values whose inputs were read after it. */
   get generation(): number {
     return this.currentGeneration;
   }
@@ -99,6 +111,7 @@ export class SharedCache {
     if (hit) {
       if (hit.expiresAt > now) {
         cacheRequests.inc({ result: 'hit' });
+        currentReads()?.merge(hit.reads);
         return hit.value as T;
       }
       this.delete(key);
@@ -108,24 +121,49 @@ export class SharedCache {
     // Joining a load under way is a hit: the value is read once.
     if (running && running.generation === this.currentGeneration) {
       cacheRequests.inc({ result: 'hit' });
-      return running.value as Promise<T>;
+      const done = await running.value;
+      currentReads()?.merge(done.reads);
+      return done.value as T;
     }
     cacheRequests.inc({ result: 'miss' });
-    if (since !== this.currentGeneration) return load();
-    const value = this.loadAndKeep(key, load, since, now, opts);
-    const flight = { generation: since, value };
+    if (since !== this.currentGeneration) {
+      // Writes committed since the caller read its inputs: keep only if none touched what it read.
+      const outer = currentReads();
+      if (!outer || this.changedSince(outer, since)) return (await trackReads(load)).value;
+    }
+    const loaded = this.loadAndKeep(key, load, since, now, opts);
+    const flight = { generation: since, value: loaded as Promise<{ value: unknown; reads: ReadSet }> };
     this.loading.set(key, flight);
     const done = () => {
       if (this.loading.get(key) === flight) this.loading.delete(key);
     };
-    value.then(done, done);
-    return value;
+    loaded.then(done, done);
+    return (await loaded).value;
   }
 
-  private async loadAndKeep<T>(key: string, load: () => Promise<T>, since: number, now: number, opts: LoadOptions<T>): Promise<T> {
+  /** Whether a table `reads` names was invalidated after generation `since`. */
+  private changedSince(reads: ReadSet, since: number): boolean {
+    if (this.clearedAt > since) return true;
+    if (reads.all) return this.currentGeneration > since;
+    for (const t of reads.tables) if ((this.tableGeneration.get(t) ?? 0) > since) return true;
+    return false;
+  }
+
+  private async loadAndKeep<T>(key: string, load: () => Promise<T>, since: number, now: number, opts: LoadOptions<T>): Promise<{ value: T; reads: ReadSet }> {
+    // Inputs the caller read before (`since`): what the enclosing request or loader has read so
+    // far (all of it when there is none to ask) counts as read by this value too.
+    let earlier: ReadSet | undefined;
+    if (opts.since !== undefined) {
+      earlier = new ReadSet();
+      const outer = currentReads();
+      if (outer) earlier.merge(outer);
+      else earlier.all = true;
+    }
+    const { value: raw, reads: own } = await trackReads(load);
+    const reads = earlier ? (earlier.merge(own), earlier) : own;
     // Frozen whether kept or not: callers that joined this load share the value.
-    const value = deepFreeze(await load());
-    if (value !== undefined && since === this.currentGeneration && this.serving && (!opts.keep || opts.keep(value))) {
+    const value = deepFreeze(raw);
+    if (value !== undefined && !this.changedSince(reads, since) && this.serving && (!opts.keep || opts.keep(value))) {
       const midnight = nextUtcMidnight(now);
       const bytes = opts.size ? opts.size(value) : 0;
       if (midnight - now > MIDNIGHT_MARGIN_MS && now - (midnight - 86_400_000) > MIDNIGHT_MARGIN_MS && bytes <= this.maxBytes / 4) {
@@ -135,19 +173,51 @@ export class SharedCache {
           if (this.bytes + bytes <= this.maxBytes) break;
           this.delete(oldest);
         }
-        this.entries.set(key, { value, expiresAt: Math.min(now + this.ttlMs, midnight), bytes });
+        this.entries.set(key, { value, expiresAt: Math.min(now + this.ttlMs, midnight), bytes, reads });
         this.bytes += bytes;
+        if (reads.all) this.onAll.add(key);
+        else {
+          for (const t of reads.tables) {
+            let keys = this.byTable.get(t);
+            if (!keys) this.byTable.set(t, (keys = new Set()));
+            keys.add(key);
+          }
+        }
       }
     }
-    return value;
+    return { value, reads };
+  }
+
+  /**
+   * A write to `table` committed: drops the values that read it (and those that depend on
+   * every table); loads in flight that read it will not be kept.
+   */
+  invalidateTable(table: string) {
+    cacheClears.inc();
+    this.tableGeneration.set(table, ++this.currentGeneration);
+    for (const key of [...this.onAll]) this.delete(key);
+    const keys = this.byTable.get(table);
+    if (keys) for (const key of [...keys]) this.delete(key);
+  }
+
+  /**
+   * A `cairn_cache` notification: `t:<table>` from a table's trigger; a name this process does
+   * not know as a table (one a newer migration made) or `t:migration` drops everything.
+   */
+  invalidateFromNotification(payload: string) {
+    const table = payload.slice(2);
+    if (isKnownTable(table)) this.invalidateTable(table);
+    else this.clear();
   }
 
   /** Drops every entry; loads in flight will not be kept. */
   clear() {
     cacheClears.inc();
-    this.currentGeneration++;
+    this.clearedAt = ++this.currentGeneration;
     this.entries.clear();
     this.loading.clear();
+    this.byTable.clear();
+    this.onAll.clear();
     this.bytes = 0;
   }
 
@@ -156,6 +226,14 @@ export class SharedCache {
     if (!entry) return;
     this.bytes -= entry.bytes;
     this.entries.delete(key);
+    if (entry.reads.all) this.onAll.delete(key);
+    else {
+      for (const t of entry.reads.tables) {
+        const keys = this.byTable.get(t);
+        keys?.delete(key);
+        if (keys && keys.size === 0) this.byTable.delete(t);
+      }
+    }
   }
 
   private evictOldest() {

@@ -1,5 +1,6 @@
 import type { BranchTables } from './schema/branches.js';
 import type { CiTables } from './schema/ci.js';
+import type { CiCacheTables } from './schema/ci_caches.js';
 import type { CiEngineTables } from './schema/ci_engine.js';
 import './schema/commit_statuses.js';
 import type { CoreTables } from './schema/core.js';
@@ -30,6 +31,7 @@ export interface DB
     WorkItemTables,
     ForkTables,
     CiTables,
+    CiCacheTables,
     CiEngineTables,
     EnvironmentTables,
     ErrorTrackingTables,

@@ -1,4 +1,5 @@
 import type { CompiledQuery, DatabaseConnection, Dialect, Driver, QueryResult, TransactionSettings } from 'kysely';
+import { recordStatement } from '../cache/read_tracking.js';
 
 /**
  * Busy tables no cached read depends on: they get no invalidation trigger (the migrator passes
@@ -11,24 +12,36 @@ export const UNWATCHED_TABLES = new Set(['background_jobs', 'rate_limit_counters
   // Git write leases (migration 0940): taken and dropped around every push; no cached read uses them.
   'repository_write_leases']);
 
-/** Called once a write to a watched table is committed; resolves when every cache has let go of stale entries. */
-export type WriteObserver = () => Promise<void>;
+/**
+ * Called once a write to a watched table is committed; resolves when every cache has let go of
+ * stale entries. `unknown`: the write was one no table trigger announces (DDL, say), so caches
+ * must drop everything.
+ */
+export type WriteObserver = (write: { unknown: boolean }) => Promise<void>;
 
 // `for update` / `do update set` are not updates of a table named after them.
 const WRITE_TARGET = /(?<!\bfor\s+(?:no\s+key\s+)?)\b(?:insert\s+into|update|delete\s+from)\s+(?:only\s+)?"?([a-z_][a-z0-9_]*)"?/gi;
 const TRUNCATE_LIST = /\btruncate\s+(?:table\s+)?(?:only\s+)?((?:"?[a-z_][a-z0-9_]*"?\s*,\s*)*"?[a-z_][a-z0-9_]*"?)/gi;
 const NOT_TABLES = new Set(['set', 'skip', 'nowait', 'of']);
 
-/** Does this statement change a watched table? Unknown writes (DDL, functions) count as yes. */
-export function writesWatchedTable(query: CompiledQuery): boolean {
+/**
+ * What this statement changes: nothing, watched tables (each announced by its trigger), or
+ * something no trigger announces (DDL, an unparsed write), which counts as everything.
+ */
+export function classifyWrite(query: CompiledQuery): 'none' | 'tables' | 'unknown' {
   const text = query.sql;
   const tables = [...text.matchAll(WRITE_TARGET)].map((m) => m[1].toLowerCase()).filter((t) => !NOT_TABLES.has(t));
   for (const m of text.matchAll(TRUNCATE_LIST)) tables.push(...m[1].split(',').map((t) => t.trim().replace(/"/g, '').toLowerCase()));
   if (tables.length === 0) {
     // Reads: selects (including `for update`) and CTEs that change nothing.
-    return query.query.kind !== 'SelectQueryNode' && !/^\s*(select|with|show|explain|listen|unlisten)\b/i.test(text);
+    return query.query.kind !== 'SelectQueryNode' && !/^\s*(select|with|show|explain|listen|unlisten)\b/i.test(text) ? 'unknown' : 'none';
   }
-  return tables.some((t) => !UNWATCHED_TABLES.has(t));
+  return tables.some((t) => !UNWATCHED_TABLES.has(t)) ? 'tables' : 'none';
+}
+
+/** Does this statement change a watched table? Unknown writes (DDL, functions) count as yes. */
+export function writesWatchedTable(query: CompiledQuery): boolean {
+  return classifyWrite(query) !== 'none';
 }
 
 class ObservedConnection implements DatabaseConnection {
@@ -37,24 +50,37 @@ class ObservedConnection implements DatabaseConnection {
   dirty = false;
   /** A write to a watched table has committed; the observers run once the connection is released. */
   committed = false;
+  /** Some write of the open transaction, or of the committed one, was of the unknown kind. */
+  unknownPending = false;
+  unknownCommitted = false;
   constructor(readonly inner: DatabaseConnection, private readonly observers: Set<WriteObserver>) {}
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    recordStatement(query.sql);
     const result = await this.inner.executeQuery<R>(query);
-    if (this.observers.size && writesWatchedTable(query)) {
-      if (this.inTransaction) this.dirty = true;
-      else this.committed = true;
+    if (this.observers.size) {
+      const kind = classifyWrite(query);
+      if (kind !== 'none') {
+        if (this.inTransaction) {
+          this.dirty = true;
+          if (kind === 'unknown') this.unknownPending = true;
+        } else {
+          this.committed = true;
+          if (kind === 'unknown') this.unknownCommitted = true;
+        }
+      }
     }
     return result;
   }
 
   streamQuery<R>(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {
+    recordStatement(query.sql);
     return this.inner.streamQuery<R>(query, chunkSize);
   }
 }
 
-async function notify(observers: Set<WriteObserver>) {
-  for (const observe of observers) await observe();
+async function notify(observers: Set<WriteObserver>, write: { unknown: boolean }) {
+  for (const observe of observers) await observe(write);
 }
 
 class ObservingDriver implements Driver {
@@ -68,18 +94,22 @@ class ObservingDriver implements Driver {
     await this.inner.beginTransaction(c.inner, settings);
     c.inTransaction = true;
     c.dirty = false;
+    c.unknownPending = false;
   }
   async commitTransaction(conn: DatabaseConnection) {
     const c = conn as ObservedConnection;
     await this.inner.commitTransaction(c.inner);
     if (c.dirty) c.committed = true;
+    if (c.unknownPending) c.unknownCommitted = true;
     c.inTransaction = false;
     c.dirty = false;
+    c.unknownPending = false;
   }
   async rollbackTransaction(conn: DatabaseConnection) {
     const c = conn as ObservedConnection;
     c.inTransaction = false;
     c.dirty = false;
+    c.unknownPending = false;
     await this.inner.rollbackTransaction(c.inner);
   }
   async savepoint(conn: DatabaseConnection, name: string, compile: any) {
@@ -96,9 +126,11 @@ class ObservingDriver implements Driver {
   async releaseConnection(conn: DatabaseConnection) {
     const c = conn as ObservedConnection;
     const committed = c.committed;
+    const unknown = c.unknownCommitted;
     c.committed = false;
+    c.unknownCommitted = false;
     await this.inner.releaseConnection(c.inner);
-    if (committed && this.observers.size) await notify(this.observers);
+    if (committed && this.observers.size) await notify(this.observers, { unknown });
   }
   destroy() { return this.inner.destroy(); }
 }

@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { assertSafeArg, git, GitError, spawnGit } from './command.js';
 import { replaceRefsState } from './history_memo.js';
 import { isObjectId } from './validate.js';
+import { recordRepositoryRead } from '../cache/read_tracking.js';
 
 /**
  * Long-lived `git cat-file --batch-command` processes, one per repository in a bounded pool,
@@ -246,6 +247,7 @@ export class CatFilePool {
   /** Type and size of an object or revision (`main`, `HEAD:README.md`, an oid), or null. */
   async info(gitDir: string, name: string): Promise<ObjectInfo | null> {
     checkName(name);
+    recordRepositoryRead();
     if (isObjectId(name)) {
       const kept = this.objects.get(`${gitDir}\0${name}`);
       if (kept && (await replaceRefsState(gitDir))) return { oid: kept.oid, type: kept.type, size: kept.size };
@@ -259,6 +261,7 @@ export class CatFilePool {
    */
   async read(gitDir: string, name: string): Promise<GitObject | null> {
     checkName(name);
+    recordRepositoryRead();
     if (!isObjectId(name) || !this.cacheObjectBytes) return (await this.acquire(gitDir).request('contents', name)) as GitObject | null;
     const key = `${gitDir}\0${name}`;
     const state = await replaceRefsState(gitDir);
@@ -280,6 +283,7 @@ export class CatFilePool {
    */
   async readOnce(gitDir: string, name: string): Promise<GitObject | null> {
     checkName(name);
+    recordRepositoryRead();
     if (this.byRepo.get(gitDir)?.some((p) => !p.dead)) return this.read(gitDir, name);
     const { stdout } = await git(['cat-file', '--batch'], { gitDir, input: `${name}\n` });
     const nl = stdout.indexOf(10);

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { recordRepositoryRead } from '../cache/read_tracking.js';
 import { spawnViaHelper, wrapChildProcess, type GitProcess } from './spawner.js';
 import { gitCommandOf, gitProcessesSpawned } from '../metrics/index.js';
 
@@ -94,7 +95,39 @@ export function spawnGit(args: string[], opts: GitOptions = {}): ChildProcess {
  * Runs git to completion and collects its output. Started through the spawner (see startGit):
  * forking a server that holds an embedded database costs tens of milliseconds a call.
  */
+/** git commands after which readers of the repository may see something else. */
+const WRITE_COMMANDS = new Set(['update-ref', 'symbolic-ref', 'fetch', 'clone', 'init', 'tag', 'branch', 'replace', 'receive-pack', 'remote', 'push', 'reset', 'checkout', 'merge']);
+const repositoryWriteObservers = new Set<(repository: string) => Promise<void>>();
+
+/**
+ * Calls `observer` after each git command that may have changed a repository (with the
+ * repository's directory), before that command's caller goes on; the server records it so that
+ * caches drop what they computed from repositories (src/cache/read_tracking.ts). Returns the
+ * function that stops observing.
+ */
+export function onRepositoryWrite(observer: (repository: string) => Promise<void>): () => void {
+  repositoryWriteObservers.add(observer);
+  return () => repositoryWriteObservers.delete(observer);
+}
+
+/** Tells the observers that `repository` may have changed (receive-pack, which runs through startGit). */
+export async function repositoryWritten(repository: string): Promise<void> {
+  for (const observe of repositoryWriteObservers) await observe(repository);
+}
+
 export async function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
+  if (repositoryWriteObservers.size && WRITE_COMMANDS.has(gitCommandOf(args))) {
+    // Whether it succeeded or not: a failed command may have done part of its work.
+    try {
+      return await runGit(args, opts);
+    } finally {
+      await repositoryWritten(opts.gitDir ?? opts.cwd ?? '.');
+    }
+  }
+  return runGit(args, opts);
+}
+
+async function runGit(args: string[], opts: GitOptions): Promise<GitResult> {
   const proc = await startGit(args, opts);
   const out: Buffer[] = [];
   const err: Buffer[] = [];
@@ -138,6 +171,8 @@ export async function gitText(args: string[], opts: GitOptions = {}): Promise<st
  * helper is unavailable, it is spawned directly.
  */
 export async function startGit(args: string[], opts: GitOptions = {}): Promise<GitProcess> {
+  // A cached value computed from a repository depends on it, which no table write describes.
+  recordRepositoryRead();
   try {
     const proc = await spawnViaHelper(fullArgs(args, opts), opts.cwd ?? opts.gitDir, gitEnv(opts.env));
     gitProcessesSpawned.inc({ command: gitCommandOf(args) });

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, statSync, type Dirent, type Stats } from 'no
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { isObjectId, isValidRefComponent, isValidRefName } from './validate.js';
+import { recordRepositoryRead } from '../cache/read_tracking.js';
 
 /**
  * Reads a repository's refs the way git's files backend stores them, without starting git:
@@ -51,6 +52,7 @@ function parsePackedRefs(identity: string, text: string): PackedRefs {
 
 /** The repository's packed refs; null when the file exists but cannot be read. */
 export async function readPackedRefs(gitDir: string): Promise<PackedRefs | null> {
+  recordRepositoryRead();
   const file = path.join(gitDir, 'packed-refs');
   // Synchronous and not throwing when missing: this runs on every memoized read, where an
   // asynchronous stat's error for a missing file costs more than the stat.
@@ -156,6 +158,7 @@ export interface RefValue {
  * cannot be read.
  */
 export async function readRefs(gitDir: string, prefix: string): Promise<RefValue[] | null> {
+  recordRepositoryRead();
   const loose = readLooseRefs(gitDir, prefix);
   const packed = await readPackedRefs(gitDir);
   if (!packed) return null;

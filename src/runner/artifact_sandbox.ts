@@ -13,6 +13,7 @@ import {
   createOutput,
   extractZip,
   RESULT_MARK,
+  untrackedFiles,
   writeGzipConcat,
   writeZip,
   type ArtifactLimits,
@@ -134,9 +135,11 @@ export async function extractArtifacts(zipPath: string, buildDir: string, o: Art
  * Collects the declared paths in buildDir and writes them to outPath (created by the runner,
  * exclusively) as a zip or concatenated gzip members. count 0: nothing matched, nothing written.
  */
-export async function archiveArtifacts(buildDir: string, spec: { paths: string[]; exclude: string[]; format: 'zip' | 'gzip' }, outPath: string, o: ArtifactWorkOptions): Promise<ArtifactWorkResult> {
+export async function archiveArtifacts(buildDir: string, spec: { paths: string[]; exclude: string[]; format: 'zip' | 'gzip'; untracked?: boolean }, outPath: string, o: ArtifactWorkOptions): Promise<ArtifactWorkResult> {
   if (!o.sandbox) {
-    const c = collectArtifactFiles(buildDir, spec.paths, spec.exclude, o.limits);
+    const untracked = spec.untracked ? untrackedFiles(buildDir) : null;
+    const c = collectArtifactFiles(buildDir, spec.paths, spec.exclude, o.limits, untracked?.files ?? []);
+    if (untracked?.warning) c.warnings.push(untracked.warning);
     if (!c.files.length) return { count: 0, warnings: c.warnings };
     const w = spec.format === 'zip' ? await writeZip(buildDir, c.files, outPath, o.limits) : await writeGzipConcat(buildDir, c.files, outPath, o.limits);
     return { count: w.written, warnings: [...c.warnings, ...w.skipped] };
@@ -144,7 +147,7 @@ export async function archiveArtifacts(buildDir: string, spec: { paths: string[]
   const fd = createOutput(outPath);
   try {
     return answer(
-      await runSandboxed({ op: 'archive', buildDir: path.resolve(buildDir), paths: spec.paths, exclude: spec.exclude, format: spec.format, limits: o.limits }, { ...o, sandbox: o.sandbox }, 'ignore', fd),
+      await runSandboxed({ op: 'archive', buildDir: path.resolve(buildDir), paths: spec.paths, exclude: spec.exclude, format: spec.format, limits: o.limits, untracked: !!spec.untracked }, { ...o, sandbox: o.sandbox }, 'ignore', fd),
     );
   } finally {
     fs.closeSync(fd);

@@ -10,6 +10,7 @@
 // there); symlinks are stored and created as links, never followed. Where a sandbox exists
 // this code also runs inside it as the job's user (artifact_sandbox.ts), so the kernel applies
 // the job's own rights as well.
+import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -111,7 +112,49 @@ function parentFailure(rel: string, f: { missing: string } | { notDir: string; l
   return f.link ? `${rel}: ${f.notDir} is a symlink, skipped (paths are not followed through links)` : `${rel}: ${f.notDir} is not a directory, skipped`;
 }
 
-export function collectArtifactFiles(buildDir: string, paths: string[], exclude: string[] = [], limits: Pick<ArtifactLimits, 'maxEntries'> = DEFAULT_ARTIFACT_LIMITS): CollectResult {
+/**
+ * The files git does not track in buildDir (`git ls-files --others`, ignored ones included, as
+ * gitlab-runner's `untracked`), as literal relative paths (a nested repository is one `dir/`).
+ * git runs where this code runs: inside the job's sandbox as the job's user when there is one
+ * (artifact_helper), so what the job's .git says can do no more than the job itself; and with
+ * nothing of any environment (the job's or the runner's), no hooks, no fsmonitor command, no
+ * optional locks, and no looking for a repository above the build directory.
+ */
+export function untrackedFiles(buildDir: string): { files: string[]; warning: string | null } {
+  const root = path.resolve(buildDir);
+  const r = spawnSync(
+    'git',
+    ['-c', 'core.fsmonitor=false', '-c', 'core.untrackedCache=false', '-c', 'core.hooksPath=/dev/null', '--no-pager', 'ls-files', '--others', '-z', '--'],
+    {
+      cwd: root,
+      env: {
+        PATH: '/usr/local/bin:/usr/bin:/bin',
+        LC_ALL: 'C',
+        HOME: '/nonexistent',
+        GIT_CONFIG_NOSYSTEM: '1',
+        GIT_CONFIG_GLOBAL: '/dev/null',
+        GIT_CEILING_DIRECTORIES: path.dirname(root),
+        GIT_OPTIONAL_LOCKS: '0',
+        GIT_TERMINAL_PROMPT: '0',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      maxBuffer: 512 * 1024 * 1024,
+      timeout: 10 * 60_000,
+    },
+  );
+  if (r.error || r.status !== 0) {
+    const why = r.error ? r.error.message : (r.stderr?.toString().trim().split('\n').pop() ?? `exit ${r.status}`);
+    return { files: [], warning: `untracked: git ls-files failed (${why})` };
+  }
+  const files = r.stdout.toString('utf8').split('\0').filter(Boolean);
+  return { files, warning: files.length ? null : 'untracked: no files' };
+}
+
+/**
+ * The files the declared `paths` (globs) name under buildDir, and `literal` paths taken as they
+ * are (the untracked files git lists: their names may hold glob characters), minus `exclude`.
+ */
+export function collectArtifactFiles(buildDir: string, paths: string[], exclude: string[] = [], limits: Pick<ArtifactLimits, 'maxEntries'> = DEFAULT_ARTIFACT_LIMITS, literal: string[] = []): CollectResult {
   const root = Dir.open(buildDir);
   const files = new Set<string>();
   const warnings: string[] = [];
@@ -206,6 +249,11 @@ export function collectArtifactFiles(buildDir: string, paths: string[], exclude:
         }
       }
       if (!n) warnings.push(`${raw}: no matching files`);
+    }
+    for (const raw of literal) {
+      const p = normalisePattern(raw);
+      if (p === null || p === '') warnings.push(`${raw}: path is outside the build directory, skipped`);
+      else addTree(p);
     }
   } finally {
     root.close();
@@ -587,7 +635,7 @@ const MAX_WARNINGS = 1000;
 
 export type HelperRequest =
   | { op: 'extract'; dest: string; limits: ArtifactLimits }
-  | { op: 'archive'; buildDir: string; paths: string[]; exclude: string[]; format: 'zip' | 'gzip'; limits: ArtifactLimits };
+  | { op: 'archive'; buildDir: string; paths: string[]; exclude: string[]; format: 'zip' | 'gzip'; limits: ArtifactLimits; untracked?: boolean };
 
 export type HelperResult = { ok: true; count: number; warnings: string[] } | { ok: false; error: string; limit: boolean };
 
@@ -605,7 +653,9 @@ export async function runHelperRequest(req: HelperRequest): Promise<HelperResult
       const r = await extractZip(0, req.dest, req.limits);
       return { ok: true, count: r.extracted, warnings: capped(r.warnings) };
     }
-    const c = collectArtifactFiles(req.buildDir, req.paths, req.exclude, req.limits);
+    const untracked = req.untracked ? untrackedFiles(req.buildDir) : null;
+    const c = collectArtifactFiles(req.buildDir, req.paths, req.exclude, req.limits, untracked?.files ?? []);
+    if (untracked?.warning) c.warnings.push(untracked.warning);
     if (!c.files.length) return { ok: true, count: 0, warnings: capped(c.warnings) };
     const w = req.format === 'zip' ? await writeZip(req.buildDir, c.files, 1, req.limits) : await writeGzipConcat(req.buildDir, c.files, 1, req.limits);
     return { ok: true, count: w.written, warnings: capped([...c.warnings, ...w.skipped]) };

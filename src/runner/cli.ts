@@ -4,13 +4,17 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { RunnerClient } from './client.js';
 import { dataDir, defaultConfigPath, readRunnerConfig, writeRunnerConfig } from './config.js';
-import { defaultBuildsDir, NoIsolationError, Runner, unisolatedAllowed } from './runner.js';
+import { defaultBuildsDir, jobOwner, NoIsolationError, Runner, unisolatedAllowed } from './runner.js';
+import { openImageStore } from './image_source.js';
+import { imageCacheDir } from './images.js';
+import { setting } from '../config.js';
 import { detectSandbox } from './sandbox.js';
 
 export const RUNNER_USAGE = `usage: cairn runner <command> [options]
 
-Cairn's runner: runs CI jobs with a shell executor (bash), isolated with bubblewrap, for any
-server that speaks GitLab's runner protocol.
+Cairn's runner: runs CI jobs isolated with bubblewrap, in their image: with their services:
+(as root, with skopeo and umoci installed) or else in bash on this machine's filesystem, for any
+server that speaks GitLab's runner protocol. It says at start which executor it has.
 
 commands:
   register     register this runner with a server and save its configuration
@@ -162,6 +166,8 @@ async function run(args: string[]): Promise<number> {
   const allowUnisolated = unisolatedAllowed(v['allow-unisolated'] === true || c.allow_unisolated === true);
   const hidden = [dataDir(), path.dirname(file), file, ...((v.hide as string[] | undefined) ?? [])];
   const sandbox = detectSandbox();
+  const imagesDir = imageCacheDir();
+  const store = openImageStore({ dir: imagesDir, owner: jobOwner(sandbox), dockerAuthConfig: setting<string | null>('CAIRN_RUNNER_DOCKER_AUTH_CONFIG') });
   let exitCode = 0;
   let runner!: Runner;
   runner = new Runner({
@@ -172,6 +178,9 @@ async function run(args: string[]): Promise<number> {
     allowUnisolated,
     hiddenPaths: hidden,
     sandbox,
+    images: store.source,
+    imagesUnavailable: store.source ? undefined : store.reason,
+    imagesDir,
     description: c.description,
     log: (m) => console.log(`${new Date().toISOString()} ${m}`),
     onJobDone: (_id, outcome) => {

@@ -84,7 +84,8 @@ export function runnerInfo(): RunnerInfo {
       shared: false,
       image: false,
       services: false,
-      cache: false,
+      cache: true,
+      fallback_cache_keys: true,
       session: false,
       terminal: false,
     },
@@ -284,6 +285,43 @@ export class RunnerClient {
     }
     const why = res.status === 413 ? 'too large' : await errorText(res);
     throw new ProtocolError(`uploading artifacts (${opts.type}) failed: ${res.status} ${why}`, res.status);
+  }
+
+  /**
+   * GET /jobs/:id/cache?key= (Cairn's cache storage) with the job token, streamed into `fd` (a
+   * file the caller created). false: the server has no archive for the key (404).
+   */
+  async downloadCache(jobId: number, jobToken: string, key: string, fd: number): Promise<boolean> {
+    const res = await this.send('GET', `jobs/${jobId}/cache?key=${encodeURIComponent(key)}`, { headers: { 'job-token': jobToken } });
+    if (res.status === 404) {
+      await res.arrayBuffer().catch(() => undefined);
+      return false;
+    }
+    if (res.status !== 200 || !res.body) {
+      const why = res.status === 403 ? 'forbidden' : await errorText(res);
+      throw new ProtocolError(`downloading cache ${key} failed: ${res.status} ${why}`, res.status);
+    }
+    const out = fs.createWriteStream('', { fd, autoClose: false });
+    const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream);
+    body.pipe(out);
+    await Promise.race([once(out, 'finish'), once(body, 'error').then(([e]) => Promise.reject(e))]);
+    return true;
+  }
+
+  /** PUT /jobs/:id/cache?key= with the archive at filePath as the body (application/zip, streamed). */
+  async uploadCache(jobId: number, jobToken: string, key: string, filePath: string): Promise<void> {
+    const size = (await fs.promises.stat(filePath)).size;
+    const res = await this.send('PUT', `jobs/${jobId}/cache?key=${encodeURIComponent(key)}`, {
+      headers: { 'job-token': jobToken, 'content-type': 'application/zip', 'content-length': String(size) },
+      body: Readable.toWeb(fs.createReadStream(filePath)) as unknown as BodyInit,
+      duplex: true,
+    });
+    if (res.status === 201) {
+      await res.arrayBuffer().catch(() => undefined);
+      return;
+    }
+    const why = res.status === 413 ? 'the archive is larger than the server accepts' : res.status === 404 ? 'this server does not store caches' : await errorText(res);
+    throw new ProtocolError(`uploading cache ${key} failed: ${res.status} ${why}`, res.status);
   }
 
   /** GET /jobs/:id/artifacts with a job token, written to filePath (streamed). */

@@ -7,6 +7,8 @@ import { ProtocolError, RunnerClient } from './client.js';
 import { readRunnerConfig, writeRunnerConfig } from './config.js';
 import { executeJob, type ExecutorOptions, type JobOutcome } from './job.js';
 import { detectSandbox, type PortForward, type SandboxStatus } from './sandbox.js';
+import { detectExecutor, type ExecutorChoice } from './executor.js';
+import { openImageStore, type ImageSource } from './image_source.js';
 import { jobLimitsFromEnv } from './limits.js';
 import { sleep } from './trace.js';
 import { setting } from '../config.js';
@@ -23,6 +25,16 @@ export interface RunnerOptions {
   /** Longest wait for an answer to POST /jobs/request, ms (120000). */
   requestTimeoutMs?: number;
   sandbox?: SandboxStatus;
+  /**
+   * Where jobs' images come from (an ImageStore, images.ts); null or absent: no image executor,
+   * for `imagesUnavailable`'s reason.
+   */
+  images?: ImageSource | null;
+  imagesUnavailable?: string;
+  /** The image store's directory: hidden from shell jobs like the builds directory. */
+  imagesDir?: string;
+  /** Image of jobs that name none, with the image executor (CAIRN_RUNNER_DEFAULT_IMAGE). */
+  defaultImage?: string | null;
   executor?: Partial<ExecutorOptions>;
   description?: string;
   log?: (msg: string) => void;
@@ -30,6 +42,15 @@ export interface RunnerOptions {
 }
 
 export class NoIsolationError extends Error {}
+
+/** The user an image store's files belong to: the job user of a root runner, else the runner's own. */
+export function jobOwner(sandbox: SandboxStatus): { uid: number; gid: number } {
+  if (sandbox.runAs) return { uid: sandbox.runAs.uid, gid: sandbox.runAs.gid };
+  return { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
+}
+
+/** Why a runner has no image executor when nothing gave it an image store. */
+export const NO_IMAGE_STORE = 'this runner was given no image store (skopeo and umoci pull and unpack images)';
 
 export function defaultBuildsDir(): string {
   const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
@@ -50,6 +71,8 @@ export class Runner {
   private loop: Promise<void> | null = null;
   private readonly killJobs = new AbortController();
   readonly sandbox: SandboxStatus;
+  /** What this runner runs jobs with (the image executor, the shell sandbox, or none), decided at its start. */
+  readonly executorChoice: ExecutorChoice;
   private readonly log: (msg: string) => void;
   fatal: Error | null = null;
 
@@ -57,6 +80,13 @@ export class Runner {
     this.client = new RunnerClient(o.url);
     this.sandbox = o.sandbox ?? detectSandbox();
     this.log = o.log ?? ((m) => console.log(`[runner] ${m}`));
+    const defaultImage = o.defaultImage === undefined ? setting<string | null>('CAIRN_RUNNER_DEFAULT_IMAGE') : o.defaultImage;
+    this.executorChoice = detectExecutor({
+      sandbox: this.sandbox,
+      images: o.images ? { source: o.images } : { source: null, reason: o.imagesUnavailable ?? NO_IMAGE_STORE },
+      workDir: o.buildsDir ?? defaultBuildsDir(),
+      defaultImage,
+    });
   }
 
   get activeJobs() {
@@ -71,6 +101,7 @@ export class Runner {
       );
     }
     if (!this.sandbox.available) this.log(`WARNING: jobs run WITHOUT isolation (${this.sandbox.reason})`);
+    else if (!this.loop) this.log(this.executorChoice.summary);
     this.loop ??= this.run();
     return this.loop;
   }
@@ -115,10 +146,13 @@ export class Runner {
         buildsDir: this.o.buildsDir ?? defaultBuildsDir(),
         sandbox: this.sandbox,
         allowUnisolated: !!this.o.allowUnisolated,
-        hiddenPaths: this.o.hiddenPaths ?? [],
+        hiddenPaths: [...(this.o.hiddenPaths ?? []), ...(this.o.imagesDir ? [this.o.imagesDir] : [])],
         description: this.o.description,
         log: this.log,
         signal: this.killJobs.signal,
+        image: this.executorChoice.image,
+        imageUnavailable: this.executorChoice.imageUnavailable,
+        defaultImage: this.executorChoice.image ? (this.o.defaultImage === undefined ? setting<string | null>('CAIRN_RUNNER_DEFAULT_IMAGE') : this.o.defaultImage) : null,
         ...this.o.executor,
       })
         .catch((err): JobOutcome => {
@@ -176,6 +210,11 @@ export interface BuiltinRunnerOptions {
   executor?: Partial<ExecutorOptions>;
   /** Host loopback ports its jobs may reach (the server's job listener), on top of CAIRN_RUNNER_FORWARD_PORTS. */
   forwardPorts?: PortForward[];
+  /** Where jobs' images come from; absent: the runner's image store (images.ts) when skopeo and umoci are here; null: none. */
+  images?: ImageSource | null;
+  imagesUnavailable?: string;
+  /** The image store's directory (default `<dataDir>/runner/images`, hidden from jobs either way). */
+  imagesDir?: string;
 }
 
 export interface BuiltinRunner {
@@ -199,9 +238,16 @@ export async function startBuiltinRunner(opts: BuiltinRunnerOptions): Promise<Bu
   const allowUnisolated = unisolatedAllowed(opts.allowUnisolated, env);
   const sandbox = detectSandbox();
   if (!sandbox.available && !allowUnisolated) {
-    log(`not started: ${sandbox.reason}. Jobs stay pending for other runners; set CAIRN_RUNNER_ALLOW_UNISOLATED=1 to run them here without isolation.`);
+    log(`not started: no executor here (${sandbox.reason}). Jobs stay pending for other runners; set CAIRN_RUNNER_ALLOW_UNISOLATED=1 to run them here without isolation.`);
     return null;
   }
+  const imagesDir = opts.imagesDir ?? setting<string | null>('CAIRN_RUNNER_IMAGE_DIR', env) ?? path.join(opts.dataDir, 'runner', 'images');
+  const store =
+    opts.images !== undefined
+      ? opts.images
+        ? { source: opts.images }
+        : { source: null, reason: opts.imagesUnavailable ?? NO_IMAGE_STORE }
+      : openImageStore({ dir: imagesDir, owner: jobOwner(sandbox), dockerAuthConfig: setting<string | null>('CAIRN_RUNNER_DOCKER_AUTH_CONFIG', env), log });
   const client = new RunnerClient(opts.url);
   const file = path.join(opts.dataDir, 'runner', 'builtin.json');
   let token = opts.runnerToken ?? null;
@@ -233,11 +279,16 @@ export async function startBuiltinRunner(opts: BuiltinRunnerOptions): Promise<Bu
     buildsDir: opts.buildsDir,
     hiddenPaths: [opts.dataDir],
     sandbox,
+    images: store.source,
+    imagesUnavailable: store.source ? undefined : store.reason,
+    imagesDir,
+    defaultImage: setting<string | null>('CAIRN_RUNNER_DEFAULT_IMAGE', env),
     description: 'cairn built-in runner',
     log,
     executor: {
       network: setting<'pasta' | 'none' | 'host'>('CAIRN_RUNNER_JOB_NETWORK', env),
       limits: jobLimitsFromEnv(env),
+      waitForServicesTimeoutSec: setting<number>('CAIRN_RUNNER_WAIT_FOR_SERVICES_TIMEOUT', env),
       forwardPorts: [...setting<PortForward[]>('CAIRN_RUNNER_FORWARD_PORTS', env), ...(opts.forwardPorts ?? [])],
       ...opts.executor,
     },

@@ -30,6 +30,8 @@ export interface SandboxStatus {
   tmpfsPerms?: boolean;
   /** The prlimit binary (limits that apply inside the sandbox), when installed. */
   prlimit?: string | null;
+  /** bwrap understands --disable-userns (0.8.0+): containers of the image executor cannot make user namespaces. */
+  disableUserns?: boolean;
 }
 
 let cached: SandboxStatus | null = null;
@@ -93,12 +95,13 @@ export function detectSandbox(opts: { refresh?: boolean; bwrapPath?: string; env
     const help = spawnSync(bwrap!, ['--help'], { encoding: 'utf8', timeout: 10_000 }).stdout ?? '';
     status.tmpfsSize = /--size\b/.test(help);
     status.tmpfsPerms = /--perms\b/.test(help);
+    status.disableUserns = /--disable-userns\b/.test(help);
   }
   if (!opts.bwrapPath) cached = status;
   return status;
 }
 
-function setprivArgs(runAs: { uid: number; gid: number; setpriv: string }): string[] {
+export function setprivArgs(runAs: { uid: number; gid: number; setpriv: string }): string[] {
   return [runAs.setpriv, `--reuid=${runAs.uid}`, `--regid=${runAs.gid}`, '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];
 }
 
@@ -260,8 +263,9 @@ export async function attachNetwork(
     close() {
       try {
         const pid = Number(fs.readFileSync(opts.pidFile, 'utf8').trim());
-        // Only the pasta it started (a pid can be reused once pasta is gone).
-        if (Number.isInteger(pid) && pid > 1 && fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'pasta') process.kill(pid, 'SIGKILL');
+        // Only the pasta it started (a pid can be reused once pasta is gone): the process whose
+        // command line names this pid file (its name is passt, or passt.avx2 on most machines).
+        if (Number.isInteger(pid) && pid > 1 && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(opts.pidFile)) process.kill(pid, 'SIGKILL');
       } catch {
         /* gone already */
       }

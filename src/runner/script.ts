@@ -1,28 +1,32 @@
-// Turns a job's steps and variables into what bash runs: one script per step, each command
-// echoed as `$ command` (as GitLab's logs show it) and run with `set -eo pipefail`, so the
-// first failing command ends the step with its exit code.
+// Turns a job's steps and variables into what the job's shell runs (bash, or sh in an image
+// without bash): one script per step, each command echoed as `$ command` (as GitLab's logs show
+// it) and run with errexit (and pipefail where the shell has it), so the first failing command
+// ends the step with its exit code.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { JobVariable } from './types.js';
 
-/** bash ANSI-C quoting ($'...'): safe for any bytes, including newlines and quotes. */
-export function ansiQuote(s: string): string {
-  let out = "$'";
-  for (const ch of s) {
-    const c = ch.codePointAt(0)!;
-    if (ch === '\\') out += '\\\\';
-    else if (ch === "'") out += "\\'";
-    else if (c < 0x20 || c === 0x7f) out += `\\x${c.toString(16).padStart(2, '0')}`;
-    else out += ch;
-  }
-  return out + "'";
+/** POSIX single quoting: safe for any bytes, in sh and bash alike. */
+export function shQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
-export function stepScript(commands: string[]): string {
-  const lines = ['set -eo pipefail', 'set +o noclobber', ''];
+/** Variables bash keeps read-only: exporting one would be an error. */
+const READONLY_IN_BASH = new Set(['BASHOPTS', 'BASH_VERSINFO', 'EUID', 'PPID', 'SHELLOPTS', 'UID']);
+
+/**
+ * A step's script for bash or a POSIX sh (images without bash): `exports` first (the job's
+ * variables, which are never in the environment of the runner's own wrappers: see job.ts), then
+ * errexit, and pipefail where the shell has it (bash, busybox ash; not dash), as gitlab-runner's
+ * scripts do; each command is echoed as `$ command` before it runs.
+ */
+export function stepScript(commands: string[], exports: Record<string, string> = {}): string {
+  const lines: string[] = [];
+  for (const [k, v] of Object.entries(exports)) if (NAME.test(k) && !READONLY_IN_BASH.has(k)) lines.push(`export ${k}=${shQuote(v)}`);
+  lines.push('if (set -o pipefail) 2>/dev/null; then set -o pipefail; fi', 'set -e', 'set +o noclobber', '');
   for (const cmd of commands) {
     const shown = cmd.split('\n').length > 1 ? `${cmd.split('\n')[0]} # collapsed multi-line command` : cmd;
-    lines.push(`printf '%s\\n' ${ansiQuote(`\x1b[32;1m$ ${shown}\x1b[0;m`)}`);
+    lines.push(`printf '%s\\n' ${shQuote(`\x1b[32;1m$ ${shown}\x1b[0;m`)}`);
     lines.push(cmd);
     lines.push('');
   }
@@ -62,23 +66,20 @@ export function baseEnvironment(parent: NodeJS.ProcessEnv = process.env): NodeJS
 }
 
 /**
- * The job's environment: the base, then the job's variables (file variables written to files
- * under tmpDir, the variable set to the path).
+ * The job's variables as the job's processes see them: file variables written to files in
+ * `fileDir` (mode 0600), the variable set to the file's path as the job sees it (`fileDirShown`,
+ * the same directory inside a container).
  */
-export function jobEnvironment(vars: Map<string, JobVariable>, opts: { tmpDir: string; base: NodeJS.ProcessEnv; extra: Record<string, string> }): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...opts.base, ...opts.extra };
-  const fileDir = path.join(opts.tmpDir, 'variables');
+export function jobVariables(vars: Map<string, JobVariable>, opts: { fileDir: string; fileDirShown?: string }): Record<string, string> {
+  const out: Record<string, string> = {};
   for (const v of vars.values()) {
     if (v.file) {
-      fs.mkdirSync(fileDir, { recursive: true, mode: 0o700 });
-      const p = path.join(fileDir, v.key);
-      fs.writeFileSync(p, v.value, { mode: 0o600 });
-      env[v.key] = p;
+      fs.mkdirSync(opts.fileDir, { recursive: true, mode: 0o700 });
+      fs.writeFileSync(path.join(opts.fileDir, v.key), v.value, { mode: 0o600 });
+      out[v.key] = path.posix.join(opts.fileDirShown ?? opts.fileDir, v.key);
     } else {
-      env[v.key] = v.value;
+      out[v.key] = v.value;
     }
   }
-  // The runner's own settings win over a job's variable of the same name.
-  Object.assign(env, opts.extra);
-  return env;
+  return out;
 }

@@ -129,6 +129,11 @@ describe('barriers across processes', pgOnly, () => {
     };
   }
 
+  /** A value computed from the users table (what touchUsers writes). */
+  const fromUsers = (v: string) => async () => {
+    await sql`select 1 from users limit 1`.execute(testDb.database.db);
+    return v;
+  };
   const touchUsers = () => testDb.database.db.updateTable('users').set({ name: sql`name` }).where('id', '=', -1).execute();
 
   it("a write made while the writer's own listener is down still outlasts every peer's stale reads", async () => {
@@ -140,12 +145,12 @@ describe('barriers across processes', pgOnly, () => {
     const reader = await peer();
     reader.state.delayMs = 150;
     try {
-      assert.equal(await reader.cache.load('k', async () => 'old'), 'old');
+      assert.equal(await reader.cache.load('k', fromUsers('old')), 'old');
       await sql`select pg_terminate_backend(${(writer as any).backendPid})`.execute(testDb.database.db);
       for (let i = 0; i < 100 && (writer as any).hub.connected; i++) await sleep(10);
       assert.equal((writer as any).hub.connected, false, 'the writer noticed its listener is gone');
       await touchUsers();
-      assert.equal(await reader.cache.load('k', async () => 'new'), 'new');
+      assert.equal(await reader.cache.load('k', fromUsers('new')), 'new');
     } finally {
       testDb.database.writeObservers.delete(observer);
       await reader.close();
@@ -157,14 +162,14 @@ describe('barriers across processes', pgOnly, () => {
     const stopWriter = await startProcessCache(new SharedCache(), testDb.database, quiet);
     const reader = await peer();
     try {
-      assert.equal(await reader.cache.load('k', async () => 'old'), 'old');
-      assert.equal(await reader.cache.load('k', async () => 'other'), 'old');
+      assert.equal(await reader.cache.load('k', fromUsers('old')), 'old');
+      assert.equal(await reader.cache.load('k', fromUsers('other')), 'old');
       reader.state.deaf = true;
       const started = Date.now();
       await touchUsers();
       assert.ok(Date.now() - started >= 1900, 'the writer waited for the silent reader until its timeout');
       assert.equal(reader.cache.serving, false, "the silent reader's lease has run out");
-      assert.equal(await reader.cache.load('k', async () => 'new'), 'new');
+      assert.equal(await reader.cache.load('k', fromUsers('new')), 'new');
     } finally {
       await reader.close();
       await stopWriter();
@@ -181,9 +186,9 @@ describe('barriers across processes', pgOnly, () => {
       (reader.invalidation as any).lastBeatAt = performance.now() - 30_000;
       await sql`update cache_listeners set heartbeat_at = now() - interval '30 seconds' where id = ${reader.invalidation.id}`.execute(testDb.database.db);
       await sleep(1_100); // leases granted before the lapse run out
-      assert.equal(await reader.cache.load('k', async () => 'old'), 'old');
+      assert.equal(await reader.cache.load('k', fromUsers('old')), 'old');
       await touchUsers();
-      assert.equal(await reader.cache.load('k', async () => 'new'), 'new');
+      assert.equal(await reader.cache.load('k', fromUsers('new')), 'new');
     } finally {
       await reader.close();
       await stopWriter();

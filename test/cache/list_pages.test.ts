@@ -87,6 +87,32 @@ describe('cached list pages', () => {
     assert.equal(shown.access_level, 40);
   });
 
+  it('a write keeps the pages that did not read what it changed (read tracking)', async () => {
+    const project = await t.post('/api/v4/projects', { name: t.unique('tracked'), visibility: 'public' });
+    const url = '/api/v4/projects?per_page=100';
+    await readTwice(url);
+    const entries = (t.app.cairn.cache as any).entries as Map<string, { reads: { all: boolean; tables: Set<string> } }>;
+    const [key, entry] = [...entries].find(([k]) => k.startsWith('page:') && k.endsWith(url))!;
+    assert.equal(entry.reads.all, false, 'the projects page reads no repository');
+    assert.ok(entry.reads.tables.has('projects') && entry.reads.tables.has('namespaces'), [...entry.reads.tables].join(','));
+    // Labels: a table the page does not read. The page stays; one that read it goes.
+    assert.ok(!entry.reads.tables.has('labels'));
+    const labels = `/api/v4/projects/${project.body.id}/labels`;
+    await readTwice(labels);
+    assert.equal((await t.post(labels, { name: t.unique('l'), color: '#ff0000' })).status, 201);
+    assert.ok(entries.has(key), 'the projects page was kept');
+    const before = renders;
+    assert.equal((await t.get(url)).status, 200);
+    assert.equal(renders, before, 'and served from memory');
+    assert.equal((await t.get(labels)).body.length, 1, 'the labels page was dropped');
+    // The project JSON was read from a row loaded before its value was computed: a rename drops it.
+    const single = `/api/v4/projects/${project.body.id}`;
+    await t.get(single);
+    await t.get(single);
+    assert.equal((await t.put(single, { name: 'Renamed' })).status, 200);
+    assert.equal((await t.get(single)).body.name, 'Renamed');
+  });
+
   it('keeps pages apart per caller: user, administrator, sudo and token scopes', async () => {
     const owner = await t.createUser();
     const outsider = await t.createUser();

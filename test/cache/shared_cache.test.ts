@@ -147,22 +147,35 @@ describe('cache invalidation through the database', () => {
     const cache = new SharedCache();
     const stop = await startProcessCache(cache, testDb.database, quiet);
     await untilServing(cache);
+    // A value computed from the users and projects tables.
+    const from = (v: string) => async () => {
+      await sql`select 1 from users u, projects p limit 1`.execute(testDb.database.db);
+      return v;
+    };
     try {
-      assert.equal(await cache.load('k', async () => 'old'), 'old');
+      assert.equal(await cache.load('k', from('old')), 'old');
       await testDb.database.db.updateTable('users').set({ name: sql`name` }).where('id', '=', -1).execute();
-      assert.equal(await cache.load('k', async () => 'new'), 'new', 'a statement on a watched table clears, even one changing no row');
+      assert.equal(await cache.load('k', from('new')), 'new', 'a statement on a watched table clears, even one changing no row');
       await testDb.database.db.transaction().execute(async (trx) => {
         await trx.updateTable('projects').set({ name: sql`name` }).where('id', '=', -1).execute();
-        assert.equal(await cache.load('k', async () => 'newer'), 'new', 'not before the transaction commits');
+        assert.equal(await cache.load('k', from('newer')), 'new', 'not before the transaction commits');
       });
-      assert.equal(await cache.load('k', async () => 'newer'), 'newer');
+      assert.equal(await cache.load('k', from('newer')), 'newer');
       await testDb.database.db.transaction().execute(async (trx) => {
         await trx.updateTable('projects').set({ name: sql`name` }).where('id', '=', -1).execute();
       });
       await sql`update background_jobs set attempts = attempts where id = -1`.execute(testDb.database.db);
-      assert.equal(await cache.load('k', async () => 'x'), 'x');
+      assert.equal(await cache.load('k', from('x')), 'x');
       await sql`update background_jobs set attempts = attempts where id = -1`.execute(testDb.database.db);
-      assert.equal(await cache.load('k', async () => 'y'), 'x', 'writes to unwatched tables keep the cache');
+      assert.equal(await cache.load('k', from('y')), 'x', 'writes to unwatched tables keep the cache');
+      // Only what read the written table goes.
+      assert.equal(await cache.load('labels', async () => {
+        await sql`select 1 from labels limit 1`.execute(testDb.database.db);
+        return 'labels';
+      }), 'labels');
+      await testDb.database.db.updateTable('users').set({ name: sql`name` }).where('id', '=', -1).execute();
+      assert.equal(await cache.load('labels', async () => 'other'), 'labels', 'a value that did not read users stays');
+      assert.equal(await cache.load('k', from('z')), 'z', 'a value that read users goes');
     } finally {
       await stop();
     }
@@ -184,11 +197,11 @@ describe('cache invalidation through the database', () => {
       queue = queue.then(() => new Promise((r) => setTimeout(r, 150))).then(() => handle(channel, payload));
     };
     try {
-      assert.equal(await readerCache.load('k', async () => 'old'), 'old');
+      assert.equal(await readerCache.load('k', async () => { await sql`select 1 from users limit 1`.execute(other.db); return 'old'; }), 'old');
       const started = Date.now();
       await testDb.database.db.updateTable('users').set({ name: sql`name` }).where('id', '=', -1).execute();
       const waited = Date.now() - started;
-      assert.equal(await readerCache.load('k', async () => 'new'), 'new', 'the reader let go before the write returned');
+      assert.equal(await readerCache.load('k', async () => { await sql`select 1 from users limit 1`.execute(other.db); return 'new'; }), 'new', 'the reader let go before the write returned');
       assert.ok(waited >= 140 && waited < 1500, `the writer waited for the reader (${waited} ms)`);
       // A writer never waits for a process that is gone.
       await reader.close();

@@ -527,6 +527,39 @@ b:
     assert.equal(await firstError('a: { script: x, cache: { pathz: [x] } }'), 'jobs:a:cache config contains unknown keys: pathz');
   });
 
+  it('validates cache keys as GitLab does (/ and . / .. refused, key:files and files_commits, prefix, fallback_keys)', async () => {
+    const p = await pipeline(`
+a:
+  script: x
+  cache:
+    - key: { files: [/Gemfile.lock, package.json] }
+    - key: { files_commits: [yarn.lock], prefix: $CI_JOB_NAME }
+    - key: 'a.b..c'
+      fallback_keys: [one, two, three, four, five]
+`);
+    const c = job(p, 'a').cache;
+    assert.deepEqual(c[0].key, { files: ['Gemfile.lock', 'package.json'] });
+    assert.deepEqual(c[1].key, { filesCommits: ['yarn.lock'], prefix: '$CI_JOB_NAME' });
+    assert.equal(c[2].key, 'a.b..c');
+    assert.deepEqual(c[2].fallbackKeys, ['one', 'two', 'three', 'four', 'five']);
+    const err = (cache: string) => firstError(`a: { script: x, cache: ${cache} }`);
+    assert.equal(await err('{ key: a/b }'), 'jobs:a:cache:key config cannot contain the "/" character');
+    assert.equal(await err('{ key: a%2Fb }'), 'jobs:a:cache:key config cannot contain the "/" character');
+    assert.equal(await err("{ key: '.' }"), 'jobs:a:cache:key config cannot be "." or ".."');
+    assert.equal(await err("{ key: '%2e%2E' }"), 'jobs:a:cache:key config cannot be "." or ".."');
+    assert.equal(await err('{ key: [x] }'), 'jobs:a:cache:key config should be a hash, a string or a symbol');
+    assert.equal(await err('{ key: { files: [] } }'), 'jobs:a:cache:key:files config requires at least 1 item');
+    assert.equal(await err('{ key: { files: [a, b, c] } }'), 'jobs:a:cache:key:files config has too many items (maximum is 2)');
+    assert.equal(await err('{ key: { files: a } }'), 'jobs:a:cache:key:files config should be an array of strings');
+    assert.equal(await err('{ key: { prefix: p } }'), 'jobs:a:cache:key config must use exactly one of these keys: files, files_commits');
+    assert.equal(await err('{ key: { files: [a], files_commits: [b] } }'), 'jobs:a:cache:key config must use exactly one of these keys: files, files_commits');
+    assert.equal(await err('{ key: { files: [a], other: 1 } }'), 'jobs:a:cache:key config contains unknown keys: other');
+    assert.equal(await err("{ key: { files: [a], prefix: '..' } }"), 'jobs:a:cache:key:prefix config cannot be "." or ".."');
+    assert.equal(await err('{ key: { files: [a], prefix: x/y } }'), 'jobs:a:cache:key:prefix config cannot contain the "/" character');
+    assert.equal(await err('{ key: k, fallback_keys: [a, b, c, d, e, f] }'), 'jobs:a:cache fallback keys has to many entries (maximum 5)');
+    assert.equal(await err('{ key: k, fallback_keys: a }'), 'jobs:a:cache:fallback_keys config should be an array of strings');
+  });
+
   it('takes coverage, environment, interruptible, resource_group and passes extra keywords through', async () => {
     const p = await pipeline(`
 variables: { ENV: staging }

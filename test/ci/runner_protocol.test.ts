@@ -268,7 +268,7 @@ describe('runner protocol (gitlab-runner replay)', () => {
     assert.deepEqual(job.artifacts[0], { name: 'bin', untracked: false, paths: ['bin/'], exclude: [], when: 'on_success', artifact_type: 'archive', artifact_format: 'zip', expire_in: '1 week' });
     assert.equal(job.artifacts[1].artifact_type, 'junit');
     assert.equal(job.artifacts[1].artifact_format, 'gzip');
-    assert.deepEqual(job.cache, [{ key: 'deps', untracked: false, policy: 'pull-push', paths: ['vendor/'], when: 'on_success', fallback_keys: [] }]);
+    assert.deepEqual(job.cache, [{ key: 'deps-non_protected', untracked: false, policy: 'pull-push', paths: ['vendor/'], when: 'on_success', unprotect: false, fallback_keys: [] }]);
     assert.deepEqual(job.credentials, []);
     assert.deepEqual(job.dependencies, []);
     assert.equal(job.features.trace_sections, true);

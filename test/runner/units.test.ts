@@ -9,7 +9,8 @@ import { collectArtifactFiles, normalisePattern, safeEntryName } from '../../src
 import { supportedFailureReason } from '../../src/runner/job.js';
 import { Masker } from '../../src/runner/mask.js';
 import { detectSandbox, sandboxArgs } from '../../src/runner/sandbox.js';
-import { ansiQuote, baseEnvironment, expandVariables, stepScript } from '../../src/runner/script.js';
+import { execFileSync } from 'node:child_process';
+import { baseEnvironment, expandVariables, shQuote, stepScript } from '../../src/runner/script.js';
 import { tmpDir } from './fake_server.js';
 
 describe('Masker', () => {
@@ -56,11 +57,23 @@ describe('variables and scripts', () => {
     assert.equal(v.has('bad key'), false);
   });
 
-  test('quoting survives quotes, backslashes and newlines', () => {
-    assert.equal(ansiQuote(`it's a \\ "test"\n`), `$'it\\'s a \\\\ "test"\\x0a'`);
-    const script = stepScript(['echo "$HOME"', 'if true; then\n  echo multi\nfi']);
-    assert.match(script, /^set -eo pipefail$/m);
+  test('quoting survives quotes, backslashes and newlines, in bash and in a POSIX sh', () => {
+    const tricky = `it's a \\ "test" $HOME \`id\`\n\x1b[0m end`;
+    assert.equal(shQuote("it's"), `'it'\\''s'`);
+    const script = stepScript(['printf "%s|" "$TRICKY" "$PLAIN"', 'if true; then\n  echo multi\nfi'], { TRICKY: tricky, PLAIN: 'x', SHELLOPTS: 'ignored' });
     assert.match(script, /collapsed multi-line command/);
+    assert.doesNotMatch(script, /SHELLOPTS/, 'a variable bash keeps read-only is not exported');
+    for (const shell of ['bash', 'sh']) {
+      const out = execFileSync(shell, [...(shell === 'bash' ? ['--noprofile', '--norc'] : []), '-c', script], { encoding: 'utf8', env: { PATH: process.env.PATH } });
+      assert.ok(out.includes(`${tricky}|x|`), `${shell}: ${JSON.stringify(out)}`);
+      assert.match(out, /^multi$/m);
+    }
+    // errexit, and pipefail where the shell has it.
+    const failing = stepScript(['false | true', 'echo after-pipe', 'false', 'echo never']);
+    const bash = (() => { try { return execFileSync('bash', ['--noprofile', '--norc', '-c', failing], { encoding: 'utf8' }); } catch (e) { return String((e as { stdout: string }).stdout); } })();
+    assert.doesNotMatch(bash, /^after-pipe$/m, 'bash: pipefail');
+    const sh = (() => { try { return execFileSync('sh', ['-c', failing], { encoding: 'utf8' }); } catch (e) { return String((e as { stdout: string }).stdout); } })();
+    assert.doesNotMatch(sh, /^never$/m, 'sh: errexit');
   });
 
   test('the job environment leaks nothing of the runner process but basics', () => {

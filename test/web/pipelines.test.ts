@@ -55,6 +55,22 @@ describe('web: pipelines and jobs pages', () => {
     assert.ok(branches.text.includes(`/-/pipelines/${pipelineId}"`));
   });
 
+  it('clears runner caches for maintainers (the jobs_cache_index goes up), 403 for developers', async () => {
+    const url = `${base}/-/settings/ci_cd/reset_cache`;
+    assert.ok(!(await getPage(t, developerWeb, `${base}/-/pipelines`)).text.includes(`action="${url}"`));
+    assert.ok((await getPage(t, maintainerWeb, `${base}/-/pipelines`)).text.includes(`action="${url}"`));
+    assert.equal((await postForm(t, developerWeb, url, {})).status, 403);
+    assert.equal((await postForm(t, maintainerWeb, url, { authenticity_token: 'wrong' })).status, 422);
+    const index = async () => (await t.db.selectFrom('projects').select('jobs_cache_index').where('id', '=', project.id).executeTakeFirstOrThrow()).jobs_cache_index;
+    assert.equal(await index(), null);
+    const res = await postForm(t, maintainerWeb, url, {});
+    assert.equal(res.status, 303);
+    assert.equal(await index(), 1);
+    assert.equal((await postForm(t, maintainerWeb, url, {})).status, 303);
+    assert.equal(await index(), 2);
+    assert.match((await getPage(t, maintainerWeb, `${base}/-/pipelines?cache_cleared=1`)).text, /Project cache successfully reset\./);
+  });
+
   it('shows a pipeline: header, stages as columns with each job linking to its page, the jobs table', async () => {
     const res = await getPage(t, reporterWeb, `${base}/-/pipelines/${pipelineId}`);
     assert.equal(res.status, 200, res.text);
@@ -71,6 +87,36 @@ describe('web: pipelines and jobs pages', () => {
     assert.ok(dev.text.includes(`action="${base}/-/pipelines/${pipelineId}/cancel"`));
     assert.equal((await getPage(t, reporterWeb, `${base}/-/pipelines/999999`)).status, 404);
     assert.equal((await getPage(t, reporterWeb, `${base}/-/pipelines/abc`)).status, 404);
+  });
+
+  it('explains a stuck job as GitLab does (no online runner can take it), with what to install; the API shows no runner', async () => {
+    const jobs = await jobsByName(t, pipelineId);
+    const page = await getPage(t, reporterWeb, `${base}/-/jobs/${jobs.build.id}`);
+    assert.equal(page.status, 200, page.text);
+    assert.match(page.text, /This job is stuck because the project doesn(&#39;|&#x27;|')t have any runners online assigned to it\./);
+    assert.match(page.text, /apt-get install bubblewrap passt/);
+    const pipelinePage = await getPage(t, reporterWeb, `${base}/-/pipelines/${pipelineId}`);
+    assert.match(pipelinePage.text, /(A job of this pipeline is|\d+ jobs of this pipeline are) stuck: no online runner can take/);
+    assert.match(pipelinePage.text, /class="badge warn" title="no online runner can take this job">stuck</);
+    const api = await t.get(`/api/v4/projects/${project.id}/jobs/${jobs.build.id}`);
+    assert.equal(api.status, 200);
+    assert.equal(api.body.status, 'pending');
+    assert.equal(api.body.runner, null);
+    assert.equal('stuck' in api.body, false, "GitLab's public job JSON has no stuck field");
+    // An online instance runner for untagged jobs: nothing is stuck any more.
+    const runner = await t.db
+      .insertInto('ci_runners')
+      .values({ token_digest: `stuck-test-${Math.random()}`, runner_type: 'instance_type', tag_list: [], run_untagged: true, description: 'online', contacted_at: new Date() })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    try {
+      const again = await getPage(t, reporterWeb, `${base}/-/jobs/${jobs.build.id}`);
+      assert.doesNotMatch(again.text, /This job is stuck/);
+      assert.match(again.text, /it waits for a runner/);
+      assert.doesNotMatch((await getPage(t, reporterWeb, `${base}/-/pipelines/${pipelineId}`)).text, /stuck/);
+    } finally {
+      await t.db.deleteFrom('ci_runners').where('id', '=', runner.id).execute();
+    }
   });
 
   it('hides a private project\'s pipelines and jobs: 404 to outsiders, sign in for anonymous visitors, 404 to guests when jobs are not public', async () => {

@@ -21,7 +21,7 @@ import {
   startService,
   type GitService,
 } from '../../git/http.js';
-import type { GitProcess } from '../../git/command.js';
+import { repositoryWritten, type GitProcess } from '../../git/command.js';
 import type { Snippet } from '../../db/schema/snippets.js';
 import { checkGitAccess, checkSnippetGitAccess, GIT_MESSAGES, type GitCredential } from '../../policies/git_access.js';
 import { snippetAccessFor } from '../../policies/snippets.js';
@@ -377,6 +377,8 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
   // receive-pack was killed; recordPush keeps only the updates that took effect.
   const out = responseBody(proc, exit, [], async () => {
     try {
+      // Caches drop what they computed from repositories before the client hears of the push.
+      await repositoryWritten(gitDir).catch((err) => request.log.warn({ err }, 'announcing a repository write failed'));
       if (moved.kind === 'project') await recordPush(cairn, moved.project, user.id, head.updates, request.log, head.pushOptions);
       else await recordSnippetPush(cairn, moved.snippet, head.updates);
     } catch (err) {

@@ -117,7 +117,7 @@ function jobStatusError(status: number, message: string, build?: Pick<CiBuild, '
  * The job :id, authenticated by its token and running. 404 for an unknown job; 403 for a wrong
  * or dead token (a finished or canceled job's token is gone), which makes the runner stop.
  */
-async function authenticateJob(request: FastifyRequest, id: number): Promise<CiBuild> {
+export async function authenticateJob(request: FastifyRequest, id: number): Promise<CiBuild> {
   const cairn = request.server.cairn;
   const token = header(request, 'job-token') ?? bodyOf(request).token ?? (request.query as Record<string, unknown> | undefined)?.token;
   const build = await findRunningJobByToken(cairn, token);

@@ -10,6 +10,7 @@ import { Expression, fabricatePattern } from './expression.js';
 import { RESERVED_KEYS } from './load.js';
 import type {
   CompiledArtifacts,
+  CacheKeyFiles,
   CompiledCache,
   CompiledImage,
   CompiledRetry,
@@ -473,6 +474,62 @@ function artifacts(v: unknown, path: string, errors: Errors): CompiledArtifacts 
 
 const CACHE_KEYS = ['key', 'untracked', 'paths', 'when', 'policy', 'unprotect', 'fallback_keys'];
 
+/**
+ * GitLab's key validator (cache:key, cache:key:prefix): the URL-decoded value may not contain a
+ * `/` nor be `.` or `..`. Null when valid.
+ */
+export function cacheKeyError(value: string): string | null {
+  // CGI.unescape as GitLab uses it: `+` is a space, each %XX a byte (a bad escape stays as it is).
+  const decoded = value.replace(/\+/g, ' ').replace(/%([0-9a-fA-F]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  if (decoded.includes('/')) return 'cannot contain the "/" character';
+  if (decoded === '.' || decoded === '..') return 'cannot be "." or ".."';
+  return null;
+}
+
+/** cache:key as a hash: exactly one of files / files_commits (1 or 2 paths each), and a prefix. */
+function complexCacheKey(v: Record<string, unknown>, path: string, errors: Errors): CacheKeyFiles | null {
+  const unknown = Object.keys(v).filter((k) => !['files', 'files_commits', 'prefix'].includes(k));
+  if (unknown.length) {
+    errors.add(path, `config contains unknown keys: ${unknown.join(', ')}`);
+    return null;
+  }
+  if ((v.files === undefined) === (v.files_commits === undefined)) {
+    errors.add(path, 'config must use exactly one of these keys: files, files_commits');
+    return null;
+  }
+  const name = v.files !== undefined ? 'files' : 'files_commits';
+  const list = v[name];
+  if (!isStringArray(list)) {
+    errors.add(`${path}:${name}`, 'config should be an array of strings');
+    return null;
+  }
+  if (list.length < 1) {
+    errors.add(`${path}:${name}`, 'config requires at least 1 item');
+    return null;
+  }
+  if (list.length > 2) {
+    errors.add(`${path}:${name}`, 'config has too many items (maximum is 2)');
+    return null;
+  }
+  // Leading slashes are dropped, as GitLab does: the paths are the repository's.
+  const paths = list.map((f) => f.replace(/^\/+/, ''));
+  const key: CacheKeyFiles = name === 'files' ? { files: paths } : { filesCommits: paths };
+  if (v.prefix !== undefined && v.prefix !== null) {
+    const prefix = scalarString(v.prefix);
+    if (prefix === null) {
+      errors.add(`${path}:prefix`, 'config should be a string or symbol');
+      return null;
+    }
+    const why = cacheKeyError(prefix);
+    if (why) {
+      errors.add(`${path}:prefix`, `config ${why}`);
+      return null;
+    }
+    key.prefix = prefix;
+  }
+  return key;
+}
+
 function caches(v: unknown, path: string, errors: Errors): CompiledCache[] {
   if (v === undefined || v === null) return [];
   const list = Array.isArray(v) ? v : [v];
@@ -494,10 +551,17 @@ function caches(v: unknown, path: string, errors: Errors): CompiledCache[] {
     let key: CompiledCache['key'] = 'default';
     if (c.key !== undefined && c.key !== null) {
       const s = scalarString(c.key);
-      if (s !== null) key = s;
-      else if (isPlainObject(c.key) && isStringArray(c.key.files)) {
-        key = { files: c.key.files };
-        if (typeof c.key.prefix === 'string') key.prefix = c.key.prefix;
+      if (s !== null) {
+        const why = cacheKeyError(s);
+        if (why) {
+          errors.add(`${path}:key`, `config ${why}`);
+          continue;
+        }
+        key = s;
+      } else if (isPlainObject(c.key)) {
+        const k = complexCacheKey(c.key, `${path}:key`, errors);
+        if (!k) continue;
+        key = k;
       } else {
         errors.add(`${path}:key`, 'config should be a hash, a string or a symbol');
         continue;
@@ -514,6 +578,17 @@ function caches(v: unknown, path: string, errors: Errors): CompiledCache[] {
     if (c.when !== undefined && !['on_success', 'on_failure', 'always'].includes(c.when as string)) {
       errors.add(path, 'when is unknown value: ' + String(c.when));
       continue;
+    }
+    if (c.fallback_keys !== undefined && c.fallback_keys !== null) {
+      if (!isStringArray(c.fallback_keys)) {
+        errors.add(`${path}:fallback_keys`, 'config should be an array of strings');
+        continue;
+      }
+      if (c.fallback_keys.length > 5) {
+        // GitLab's message, spelling included.
+        errors.add(path, 'fallback keys has to many entries (maximum 5)');
+        continue;
+      }
     }
     out.push({
       key,

@@ -118,9 +118,20 @@ export interface CompiledArtifacts {
   access: string | null;
 }
 
+/**
+ * `cache:key` as a hash: `files` (the key follows the files' contents at the pipeline's commit)
+ * or `files_commits` (the last commits that changed them), with an optional `prefix`. Resolved
+ * to a string when the job is handed to a runner (src/ci/protocol/cache_keys.ts).
+ */
+export interface CacheKeyFiles {
+  files?: string[];
+  filesCommits?: string[];
+  prefix?: string;
+}
+
 export interface CompiledCache {
-  /** A string key, or {files, prefix} to be resolved from file digests at job start. */
-  key: string | { files: string[]; prefix?: string };
+  /** A string key (variables are expanded by the runner, as gitlab-runner does), or a CacheKeyFiles. */
+  key: string | CacheKeyFiles;
   paths: string[];
   untracked: boolean;
   policy: 'pull' | 'push' | 'pull-push';

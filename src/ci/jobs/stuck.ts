@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Cairn } from '../../context.js';
+import type { Database } from '../../db/index.js';
 import { defineRecurring } from '../../jobs/queue.js';
 import { RUNNER_ONLINE_SECONDS } from '../../presenters/runners.js';
 import { finishBuild } from './state.js';
@@ -41,6 +42,30 @@ const anyOnlineRunnerFor = (now: Date) => sql<boolean>`exists (
               where rn.runner_id = r.id and rn.namespace_id = any(n.traversal_ids)))
        or (r.runner_type = 'project_type' and exists (
              select 1 from ci_runner_projects rp where rp.runner_id = r.id and rp.project_id = pb.project_id))))`;
+
+/**
+ * Which of these jobs are stuck as GitLab's job page says it (`Ci::Build#stuck?`): pending, and
+ * no online runner could take them now. The sweep below fails them after an hour.
+ */
+export async function stuckJobIds(db: Database, ids: number[], now = new Date()): Promise<Set<number>> {
+  if (!ids.length) return new Set();
+  const rows = await sql<{ id: number }>`
+    select b.id from ci_builds b
+     where b.id in (${sql.join(ids)}) and b.status = 'pending' and b.type = 'Ci::Build'
+       and not ${anyOnlineRunnerFor(now)}`.execute(db);
+  return new Set(rows.rows.map((r) => Number(r.id)));
+}
+
+/** What GitLab's job page says of a stuck job (its stuck block). */
+export function stuckExplanation(tags: string[]): string {
+  return tags.length
+    ? `This job is stuck because you don't have any active runners online or available with any of these tags assigned to them: ${tags.join(', ')}`
+    : "This job is stuck because the project doesn't have any runners online assigned to it.";
+}
+
+/** What to do about it, for Cairn: its built-in runner's needs, or another runner. */
+export const RUNNER_INSTALL_HINT =
+  "Cairn's built-in runner runs jobs once bubblewrap is installed (Debian/Ubuntu: apt-get install bubblewrap passt; for jobs with image: and services:, also skopeo and umoci) and the server is restarted; or register a runner of your own (cairn runner register, or gitlab-runner).";
 
 export interface SweepResult {
   pending: number;

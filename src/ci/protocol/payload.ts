@@ -1,4 +1,3 @@
-import crypto from 'node:crypto';
 import { sql } from 'kysely';
 import type { Cairn } from '../../context.js';
 import type { CiBuild, CiRunner } from '../../db/schema/ci.js';
@@ -6,9 +5,11 @@ import type { Database } from '../../db/index.js';
 import { decryptSecret } from '../../lib/secrets.js';
 import { VISIBILITY_NAMES } from '../../policies/access.js';
 import { projectSettings } from '../../presenters/projects.js';
+import { projectRepoPath } from '../../services/projects.js';
 import { GITLAB_COMPAT_VERSION } from '../../version.js';
 import { mergeRequestVariables } from '../pipelines/lookup.js';
 import type { CompiledJob } from '../config/index.js';
+import { payloadCaches } from './cache_keys.js';
 
 /**
  * The job as gitlab-runner's JobResponse has it (common/spec: id, token, allow_git_fetch,
@@ -35,6 +36,8 @@ const FAILURE_REASONS = [
   'insufficient_upstream_permissions', 'bridge_pipeline_is_child_pipeline', 'downstream_pipeline_creation_failed',
   'secrets_provider_not_found', 'reached_max_descendant_pipelines_depth', 'ip_restriction_failure',
   'reached_max_pipeline_hierarchy_size', 'reached_downstream_pipeline_trigger_rate_limit',
+  // gitlab-runner's own (it reports it where the server lists it, runner_system_failure elsewhere).
+  'image_pull_failure',
 ];
 /** Failure reasons a runner may report in PUT /jobs/:id; others become unknown_failure. */
 export const RUNNER_FAILURE_REASONS = new Set(FAILURE_REASONS);
@@ -87,7 +90,7 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
   const project = await db
     .selectFrom('projects as p')
     .innerJoin('namespaces as n', 'n.id', 'p.namespace_id')
-    .select(['p.id', 'p.name', 'p.path', 'p.description', 'p.visibility_level', 'p.default_branch', 'p.settings', 'p.namespace_id', 'n.full_path as namespace_full_path', 'n.traversal_ids', 'n.path as namespace_path'])
+    .select(['p.id', 'p.name', 'p.path', 'p.description', 'p.visibility_level', 'p.default_branch', 'p.settings', 'p.namespace_id', 'p.repository_storage', 'p.disk_path', 'p.jobs_cache_index', 'n.full_path as namespace_full_path', 'n.traversal_ids', 'n.path as namespace_path'])
     .where('p.id', '=', build.project_id)
     .executeTakeFirstOrThrow();
   const pipeline = await db.selectFrom('ci_pipelines').selectAll().where('id', '=', build.pipeline_id).executeTakeFirstOrThrow();
@@ -125,6 +128,8 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
   add('CI_JOB_NAME', build.name);
   add('CI_JOB_NAME_SLUG', slug(build.name));
   add('CI_JOB_STAGE', build.stage);
+  // As GitLab: the name the job's image: gives (the runner expands variables in it).
+  if (job.image?.name) add('CI_JOB_IMAGE', job.image.name);
   add('CI_JOB_TIMEOUT', timeout);
   add('CI_NODE_TOTAL', job.parallel?.total ?? 1);
   if (job.parallel) add('CI_NODE_INDEX', job.parallel.index);
@@ -304,14 +309,17 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
     }
   }
 
-  const cache = (job.cache ?? []).map((c) => ({
-    key: typeof c.key === 'string' ? c.key : `${c.key.prefix ? c.key.prefix + '-' : ''}${crypto.createHash('sha1').update(c.key.files.join('\n')).digest('hex')}`,
-    untracked: c.untracked,
-    policy: c.policy,
-    paths: c.paths,
-    when: c.when,
-    fallback_keys: c.fallbackKeys ?? [],
-  }));
+  const cache = await payloadCaches(
+    {
+      pool: cairn.catfile,
+      gitDir: projectRepoPath(cairn, project),
+      sha: build.sha,
+      protectedRef: build.protected,
+      cacheIndex: project.jobs_cache_index,
+      separated: settings.ci_separated_caches !== false,
+    },
+    job.cache ?? [],
+  );
 
   const deps = await dependencyJobs(db, build);
   const archives = deps.length

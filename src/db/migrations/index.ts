@@ -30,6 +30,7 @@ import * as repositoryStorageMoves from './0940_repository_storage_moves.js';
 import * as jobTokenScope from './0950_job_token_scope.js';
 import * as jobLogNotify from './0960_job_log_notify.js';
 import * as pipelineSchedulesTriggers from './0970_pipeline_schedules_triggers.js';
+import * as ciCaches from './0975_ci_caches.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -65,4 +66,5 @@ export const migrations: Record<string, Migration> = {
   '0950_job_token_scope': jobTokenScope,
   '0960_job_log_notify': jobLogNotify,
   '0970_pipeline_schedules_triggers': pipelineSchedulesTriggers,
+  '0975_ci_caches': ciCaches,
 };

@@ -1,6 +1,7 @@
 import { cancelBuild, CANCELABLE_STATUSES, COMPLETED_STATUSES, isPlayable, isRetryable, playBuild, retryBuild } from '../../ci/jobs/state.js';
 import { pageOf, pagination } from '../components/pagination.js';
 import { readTrace, readTraceFrom, traceLength } from '../../ci/trace.js';
+import { RUNNER_INSTALL_HINT, stuckExplanation, stuckJobIds } from '../../ci/jobs/stuck.js';
 import type { CiBuild } from '../../db/schema/ci.js';
 import { projectJobsQuery } from '../../finders/pipelines.js';
 import { canUpdateRef } from '../../policies/branches.js';
@@ -86,7 +87,7 @@ async function jobShow(ctx: PageContext, page: ProjectPage) {
   const db = ctx.cairn.db;
   const job = await loadJob(ctx, page, idParam(ctx));
   const live = LIVE_STATUSES.includes(job.status);
-  const [pipeline, runner, user, log, mayDeploy, latest] = await Promise.all([
+  const [pipeline, runner, user, log, mayDeploy, latest, stuck] = await Promise.all([
     db.selectFrom('ci_pipelines').select(['id', 'status', 'ref']).where('id', '=', job.pipeline_id).executeTakeFirst(),
     job.runner_id ? db.selectFrom('ci_runners').select(['id', 'description']).where('id', '=', job.runner_id).executeTakeFirst() : undefined,
     job.user_id ? db.selectFrom('users').select(['id', 'username', 'name']).where('id', '=', job.user_id).executeTakeFirst() : undefined,
@@ -97,12 +98,14 @@ async function jobShow(ctx: PageContext, page: ProjectPage) {
       ? db.selectFrom('ci_builds').select('id').where('pipeline_id', '=', job.pipeline_id).where('name', '=', job.name)
           .where('retried', '=', false).where('type', '=', 'Ci::Build').orderBy('id', 'desc').limit(1).executeTakeFirst()
       : undefined,
+    job.status === 'pending' ? stuckJobIds(db, [job.id]).then((s) => s.has(job.id)) : false,
   ]);
   const base = projectPath(page);
   const href = jobHref(page, job.id);
   const actions = mayDeploy
     ? html`<div class="row">${isRetryable(job) ? actionButton(ctx, `${href}/retry`, 'Retry') : ''}${CANCELABLE_STATUSES.includes(job.status) ? actionButton(ctx, `${href}/cancel`, 'Cancel', 'danger') : ''}${isPlayable(job) ? actionButton(ctx, `${href}/play`, job.status === 'manual' || job.status === 'scheduled' ? 'Run' : 'Run again', 'ok') : ''}</div>`
     : html``;
+  const stuckBlock = stuck ? html`<div class="alert warn" role="status"><p><strong>${stuckExplanation(job.tag_list)}</strong></p><p>${RUNNER_INSTALL_HINT}</p></div>` : html``;
   const note =
     job.status === 'pending' || job.status === 'created' || job.status === 'waiting_for_resource' || job.status === 'preparing'
       ? html`<p class="muted">This job has not started yet: it waits for ${job.status === 'created' ? 'the jobs before it' : 'a runner'}.</p>`
@@ -121,7 +124,7 @@ async function jobShow(ctx: PageContext, page: ProjectPage) {
     body: html`<div class="spread"><h1>${job.name} ${statusBadge(job.status, { live: true })}</h1>${actions}</div>
 ${latest ? html`<div class="alert warn">This job has been retried: see <a href="${jobHref(page, latest.id)}">its latest attempt, #${latest.id}</a>.</div>` : ''}
 ${job.status === 'failed' ? html`<div class="alert error" role="alert">This job failed: ${(job.failure_reason ?? 'unknown_failure').replace(/_/g, ' ')}.</div>` : ''}
-<div class="job-page"><div class="job-log">${note}
+<div class="job-page"><div class="job-log">${stuckBlock}${note}
 <div class="spread log-head"><span class="muted small">${log.truncated ? 'Showing the end of the log.' : ''}</span><a class="button secondary small" href="${href}/raw">Raw log</a></div>
 ${pre}</div>
 <aside class="card job-facts" aria-label="Job details"><dl class="facts">

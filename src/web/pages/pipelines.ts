@@ -1,10 +1,12 @@
 import { cancelPipeline, CANCELABLE_STATUSES, retryPipeline } from '../../ci/jobs/state.js';
+import { RUNNER_INSTALL_HINT, stuckJobIds } from '../../ci/jobs/stuck.js';
 import { pageOf, pagination } from '../components/pagination.js';
 import type { CiBuild, CiPipeline } from '../../db/schema/ci.js';
 import type { User } from '../../db/schema/core.js';
 import { pipelinesQuery, type PipelineFilters } from '../../finders/pipelines.js';
 import { findUserById, findUsersByIds } from '../../finders/users.js';
 import { readCommits } from '../../git/refs.js';
+import { clearProjectCaches } from '../../services/ci_caches.js';
 import { actionButton, formatDuration, idParam, jobDuration, jobHref, loadPipeline, pipelineHref, statusBadge } from '../ci.js';
 import { canUpdateRef } from '../../policies/branches.js';
 import { PageRedirect, pageForbidden, requireAbility, requireCsrf, type PageContext, type ProjectPage } from '../context.js';
@@ -17,7 +19,8 @@ import type { PageRegistry } from '../router.js';
  * Pipelines: the list (/-/pipelines, GitLab's scope tabs), a pipeline (/-/pipelines/:id: its
  * header, the stage graph with each job's status linking to the job, the jobs table), and its
  * retry and cancel buttons, which post to the same state machine as the API's
- * POST /projects/:id/pipelines/:id/retry|cancel (src/ci/jobs/state.ts).
+ * POST /projects/:id/pipelines/:id/retry|cancel (src/ci/jobs/state.ts), and GitLab's "Clear
+ * runner caches" button.
  */
 const PER_PAGE = 20;
 const TABS: { key: string; text: string; scope?: PipelineFilters['scope'] }[] = [
@@ -79,7 +82,8 @@ async function pipelinesList(ctx: PageContext, page: ProjectPage) {
     project: page,
     section: 'pipelines',
     breadcrumbs: projectCrumbs(page, ['Pipelines']),
-    body: html`<div class="spread"><h1>Pipelines</h1><a class="button secondary" href="${base}/-/jobs">Jobs</a></div>
+    body: html`<div class="spread"><h1>Pipelines</h1><span>${page.can('admin_project') ? actionButton(ctx, `${base}/-/settings/ci_cd/reset_cache`, 'Clear runner caches') : ''} <a class="button secondary" href="${base}/-/jobs">Jobs</a></span></div>
+${ctx.query.cache_cleared === '1' ? html`<div class="alert" role="status">Project cache successfully reset.</div>` : ''}
 ${tabs}
 <div class="scroll-x">${body}</div>
 ${pagination(ctx, paging.page, Number(count.n), paging.perPage)}`,
@@ -136,13 +140,14 @@ async function pipelineShow(ctx: PageContext, page: ProjectPage) {
     : html`<p class="muted">This pipeline has no jobs.</p>`;
 
   const builds = jobs.filter((b) => (b.type as string) === 'Ci::Build');
+  const stuck = await stuckJobIds(db, builds.filter((b) => b.status === 'pending').map((b) => b.id));
   const table = builds.length
     ? html`<div class="scroll-x"><table class="jobs">
 <thead><tr><th scope="col">Status</th><th scope="col">Job</th><th scope="col">Stage</th><th scope="col">Duration</th><th scope="col">Coverage</th></tr></thead>
 <tbody>${builds.map((b) => {
         const needs = ((b.options as { needs?: { name: string }[] | null }).needs ?? []).map((n) => n.name);
         return html`<tr><td>${statusBadge(b.status)}</td>
-<td><a href="${jobHref(page, b.id)}">${b.name}</a> <span class="muted small">#${b.id}</span>${b.allow_failure ? html` <span class="badge warn">allowed to fail</span>` : ''}${needs.length ? html`<div class="muted small">needs: ${needs.join(', ')}</div>` : ''}</td>
+<td><a href="${jobHref(page, b.id)}">${b.name}</a> <span class="muted small">#${b.id}</span>${stuck.has(b.id) ? html` <span class="badge warn" title="no online runner can take this job">stuck</span>` : ''}${b.allow_failure ? html` <span class="badge warn">allowed to fail</span>` : ''}${needs.length ? html`<div class="muted small">needs: ${needs.join(', ')}</div>` : ''}</td>
 <td>${b.stage}</td><td>${formatDuration(jobDuration(b))}</td><td>${b.coverage === null ? '' : `${Number(b.coverage).toFixed(2)}%`}</td></tr>`;
       })}</tbody></table></div>`
     : html``;
@@ -162,6 +167,7 @@ ${p.parent_pipeline_id ? html`<dt>Parent</dt><dd><a href="${pipelineHref(page, p
 ${children.length ? html`<dt>Downstream</dt><dd>${children.map((c, i) => html`${i ? ', ' : ''}<a href="${pipelineHref(page, c.id)}">#${c.id}</a> ${statusBadge(c.status)}`)}</dd>` : ''}
 </dl></div>
 ${p.yaml_errors ? html`<div class="alert error" role="alert"><strong>This pipeline's configuration is invalid:</strong> ${p.yaml_errors}</div>` : ''}
+${stuck.size ? html`<div class="alert warn" role="status"><p><strong>${stuck.size === 1 ? 'A job of this pipeline is' : `${stuck.size} jobs of this pipeline are`} stuck: no online runner can take ${stuck.size === 1 ? 'it' : 'them'}.</strong></p><p>${RUNNER_INSTALL_HINT}</p></div>` : ''}
 <h2>Stages</h2>
 ${graph}
 ${builds.length ? html`<h2>Jobs <span class="count muted">${builds.length}</span></h2>${table}` : ''}`,
@@ -180,7 +186,21 @@ async function pipelineAction(ctx: PageContext, page: ProjectPage, action: 'retr
   throw new PageRedirect(pipelineHref(page, p.id), 303);
 }
 
+/**
+ * GitLab's "Clear runner caches" (POST /-/settings/ci_cd/reset_cache, maintainers): every cache
+ * key of the jobs created from now on changes (the project's jobs_cache_index), and the stored
+ * archives are deleted (src/services/ci_caches.ts).
+ */
+async function resetRunnerCaches(ctx: PageContext, page: ProjectPage) {
+  requireCsrf(ctx);
+  requireAbility(ctx, page, 'read_pipeline');
+  requireAbility(ctx, page, 'admin_project', 'forbid');
+  await clearProjectCaches(ctx.cairn, page.project.id);
+  throw new PageRedirect(`${projectPath(page)}/-/pipelines?cache_cleared=1`, 303);
+}
+
 export function registerPipelinePages(pages: PageRegistry) {
+  pages.projectPage('POST', 'settings/ci_cd/reset_cache', resetRunnerCaches);
   pages.projectPage('GET', 'pipelines', pipelinesList);
   pages.projectPage('GET', 'pipelines/:id', pipelineShow);
   pages.projectPage('POST', 'pipelines/:id/retry', (ctx, page) => pipelineAction(ctx, page, 'retry'));
