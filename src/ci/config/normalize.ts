@@ -73,6 +73,15 @@ export interface NeedSpec {
   optional: boolean;
   /** needs:parallel:matrix — which instances of a parallel job. */
   matrix: Array<Record<string, string[]>> | null;
+  /** needs:pipeline — a job of another pipeline of the same hierarchy (GitLab's cross_dependency), as written. */
+  pipeline?: string;
+}
+
+/** needs:pipeline:job — artifacts of a job of another pipeline (a child's parent). */
+export interface CrossNeedSpec {
+  pipeline: string;
+  job: string;
+  artifacts: boolean;
 }
 
 export interface RuleSpec {
@@ -100,7 +109,7 @@ export interface PolicySpec {
 export type TriggerSpec =
   | {
       kind: 'child';
-      include: Array<{ local: string } | { artifact: string; job: string }>;
+      include: Array<{ local: string; inputs?: Record<string, unknown> } | { artifact: string; job: string }>;
       strategy: 'depend' | null;
       forward: { yamlVariables: boolean; pipelineVariables: boolean };
     }
@@ -133,6 +142,8 @@ export interface JobSpec {
   allowFailure: boolean | null;
   allowFailureExitCodes: number[] | null;
   needs: NeedSpec[] | null;
+  /** needs:pipeline entries (they are not in `needs`). */
+  crossNeeds: CrossNeedSpec[];
   dependencies: string[] | null;
   beforeScript: string[];
   script: string[];
@@ -583,8 +594,35 @@ function needs(v: unknown, path: string, errors: Errors): NeedSpec[] | null {
       errors.add(`${path}:need`, 'has an unsupported type');
       continue;
     }
-    if (n.pipeline !== undefined || n.project !== undefined) {
-      errors.add(`${path}:need`, 'needs:pipeline and needs:project are not supported by Cairn yet');
+    if (n.project !== undefined) {
+      errors.add(`${path}:need`, 'needs:project is not supported by Cairn yet');
+      continue;
+    }
+    if (n.pipeline !== undefined || n.ref !== undefined) {
+      // GitLab's Need::CrossPipelineDependency (pipeline + job); anything else has no strategy.
+      if (n.job === undefined || n.ref !== undefined) {
+        errors.add(`${path}:need`, 'has an unsupported type');
+        continue;
+      }
+      const unknown = Object.keys(n).filter((k) => !['pipeline', 'job', 'artifacts'].includes(k));
+      if (unknown.length) {
+        errors.add(`${path}:need`, `config contains unknown keys: ${unknown.join(', ')}`);
+        continue;
+      }
+      const pipeline = scalarString(n.pipeline);
+      if (pipeline === null || pipeline === '') {
+        errors.add(`${path}:need`, typeof n.pipeline === 'string' ? "pipeline can't be blank" : 'pipeline should be a string');
+        continue;
+      }
+      if (typeof n.job !== 'string' || n.job === '') {
+        errors.add(`${path}:need`, typeof n.job === 'string' ? "job can't be blank" : 'job should be a string');
+        continue;
+      }
+      if (n.artifacts !== undefined && typeof n.artifacts !== 'boolean') {
+        errors.add(`${path}:need`, 'artifacts should be a boolean value');
+        continue;
+      }
+      out.push({ job: n.job, artifacts: n.artifacts !== false, optional: false, matrix: null, pipeline });
       continue;
     }
     const unknown = Object.keys(n).filter((k) => !['job', 'artifacts', 'optional', 'parallel'].includes(k));
@@ -719,11 +757,15 @@ function trigger(v: unknown, path: string, errors: Errors): TriggerSpec | null {
       errors.add(`${path}:include`, 'config must be between 1 and 3 items');
       return null;
     }
-    const include: Array<{ local: string } | { artifact: string; job: string }> = [];
+    const include: Array<{ local: string; inputs?: Record<string, unknown> } | { artifact: string; job: string }> = [];
     for (const i of list) {
       if (typeof i === 'string') include.push({ local: i.replace(/^\/+/, '') });
       else if (isPlainObject(i) && typeof i.local === 'string' && Object.keys(i).every((k) => k === 'local' || k === 'inputs')) {
-        include.push({ local: i.local.replace(/^\/+/, '') });
+        if (i.inputs !== undefined && !isPlainObject(i.inputs)) {
+          errors.add(`${path}:include`, 'inputs should be a hash');
+          return null;
+        }
+        include.push(isPlainObject(i.inputs) ? { local: i.local.replace(/^\/+/, ''), inputs: i.inputs } : { local: i.local.replace(/^\/+/, '') });
       } else if (isPlainObject(i) && typeof i.artifact === 'string') {
         if (typeof i.job !== 'string') {
           errors.add(`${path}:include`, 'config must specify the job where to fetch the artifact from');
@@ -757,6 +799,10 @@ function rules(v: unknown, path: string, errors: Errors, workflow: boolean): Rul
   if (v === undefined || v === null) return null;
   if (!Array.isArray(v)) {
     errors.add(path, 'config should be an array of hashes');
+    return null;
+  }
+  if (v.length === 0) {
+    errors.add(path, "config can't be blank");
     return null;
   }
   const flat = v.flat(10);
@@ -817,6 +863,7 @@ function rules(v: unknown, path: string, errors: Errors, workflow: boolean): Rul
     if (r.interruptible !== undefined && typeof r.interruptible !== 'boolean') errors.add(rp, 'interruptible should be a boolean value');
     const variables = r.variables === undefined ? null : simpleVariables(r.variables, `${rp}:variables`, errors);
     const ruleNeeds = r.needs === undefined ? null : needs(r.needs, `${rp}:needs`, errors);
+    if (ruleNeeds?.some((x) => x.pipeline !== undefined)) errors.add(`${rp}:needs`, 'config uses invalid types: cross_dependency');
     if (errors.list.length > n) continue;
     out.push({
       if: ifExpr,
@@ -1108,7 +1155,9 @@ function jobEntry(
     if (!isStringArray(c.dependencies)) errors.add(path, 'dependencies should be an array of strings');
     else dependencies = c.dependencies;
   }
-  const jobNeeds = needs(c.needs, `${path}:needs`, errors);
+  const allNeeds = needs(c.needs, `${path}:needs`, errors);
+  const crossNeeds: CrossNeedSpec[] = (allNeeds ?? []).filter((x) => x.pipeline !== undefined).map((x) => ({ pipeline: x.pipeline!, job: x.job, artifacts: x.artifacts }));
+  const jobNeeds = allNeeds ? allNeeds.filter((x) => x.pipeline === undefined) : null;
 
   const variables = variablesEntry(c.variables, `${path}:variables`, errors, ['value', 'expand']);
 
@@ -1146,9 +1195,13 @@ function jobEntry(
   const only = hasRules ? null : policy(c.only, `${path}:only`, errors);
   const except = hasRules ? null : policy(c.except, `${path}:except`, errors);
 
-  if (jobNeeds && dependencies) {
-    const missing = dependencies.filter((d) => !jobNeeds.some((nd) => nd.job === d));
-    if (missing.length) errors.add(path, `dependencies the ${missing.join(', ')} should be part of needs`);
+  // GitLab checks dependencies against needs only when needs lists something (not `needs: []`).
+  if (dependencies && dependencies.length && allNeeds && allNeeds.length) {
+    if (jobNeeds!.length === 0) errors.add(path, 'needs corresponding to dependencies must be from the same pipeline');
+    else {
+      const missing = dependencies.filter((d) => !jobNeeds!.some((nd) => nd.job === d));
+      if (missing.length) errors.add(path, `dependencies the ${missing.join(', ')} should be part of needs`);
+    }
   }
 
   if (!hasWorkflowRules && jobRules && jobRules.length) {
@@ -1173,6 +1226,7 @@ function jobEntry(
     allowFailure,
     allowFailureExitCodes: exitCodes,
     needs: jobNeeds,
+    crossNeeds,
     dependencies,
     beforeScript,
     script,
@@ -1278,6 +1332,13 @@ export function analyzeConfig(config: Record<string, unknown>): AnalyzeResult {
     job.needs = expandNeeds(job.needs);
     if (job.rules) for (const r of job.rules) r.needs = expandNeeds(r.needs);
     if (job.dependencies) job.dependencies = job.dependencies.flatMap((d) => parallelized.get(d)?.map((i) => i.name) ?? [d]);
+  }
+
+  // parallel:matrix names are made here, after the entries checked theirs: GitLab cannot store
+  // a longer job name, so the pipeline fails.
+  const tooLong = jobs.filter((j) => j.parallel && j.name.length > MAX_JOB_NAME_LENGTH);
+  if (tooLong.length) {
+    return { ok: false, errors: tooLong.map((j) => `jobs:${j.name} name is too long (maximum is ${MAX_JOB_NAME_LENGTH} characters)`), warnings };
   }
 
   const logical = logicalValidation(stages, jobs);

@@ -282,7 +282,7 @@ async function seedJob(
     trigger =
       job.trigger.kind === 'multi_project'
         ? { ...job.trigger, project: expandString(job.trigger.project, ctx), branch: job.trigger.branch === null ? null : expandString(job.trigger.branch, ctx) }
-        : { ...job.trigger, include: job.trigger.include.map((i) => ('local' in i ? { local: expandString(i.local, ctx) } : { ...i })) };
+        : { ...job.trigger, include: job.trigger.include.map((i) => ('local' in i ? { ...i, local: expandString(i.local, ctx) } : { ...i })) };
   }
 
   return {
@@ -293,9 +293,11 @@ async function seedJob(
     index: job.index,
     when,
     startIn,
-    allowFailure: allowFailure ?? (job.allowFailureExitCodes ? false : when === 'manual'),
+    // GitLab's `ignore`: a job-level `when: manual` may fail; a `when: manual` set by a rule blocks.
+    allowFailure: allowFailure ?? (job.allowFailureExitCodes ? false : job.when === 'manual'),
     allowFailureExitCodes: job.allowFailureExitCodes,
     needs: needs ? needs.map((n) => ({ name: n.job, artifacts: n.artifacts, optional: n.optional })) : null,
+    ...(job.crossNeeds.length ? { crossNeeds: job.crossNeeds.map((n) => ({ pipeline: expandString(n.pipeline, ctx), job: n.job, artifacts: n.artifacts })) } : {}),
     dependencies: job.dependencies ? [...job.dependencies] : null,
     schedulingType: needs ? 'dag' : 'stage',
     beforeScript: job.beforeScript,

@@ -41,6 +41,8 @@ export interface RepositoryAccess {
    * `changes` as true. compareTo is rules:changes:compare_to when given.
    */
   changedPaths?(compareTo?: string): Promise<string[] | null>;
+  /** Every file path of the repository (include:local wildcards); none when absent. */
+  listFiles?(): Promise<string[]>;
 }
 
 export interface CompileInput extends RepositoryAccess {
@@ -65,6 +67,8 @@ export interface CompileInput extends RepositoryAccess {
   commitMessage: string;
   /** git push -o ci.skip */
   skipCi?: boolean;
+  /** Values for the main file's `spec:inputs` (pipeline inputs: API, trigger:inputs). */
+  inputs?: Record<string, unknown>;
 }
 
 export interface CompiledNeed {
@@ -74,6 +78,13 @@ export interface CompiledNeed {
   artifacts: boolean;
   /** needs:optional — it may be absent from this pipeline. */
   optional: boolean;
+}
+
+export interface CompiledCrossNeed {
+  /** The pipeline id, variables expanded. */
+  pipeline: string;
+  job: string;
+  artifacts: boolean;
 }
 
 export interface CompiledImage {
@@ -152,8 +163,8 @@ export interface CompiledRetry {
 export type CompiledTrigger =
   | {
       kind: 'child';
-      /** Child configuration: local files of this repository at this sha, or a job's artifact. */
-      include: Array<{ local: string } | { artifact: string; job: string }>;
+      /** Child configuration: local files of this repository at this sha (with their include:inputs), or a job's artifact. */
+      include: Array<{ local: string; inputs?: Record<string, unknown> } | { artifact: string; job: string }>;
       /** 'depend': the bridge mirrors the downstream pipeline's status. */
       strategy: 'depend' | null;
       forward: { yamlVariables: boolean; pipelineVariables: boolean };
@@ -195,6 +206,11 @@ export interface CompiledJob {
   allowFailureExitCodes: number[] | null;
   /** null: the job waits for the previous stages. []: `needs: []`, starts at once. */
   needs: CompiledNeed[] | null;
+  /**
+   * needs:pipeline:job — artifacts of a job of another pipeline of this hierarchy (a child's
+   * parent), `pipeline` expanded (usually $PARENT_PIPELINE_ID). Not in `needs`: they do not order jobs.
+   */
+  crossNeeds?: CompiledCrossNeed[];
   /** null: artifacts of all jobs of previous stages (GitLab's default); otherwise those names. */
   dependencies: string[] | null;
   /** 'dag' when needs is set. */
