@@ -51,6 +51,8 @@ export interface CreatePipelineInput {
   sourceJobId?: number | null;
   /** Variables passed down by a bridge (they outrank the child's file, like pipeline variables). */
   inheritedVariables?: Record<string, string>;
+  /** Values for the configuration's own `spec:inputs` (API `inputs`). */
+  inputs?: Record<string, unknown>;
 }
 
 export type CreatePipelineResult =
@@ -148,11 +150,14 @@ export async function ciVariablesFor(cairn: Cairn, project: FoundProject, protec
     .map((r) => ({ key: r.key, value: decryptSecret(cairn.config, r.value_encrypted) ?? '', variable_type: r.variable_type, masked: r.masked, raw: r.raw }));
 }
 
-/** The compiler's view of the repository at `sha`: local files and rules:exists. */
+/** The compiler's view of the repository at `sha`: local files, rules:exists and include:local wildcards. */
 export function repositoryReader(cairn: Cairn, project: FoundProject, sha: string) {
   const gitDir = projectRepoPath(cairn, project);
   let allPaths: string[] | null = null;
+  const listFiles = async (): Promise<string[]> =>
+    (allPaths ??= ((await listTree(cairn.catfile, gitDir, sha, '', true)) ?? []).filter((e) => e.type === 'blob').map((e) => e.path));
   return {
+    listFiles,
     async readLocalFile(path: string): Promise<string | null> {
       const clean = path.replace(/^\/+/, '');
       if (!clean || clean.split('/').some((s) => s === '' || s === '.' || s === '..')) return null;
@@ -162,8 +167,7 @@ export function repositoryReader(cairn: Cairn, project: FoundProject, sha: strin
       return blob ? blob.data.toString('utf8') : null;
     },
     async fileExists(globs: string[]): Promise<boolean> {
-      allPaths ??= ((await listTree(cairn.catfile, gitDir, sha, '', true)) ?? []).filter((e) => e.type === 'blob').map((e) => e.path);
-      return matchAnyGlob(globs, allPaths);
+      return matchAnyGlob(globs, await listFiles());
     },
   };
 }
@@ -177,7 +181,7 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
   const committedAt = commit ? new Date(commit.committer.time * 1000).toISOString() : null;
   const protectedRef = await isProtectedRef(cairn, project.id, input.ref, input.tag);
   const configPath = ciConfigPath(project);
-  const { readLocalFile, fileExists } = repositoryReader(cairn, project, input.sha);
+  const { readLocalFile, fileExists, listFiles } = repositoryReader(cairn, project, input.sha);
   const yaml = input.yaml ?? (await readLocalFile(configPath));
   if (yaml === null) return { result: null, protectedRef, message, committedAt, configPath };
   const predefined = await predefinedVariables(cairn, project, {
@@ -208,6 +212,8 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
     skipCi: input.skipCi,
     readLocalFile,
     fileExists,
+    listFiles,
+    inputs: input.inputs,
     changedPaths: async (compareTo) => {
       let from = input.beforeSha ?? null;
       if (compareTo) from = (await readRef(cairn.catfile, gitDir, `refs/heads/${compareTo}`)) ?? (await readRef(cairn.catfile, gitDir, `refs/tags/${compareTo}`)) ?? (/^[0-9a-f]{40}$/.test(compareTo) ? compareTo : null);

@@ -1,0 +1,89 @@
+// .gitlab-ci.yml keywords whose meaning shows when the pipeline runs (issue #28): artifacts a
+// job receives (needs, dependencies, needs:pipeline), child pipelines with inputs.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { dependencyJobs } from '../../src/ci/protocol/payload.js';
+import type { CompiledJob } from '../../src/ci/config/index.js';
+import { drainJobs } from '../../src/jobs/queue.js';
+import { createTestContext, type TestContext } from '../helpers/app.js';
+import { commitFiles, jobsByName, latestPipeline, pipeline, runJob, statuses } from '../helpers/ci.js';
+
+describe('CI pipeline semantics', () => {
+  let t: TestContext;
+
+  before(async () => {
+    t = await createTestContext();
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  async function pipelineFor(yaml: string, files: Record<string, string> = {}) {
+    const p = await t.createProject();
+    await commitFiles(t, p, { '.gitlab-ci.yml': yaml, ...files });
+    return latestPipeline(t, p.id);
+  }
+
+  const depNames = async (pipelineId: number, name: string) => (await dependencyJobs(t.db, (await jobsByName(t, pipelineId))[name])).map((b) => b.name);
+
+  it('gives a job the artifacts of its needs, narrowed by dependencies; needs: [] gives none', async () => {
+    const p = await pipelineFor(`
+build: { stage: build, script: [b] }
+lint: { stage: build, script: [l] }
+all: { stage: test, script: [t] }
+only_lint: { stage: test, script: [t], dependencies: [lint] }
+dag: { stage: test, script: [t], needs: [build, { job: lint, artifacts: false }] }
+dag_narrowed: { stage: test, script: [t], needs: [build, lint], dependencies: [lint] }
+dag_no_artifacts: { stage: test, script: [t], needs: [{ job: build, artifacts: false }], dependencies: [build] }
+none: { stage: test, script: [t], needs: [], dependencies: [build] }
+`);
+    const jobs = await jobsByName(t, p.id);
+    await runJob(t, jobs.build, 'success');
+    await runJob(t, jobs.lint, 'success');
+    assert.deepEqual(await depNames(p.id, 'all'), ['build', 'lint']);
+    assert.deepEqual(await depNames(p.id, 'only_lint'), ['lint']);
+    assert.deepEqual(await depNames(p.id, 'dag'), ['build']);
+    assert.deepEqual(await depNames(p.id, 'dag_narrowed'), ['lint']);
+    assert.deepEqual(await depNames(p.id, 'dag_no_artifacts'), []);
+    assert.deepEqual(await depNames(p.id, 'none'), []);
+  });
+
+  it("lets a child pipeline fetch its parent's artifacts with needs:pipeline, and takes trigger:include:inputs", async () => {
+    const p = await pipelineFor(
+      `
+build: { stage: build, script: [b] }
+child:
+  stage: test
+  variables: { PARENT_PIPELINE_ID: $CI_PIPELINE_ID }
+  trigger:
+    include:
+      - local: child.yml
+        inputs: { who: parent }
+`,
+      {
+        'child.yml': 'spec:\n  inputs:\n    who:\n---\nuse:\n  script: echo $[[ inputs.who ]]\n  needs:\n    - pipeline: $PARENT_PIPELINE_ID\n      job: build\n',
+      },
+    );
+    await runJob(t, (await jobsByName(t, p.id)).build, 'success');
+    await drainJobs(t.app.cairn);
+    const bridge = (await jobsByName(t, p.id)).child;
+    assert.ok(bridge.downstream_pipeline_id, `bridge ${bridge.status} ${bridge.failure_reason}`);
+    const child = await pipeline(t, bridge.downstream_pipeline_id!);
+    const use = (await jobsByName(t, child.id)).use;
+    assert.equal(use.status, 'pending', 'a job whose needs are all in other pipelines starts at once');
+    const options = use.options as unknown as CompiledJob;
+    assert.deepEqual(options.script, ['echo parent']);
+    assert.deepEqual(options.crossNeeds, [{ pipeline: String(p.id), job: 'build', artifacts: true }]);
+    const deps = await dependencyJobs(t.db, use);
+    assert.deepEqual(deps.map((d) => [d.pipeline_id, d.name]), [[p.id, 'build']]);
+    await runJob(t, use, 'success');
+    assert.deepEqual(await statuses(t, child.id), { use: 'success' });
+  });
+
+  it('does not hand out a job of a pipeline outside the hierarchy through needs:pipeline', async () => {
+    const other = await pipelineFor('build: { script: [b] }\n');
+    await runJob(t, (await jobsByName(t, other.id)).build, 'success');
+    const p = await pipelineFor(`use: { script: [u], needs: [{ pipeline: "${other.id}", job: build }] }\n`);
+    assert.deepEqual(await depNames(p.id, 'use'), []);
+  });
+});
