@@ -86,4 +86,26 @@ child:
     const p = await pipelineFor(`use: { script: [u], needs: [{ pipeline: "${other.id}", job: build }] }\n`);
     assert.deepEqual(await depNames(p.id, 'use'), []);
   });
+
+  it("POST /pipeline passes inputs to the configuration's spec:inputs, with GitLab's errors", async () => {
+    const p = await t.createProject();
+    await commitFiles(t, p, {
+      '.gitlab-ci.yml': 'spec:\n  inputs:\n    target:\n      options: [staging, production]\n      default: staging\n    replicas: { type: number, default: 1 }\n---\ndeploy:\n  script: deploy x$[[ inputs.replicas ]]\n  environment: $[[ inputs.target ]]\n',
+    });
+    const url = `/api/v4/projects/${p.id}/pipeline`;
+    const ok = await t.post(url, { ref: 'main', inputs: { target: 'production', replicas: 3 } });
+    assert.equal(ok.status, 201, JSON.stringify(ok.body));
+    const deploy = (await jobsByName(t, ok.body.id)).deploy;
+    assert.equal(deploy.environment, 'production');
+    assert.deepEqual((deploy.options as unknown as CompiledJob).script, ['deploy x3']);
+    const bad = await t.post(url, { ref: 'main', inputs: { target: 'qa' } });
+    assert.equal(bad.status, 400);
+    assert.deepEqual(bad.body.message, { base: ['`target` input: `qa` cannot be used because it is not in the list of allowed options'] });
+    const unknown = await t.post(url, { ref: 'main', inputs: { region: 'eu' } });
+    assert.deepEqual(unknown.body.message, { base: ['unknown input arguments: region'] });
+    const many = Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`i${i}`, 'x']));
+    const tooMany = await t.post(url, { ref: 'main', inputs: many });
+    assert.equal(tooMany.status, 400);
+    assert.deepEqual(tooMany.body.message, { base: ['There cannot be more than 20 inputs'] });
+  });
 });
