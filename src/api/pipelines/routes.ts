@@ -15,6 +15,9 @@ import { presentPipeline, presentPipelineBasic } from '../../presenters/ci.js';
 import type { ProjectRow } from '../../presenters/projects.js';
 import { PipelineBasicSchema, PipelineSchema, PipelineVariableSchema } from '../../presenters/schemas/ci.js';
 import { projectRepoPath } from '../../services/projects.js';
+import { pipelineTestSuites } from '../../services/test_reports.js';
+import { presentTestReport, presentTestReportSummary } from '../../presenters/test_reports.js';
+import { TestReportSchema, TestReportSummarySchema } from '../../presenters/schemas/test_reports.js';
 import { artifactStore, deleteObjects } from '../../storage/index.js';
 import { IdParams, RowId, timestampParam } from '../params.js';
 import { NoContent, projectOf, route } from '../route.js';
@@ -125,6 +128,24 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
   }), async (request) => {
     const { project } = projectOf(request);
     return render(request, project, await findPipeline(project.id, request.params.pipeline_id));
+  });
+
+  app.get('/api/v4/projects/:id/pipelines/:pipeline_id/test_report', route({ matrix: 'read',
+    access: { project: 'read_build' },
+    schema: { params: PipelineParams, response: { 200: TestReportSchema } },
+  }), async (request) => {
+    const { project } = projectOf(request);
+    const p = await findPipeline(project.id, request.params.pipeline_id);
+    return presentTestReport(await pipelineTestSuites(cairn, p.id));
+  });
+
+  app.get('/api/v4/projects/:id/pipelines/:pipeline_id/test_report_summary', route({ matrix: 'read',
+    access: { project: 'read_build' },
+    schema: { params: PipelineParams, response: { 200: TestReportSummarySchema } },
+  }), async (request) => {
+    const { project } = projectOf(request);
+    const p = await findPipeline(project.id, request.params.pipeline_id);
+    return presentTestReportSummary(await pipelineTestSuites(cairn, p.id));
   });
 
   app.get('/api/v4/projects/:id/pipelines/:pipeline_id/variables', route({ matrix: 'developer',
