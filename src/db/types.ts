@@ -1,6 +1,7 @@
 import type { BranchTables } from './schema/branches.js';
 import type { CiTables } from './schema/ci.js';
 import type { CiEngineTables } from './schema/ci_engine.js';
+import type { CiResourceGroupTables } from './schema/ci_resource_groups.js';
 import './schema/commit_statuses.js';
 import type { CoreTables } from './schema/core.js';
 import type { EnvironmentTables } from './schema/environments.js';
@@ -30,6 +31,7 @@ export interface DB
     ForkTables,
     CiTables,
     CiEngineTables,
+    CiResourceGroupTables,
     EnvironmentTables,
     ErrorTrackingTables,
     NotificationTables,

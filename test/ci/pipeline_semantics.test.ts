@@ -108,4 +108,46 @@ child:
     assert.equal(tooMany.status, 400);
     assert.deepEqual(tooMany.body.message, { base: ['There cannot be more than 20 inputs'] });
   });
+
+  it('resource_group: jobs naming the same group run one at a time, across pipelines, in pipeline order', async () => {
+    const p = await t.createProject();
+    const yaml = 'deploy: { script: [d], resource_group: production }\nother: { script: [o], resource_group: $CI_COMMIT_REF_SLUG }\n';
+    await commitFiles(t, p, { '.gitlab-ci.yml': yaml });
+    const first = await latestPipeline(t, p.id);
+    await commitFiles(t, p, { 'x.txt': 'x' }, { branch: 'feature', startBranch: 'main' });
+    const second = await latestPipeline(t, p.id);
+    assert.notEqual(first.id, second.id);
+    assert.deepEqual(await statuses(t, first.id), { deploy: 'pending', other: 'pending' });
+    assert.deepEqual(await statuses(t, second.id), { deploy: 'waiting_for_resource', other: 'pending' }, 'other has a group per branch');
+    assert.equal((await pipeline(t, second.id)).status, 'running');
+    const groups = await t.db.selectFrom('ci_resource_groups').select(['key', 'process_mode']).where('project_id', '=', p.id).orderBy('key').execute();
+    assert.deepEqual(groups.map((g) => g.key), ['feature', 'main', 'production']);
+    await runJob(t, (await jobsByName(t, first.id)).deploy, 'success');
+    await drainJobs(t.app.cairn);
+    assert.equal((await jobsByName(t, second.id)).deploy.status, 'pending', 'the freed resource went to the waiting job');
+    // a third pipeline waits; canceling the holder hands the resource on
+    await commitFiles(t, p, { 'y.txt': 'y' }, { branch: 'other', startBranch: 'main' });
+    const third = await latestPipeline(t, p.id);
+    assert.equal((await jobsByName(t, third.id)).deploy.status, 'waiting_for_resource');
+    const { cancelBuild } = await import('../../src/ci/jobs/state.js');
+    await cancelBuild(t.app.cairn, (await jobsByName(t, second.id)).deploy.id);
+    await drainJobs(t.app.cairn);
+    assert.equal((await jobsByName(t, third.id)).deploy.status, 'pending');
+    const held = await t.db.selectFrom('ci_resources as r').innerJoin('ci_resource_groups as g', 'g.id', 'r.resource_group_id')
+      .select(['g.key', 'r.build_id']).where('g.project_id', '=', p.id).where('g.key', '=', 'production').execute();
+    assert.deepEqual(held.map((r) => r.build_id), [(await jobsByName(t, third.id)).deploy.id]);
+  });
+
+  it('resource_group: a manual job waits for the resource when played', async () => {
+    const p = await t.createProject();
+    await commitFiles(t, p, { '.gitlab-ci.yml': 'a: { script: [a], resource_group: r }\nb: { script: [b], when: manual, resource_group: r }\n' });
+    const pl = await latestPipeline(t, p.id);
+    assert.deepEqual(await statuses(t, pl.id), { a: 'pending', b: 'manual' });
+    const { playBuild } = await import('../../src/ci/jobs/state.js');
+    await playBuild(t.app.cairn, (await jobsByName(t, pl.id)).b.id, null);
+    assert.equal((await jobsByName(t, pl.id)).b.status, 'waiting_for_resource');
+    await runJob(t, (await jobsByName(t, pl.id)).a, 'failed');
+    await drainJobs(t.app.cairn);
+    assert.equal((await jobsByName(t, pl.id)).b.status, 'pending');
+  });
 });

@@ -4,6 +4,7 @@ import type { Cairn } from '../../context.js';
 import type { Database } from '../../db/index.js';
 import type { CiBuild, CiStatus } from '../../db/schema/ci.js';
 import '../../db/schema/ci_engine.js';
+import '../../db/schema/ci_resource_groups.js';
 import { defineMachine, transition } from '../../db/state_machine.js';
 import { beginInlineJob, defineJob, enqueue, finishInlineJob } from '../../jobs/queue.js';
 import { randomToken, tokenDigest } from '../../lib/secrets.js';
@@ -11,6 +12,7 @@ import { canDeployTo } from '../../policies/environments.js';
 import { projectSettings } from '../../presenters/projects.js';
 import type { CompiledJob } from '../config/index.js';
 import { readTrace } from '../trace.js';
+import { acquireResource, ASSIGN_RESOURCE_JOB, ensureResourceGroup, MAX_RESOURCE_GROUP_KEY, releaseResources, waitingJobs } from './resource_groups.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
 
 // The job state machine. Every transition is one guarded UPDATE (`where status = ...`), so two
@@ -38,12 +40,14 @@ const DEFAULT_TIMEOUT = 3600;
 /** The job state machine (GitLab's Ci::Build and Ci::Bridge transitions that Cairn makes). */
 export const JOB_MACHINE = defineMachine('ci_builds', 'status', {
   /** To the runners' queue (a bridge: to its downstream pipeline's creation). */
-  enqueue: { from: ['created', 'manual', 'scheduled'], to: 'pending' },
+  enqueue: { from: ['created', 'manual', 'scheduled', 'waiting_for_resource'], to: 'pending' },
+  /** A job with a resource_group whose resource another job holds. */
+  await_resource: { from: ['created', 'manual', 'scheduled'], to: 'waiting_for_resource' },
   /** Picked by a runner. */
   run: { from: ['pending'], to: 'running' },
   succeed: { from: ['running'], to: 'success' },
   /** Failed: by its runner, by the stuck-job sweep, or before it ran (protected environment). */
-  drop: { from: ['created', 'manual', 'scheduled', 'pending', 'running'], to: 'failed' },
+  drop: { from: ['created', 'manual', 'scheduled', 'waiting_for_resource', 'pending', 'running'], to: 'failed' },
   cancel: { from: CANCELABLE_STATUSES, to: 'canceled' },
   skip: { from: ['created'], to: 'skipped' },
   actionize: { from: ['created'], to: 'manual' },
@@ -130,10 +134,23 @@ function inTransaction<T>(db: Database, fn: (trx: Database) => Promise<T>): Prom
  * created by the queue. Returns the job, or null when it was not in one of those states.
  */
 export async function enqueueBuild(db: Executor, buildId: number): Promise<CiBuild | null> {
-  const target = await db.selectFrom('ci_builds').select(['project_id', 'environment', 'user_id']).where('id', '=', buildId).executeTakeFirst();
-  if (target?.environment) {
+  const target = await db.selectFrom('ci_builds').select(['project_id', 'environment', 'user_id', 'status', 'options']).where('id', '=', buildId).executeTakeFirst();
+  if (target?.environment && target.status !== 'waiting_for_resource') {
     const user = target.user_id === null ? null : ((await db.selectFrom('users').select(['id', 'admin']).where('id', '=', target.user_id).executeTakeFirst()) ?? null);
     if (!(await canDeployTo(db, target.project_id, target.environment, user))) return failForProtectedEnvironment(db, buildId);
+  }
+  // resource_group: the job runs once it holds its group's resource (the assign job hands it one later).
+  const groupKey = target ? jobOf(target).resourceGroup : null;
+  if (target && groupKey && groupKey.length <= MAX_RESOURCE_GROUP_KEY) {
+    const groupId = await ensureResourceGroup(db, target.project_id, groupKey);
+    if (target.status !== 'waiting_for_resource') {
+      const waiting = await transition(db, JOB_MACHINE, buildId, 'await_resource', { set: { resource_group_id: groupId, ...touched() } });
+      if (!waiting) return null;
+    }
+    if (!(await acquireResource(db, groupId, buildId))) {
+      await enqueue(db, ASSIGN_RESOURCE_JOB, { resourceGroupId: groupId });
+      return (await db.selectFrom('ci_builds').selectAll().where('id', '=', buildId).executeTakeFirst()) ?? null;
+    }
   }
   const build = await transition(db, JOB_MACHINE, buildId, 'enqueue', { set: { queued_at: sql`now()` as any, ...touched() } });
   if (!build) return null;
@@ -241,6 +258,7 @@ export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOpt
     });
     if (!build) return null;
     if (before.status !== 'running') await dropPending(trx, [build.id]);
+    await releaseResources(trx, [build.id]);
     if (failed && (await shouldAutoRetry(trx, build))) await cloneForRetry(trx, build, build.user_id, false);
     return { moved: await advancePipeline(cairn, trx, build.pipeline_id) };
   });
@@ -380,6 +398,7 @@ async function cancelBuildsLocked(db: Executor, buildIds: number[]): Promise<CiB
   if (!buildIds.length) return [];
   const canceled = await transition(db, JOB_MACHINE, buildIds, 'cancel', { set: { finished_at: sql`now()` as any, token_digest: null, ...touched() } });
   await dropPending(db, canceled.map((b) => b.id));
+  await releaseResources(db, canceled.map((b) => b.id));
   return canceled;
 }
 
@@ -733,6 +752,29 @@ defineJob(BUILD_SCHEDULED_JOB, async (cairn, payload) => {
     return advancePipeline(cairn, trx, build.pipeline_id);
   });
   await afterPipelineCommit(cairn, moved);
+});
+
+/**
+ * A resource group's resource may be free: its waiting jobs get it in the group's order, each
+ * in a transaction that holds its pipeline (the same lock order as processing).
+ */
+export async function assignResources(cairn: Cairn, groupId: number): Promise<void> {
+  for (const candidate of await waitingJobs(cairn.db, groupId)) {
+    const result = await inTransaction(cairn.db, async (trx) => {
+      await lockPipeline(trx, candidate.pipeline_id);
+      const row = await trx.selectFrom('ci_builds').select('status').where('id', '=', candidate.id).executeTakeFirst();
+      if (row?.status !== 'waiting_for_resource') return { stop: false, moved: null };
+      if (!(await acquireResource(trx, groupId, candidate.id))) return { stop: true, moved: null };
+      await enqueueBuild(trx, candidate.id);
+      return { stop: false, moved: await advancePipeline(cairn, trx, candidate.pipeline_id) };
+    });
+    await afterPipelineCommit(cairn, result.moved);
+    if (result.stop) return;
+  }
+}
+
+defineJob(ASSIGN_RESOURCE_JOB, async (cairn, payload) => {
+  await assignResources(cairn, Number(payload.resourceGroupId));
 });
 
 /** A status change whose listeners did not all run (the process died): they run now. */

@@ -29,6 +29,7 @@ import * as snippets from './0900_snippets.js';
 import * as repositoryStorageMoves from './0940_repository_storage_moves.js';
 import * as jobTokenScope from './0950_job_token_scope.js';
 import * as jobLogNotify from './0960_job_log_notify.js';
+import * as ciResourceGroups from './0965_ci_resource_groups.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -63,4 +64,5 @@ export const migrations: Record<string, Migration> = {
   '0940_repository_storage_moves': repositoryStorageMoves,
   '0950_job_token_scope': jobTokenScope,
   '0960_job_log_notify': jobLogNotify,
+  '0965_ci_resource_groups': ciResourceGroups,
 };
