@@ -6,7 +6,7 @@ import { dependencyJobs } from '../../src/ci/protocol/payload.js';
 import type { CompiledJob } from '../../src/ci/config/index.js';
 import { drainJobs } from '../../src/jobs/queue.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
-import { commitFiles, jobsByName, latestPipeline, pipeline, runJob, statuses } from '../helpers/ci.js';
+import { commitFiles, jobsByName, latestPipeline, pipeline, runJob, statuses, testRunner } from '../helpers/ci.js';
 
 describe('CI pipeline semantics', () => {
   let t: TestContext;
@@ -149,5 +149,71 @@ child:
     await runJob(t, (await jobsByName(t, pl.id)).a, 'failed');
     await drainJobs(t.app.cairn);
     assert.equal((await jobsByName(t, pl.id)).b.status, 'pending');
+  });
+
+  describe('auto-cancel of redundant pipelines (interruptible, workflow:auto_cancel)', () => {
+    async function start(buildId: number) {
+      const { assignBuild } = await import('../../src/ci/jobs/state.js');
+      const runner = await testRunner(t);
+      assert.ok(await t.db.transaction().execute((trx) => assignBuild(trx, buildId, runner)));
+    }
+    async function twoPushes(yaml: string, between?: (first: number) => Promise<void>) {
+      const p = await t.createProject();
+      await commitFiles(t, p, { '.gitlab-ci.yml': yaml });
+      const first = (await latestPipeline(t, p.id)).id;
+      if (between) await between(first);
+      await commitFiles(t, p, { 'next.txt': 'x' });
+      const second = (await latestPipeline(t, p.id)).id;
+      await drainJobs(t.app.cairn);
+      return { p, first, second };
+    }
+    const yaml = (extra = '') => `${extra}stages: [build, test]\nbuild: { stage: build, script: [b], interruptible: true }\nslow: { stage: build, script: [s] }\ntest: { stage: test, script: [t], interruptible: true }\n`;
+
+    it('conservative (default): a newer pipeline cancels an older one none of whose non-interruptible jobs started', async () => {
+      const { first, second } = await twoPushes(yaml());
+      assert.equal((await pipeline(t, first)).status, 'canceled');
+      assert.deepEqual(await statuses(t, first), { build: 'canceled', slow: 'canceled', test: 'canceled' });
+      assert.equal((await pipeline(t, second)).status, 'pending');
+    });
+
+    it('conservative: a started job that is not interruptible keeps the older pipeline', async () => {
+      const { first } = await twoPushes(yaml(), async (id) => start((await jobsByName(t, id)).slow.id));
+      assert.deepEqual(await statuses(t, first), { build: 'pending', slow: 'running', test: 'created' });
+    });
+
+    it('interruptible: only the interruptible jobs are canceled, even started ones', async () => {
+      const { first } = await twoPushes(yaml('workflow: { auto_cancel: { on_new_commit: interruptible } }\n'), async (id) => start((await jobsByName(t, id)).slow.id));
+      assert.deepEqual(await statuses(t, first), { build: 'canceled', slow: 'running', test: 'canceled' });
+    });
+
+    it('none, or the project setting disabled: nothing is canceled', async () => {
+      const none = await twoPushes(yaml('workflow: { auto_cancel: { on_new_commit: none } }\n'));
+      assert.deepEqual(await statuses(t, none.first), { build: 'pending', slow: 'pending', test: 'created' });
+      const p = await t.createProject();
+      assert.equal((await t.put(`/api/v4/projects/${p.id}`, { auto_cancel_pending_pipelines: 'disabled' })).status, 200);
+      await commitFiles(t, p, { '.gitlab-ci.yml': yaml() });
+      const first = (await latestPipeline(t, p.id)).id;
+      await commitFiles(t, p, { 'next.txt': 'x' });
+      await drainJobs(t.app.cairn);
+      assert.equal((await pipeline(t, first)).status, 'pending');
+    });
+
+    it('workflow:rules:auto_cancel overrides the workflow setting for the pipelines of that rule', async () => {
+      const rules = 'workflow:\n  auto_cancel: { on_new_commit: none }\n  rules:\n    - if: $CI_COMMIT_BRANCH == "main"\n      auto_cancel: { on_new_commit: conservative }\n    - when: always\n';
+      const { first } = await twoPushes(yaml(rules));
+      assert.equal((await pipeline(t, first)).status, 'canceled');
+    });
+
+    it('on_job_failure: all cancels the rest of the pipeline when a job fails', async () => {
+      const p = await t.createProject();
+      await commitFiles(t, p, { '.gitlab-ci.yml': 'workflow: { auto_cancel: { on_job_failure: all } }\na: { script: [a] }\nb: { script: [b] }\nc: { script: [c], allow_failure: true }\nlater: { stage: deploy, script: [d] }\n' });
+      const pl = (await latestPipeline(t, p.id)).id;
+      await runJob(t, (await jobsByName(t, pl)).c, 'failed');
+      await drainJobs(t.app.cairn);
+      assert.deepEqual(await statuses(t, pl), { a: 'pending', b: 'pending', c: 'failed', later: 'created' }, 'an allowed failure cancels nothing');
+      await runJob(t, (await jobsByName(t, pl)).a, 'failed');
+      await drainJobs(t.app.cairn);
+      assert.deepEqual(await statuses(t, pl), { a: 'failed', b: 'canceled', c: 'failed', later: 'canceled' });
+    });
   });
 });

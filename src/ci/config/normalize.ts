@@ -94,7 +94,8 @@ export interface RuleSpec {
   interruptible: boolean | null;
   variables: Record<string, string> | null;
   needs: NeedSpec[] | null;
-  autoCancel: Record<string, unknown> | null;
+  /** workflow:rules:auto_cancel (overrides workflow:auto_cancel when the rule matches). */
+  autoCancel: { onNewCommit: string | null; onJobFailure: string | null } | null;
 }
 
 export interface PolicySpec {
@@ -862,6 +863,8 @@ function rules(v: unknown, path: string, errors: Errors, workflow: boolean): Rul
     if (r.allow_failure !== undefined && typeof r.allow_failure !== 'boolean') errors.add(rp, 'allow_failure should be a boolean value');
     if (r.interruptible !== undefined && typeof r.interruptible !== 'boolean') errors.add(rp, 'interruptible should be a boolean value');
     const variables = r.variables === undefined ? null : simpleVariables(r.variables, `${rp}:variables`, errors);
+    let autoCancel: RuleSpec['autoCancel'] = null;
+    if (workflow && r.auto_cancel !== undefined && r.auto_cancel !== null) autoCancel = autoCancelEntry(r.auto_cancel, `${rp}:auto_cancel`, errors);
     const ruleNeeds = r.needs === undefined ? null : needs(r.needs, `${rp}:needs`, errors);
     if (ruleNeeds?.some((x) => x.pipeline !== undefined)) errors.add(`${rp}:needs`, 'config uses invalid types: cross_dependency');
     if (errors.list.length > n) continue;
@@ -875,7 +878,7 @@ function rules(v: unknown, path: string, errors: Errors, workflow: boolean): Rul
       interruptible: typeof r.interruptible === 'boolean' ? r.interruptible : null,
       variables,
       needs: ruleNeeds,
-      autoCancel: isPlainObject(r.auto_cancel) ? r.auto_cancel : null,
+      autoCancel,
     });
   }
   return out;
@@ -1038,24 +1041,27 @@ function workflowEntry(config: Record<string, unknown>, errors: Errors): Workflo
     else out.name = w.name;
   }
   out.rules = rules(w.rules, 'workflow:rules', errors, true);
-  if (w.auto_cancel !== undefined) {
-    if (!isPlainObject(w.auto_cancel)) errors.add('workflow:auto_cancel', 'config should be a hash');
-    else {
-      const onNewCommit = w.auto_cancel.on_new_commit;
-      const onJobFailure = w.auto_cancel.on_job_failure;
-      if (onNewCommit !== undefined && !['conservative', 'interruptible', 'none'].includes(onNewCommit as string)) {
-        errors.add('workflow:auto_cancel', 'on new commit must be one of: conservative, interruptible, none');
-      }
-      if (onJobFailure !== undefined && !['all', 'none'].includes(onJobFailure as string)) {
-        errors.add('workflow:auto_cancel', 'on job failure must be one of: none, all');
-      }
-      out.autoCancel = {
-        onNewCommit: typeof onNewCommit === 'string' ? onNewCommit : null,
-        onJobFailure: typeof onJobFailure === 'string' ? onJobFailure : null,
-      };
-    }
-  }
+  if (w.auto_cancel !== undefined) out.autoCancel = autoCancelEntry(w.auto_cancel, 'workflow:auto_cancel', errors);
   return out;
+}
+
+/** workflow:auto_cancel and workflow:rules:auto_cancel (GitLab's Entry::AutoCancel). */
+function autoCancelEntry(v: unknown, path: string, errors: Errors): { onNewCommit: string | null; onJobFailure: string | null } | null {
+  if (!isPlainObject(v)) {
+    errors.add(path, 'config should be a hash');
+    return null;
+  }
+  const unknown = Object.keys(v).filter((k) => k !== 'on_new_commit' && k !== 'on_job_failure');
+  if (unknown.length) errors.add(path, `config contains unknown keys: ${unknown.join(', ')}`);
+  const onNewCommit = v.on_new_commit;
+  const onJobFailure = v.on_job_failure;
+  if (onNewCommit !== undefined && !['conservative', 'interruptible', 'none'].includes(onNewCommit as string)) {
+    errors.add(path, 'on new commit must be one of: conservative, interruptible, none');
+  }
+  if (onJobFailure !== undefined && !['all', 'none'].includes(onJobFailure as string)) {
+    errors.add(path, 'on job failure must be one of: none, all');
+  }
+  return { onNewCommit: typeof onNewCommit === 'string' ? onNewCommit : null, onJobFailure: typeof onJobFailure === 'string' ? onJobFailure : null };
 }
 
 /** The names of the top-level keys that are jobs (hidden ones included), in file order. */

@@ -180,6 +180,7 @@ export async function seedPipeline(spec: PipelineSpec, input: SeedInput, include
   // workflow
   let globals = toCompiled(spec.variables);
   let workflowVariables: Record<string, string> = {};
+  let autoCancel = spec.workflow.autoCancel;
   if (spec.workflow.rules) {
     const ctx = evaluationContext(input, globals);
     const match = await ev.firstMatch(spec.workflow.rules, ctx);
@@ -187,6 +188,12 @@ export async function seedPipeline(spec: PipelineSpec, input: SeedInput, include
       return { ok: true, kind: 'skipped', reason: 'workflow_rules', message: WORKFLOW_FILTERED_MESSAGE, warnings };
     }
     workflowVariables = match.variables ?? {};
+    if (match.autoCancel) {
+      autoCancel = {
+        onNewCommit: match.autoCancel.onNewCommit ?? autoCancel?.onNewCommit ?? null,
+        onJobFailure: match.autoCancel.onJobFailure ?? autoCancel?.onJobFailure ?? null,
+      };
+    }
     globals = mergeVariables(globals, Object.entries(workflowVariables).map(([key, value]) => ({ key, value, raw: false })));
   }
   const workflowName = spec.workflow.name === null ? null : expandString(spec.workflow.name, evaluationContext(input, globals));
@@ -224,7 +231,7 @@ export async function seedPipeline(spec: PipelineSpec, input: SeedInput, include
   return {
     ok: true,
     kind: 'pipeline',
-    workflow: { name: workflowName, variables: workflowVariables, autoCancel: spec.workflow.autoCancel },
+    workflow: { name: workflowName, variables: workflowVariables, autoCancel },
     stages: spec.stages,
     jobs: included,
     variables: globals,

@@ -32,6 +32,8 @@ export const BUILD_SCHEDULED_JOB = 'ci.build_scheduled';
 export const BUILD_TIMEOUT_JOB = 'ci.build_timeout';
 /** A bridge went to pending: create its downstream pipeline (handler in src/ci/pipelines/downstream.ts). */
 export const CREATE_DOWNSTREAM_JOB = 'ci.create_downstream';
+/** A job failed in a pipeline with `workflow:auto_cancel:on_job_failure: all`: cancel the pipeline. */
+export const AUTO_CANCEL_PIPELINE_JOB = 'ci.auto_cancel_pipeline';
 /** The journal of a pipeline's status change whose consequences (listeners) have not all run yet. */
 export const PIPELINE_TRANSITION_JOB = 'ci.pipeline_transition';
 
@@ -259,12 +261,23 @@ export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOpt
     if (!build) return null;
     if (before.status !== 'running') await dropPending(trx, [build.id]);
     await releaseResources(trx, [build.id]);
-    if (failed && (await shouldAutoRetry(trx, build))) await cloneForRetry(trx, build, build.user_id, false);
+    const retrying = failed && (await shouldAutoRetry(trx, build));
+    if (retrying) await cloneForRetry(trx, build, build.user_id, false);
+    else if (failed && !build.allow_failure && (await cancelsOnJobFailure(trx, build.pipeline_id))) {
+      await enqueue(trx, AUTO_CANCEL_PIPELINE_JOB, { pipelineId: build.pipeline_id });
+    }
     return { moved: await advancePipeline(cairn, trx, build.pipeline_id) };
   });
   if (done === null) return false;
   await afterPipelineCommit(cairn, done.moved);
   return true;
+}
+
+/** workflow:auto_cancel:on_job_failure: all — a job that fails (not allowed to) cancels the rest of the pipeline. */
+async function cancelsOnJobFailure(db: Executor, pipelineId: number): Promise<boolean> {
+  const row = await db.selectFrom('ci_pipelines').select('config').where('id', '=', pipelineId).executeTakeFirst();
+  const config = row?.config as { workflow?: { autoCancel?: { onJobFailure?: string | null } | null } } | null | undefined;
+  return config?.workflow?.autoCancel?.onJobFailure === 'all';
 }
 
 async function coverageOf(db: Executor, build: CiBuild): Promise<number | null> {
@@ -500,9 +513,19 @@ export async function eraseBuild(cairn: Cairn, buildId: number, userId: number |
 export async function cancelPipeline(cairn: Cairn, pipelineId: number): Promise<void> {
   const children = await cairn.db.selectFrom('ci_pipelines').select('id').where('parent_pipeline_id', '=', pipelineId).execute();
   for (const c of children) await cancelPipeline(cairn, c.id);
+  await cancelPipelineJobs(cairn, pipelineId);
+}
+
+/**
+ * The cancelable jobs of one pipeline (not its children) are canceled; with onlyInterruptible,
+ * only those marked `interruptible` (auto-cancel's `interruptible` mode).
+ */
+export async function cancelPipelineJobs(cairn: Cairn, pipelineId: number, opts: { onlyInterruptible?: boolean } = {}): Promise<void> {
   const moved = await inTransaction(cairn.db, async (trx) => {
     if (!(await lockPipeline(trx, pipelineId))) return null;
-    const ids = await trx.selectFrom('ci_builds').select('id').where('pipeline_id', '=', pipelineId).where('status', 'in', CANCELABLE_STATUSES).execute();
+    let q = trx.selectFrom('ci_builds').select('id').where('pipeline_id', '=', pipelineId).where('status', 'in', CANCELABLE_STATUSES);
+    if (opts.onlyInterruptible) q = q.where('interruptible', '=', true);
+    const ids = await q.execute();
     await cancelBuildsLocked(trx, ids.map((r) => r.id));
     return advancePipeline(cairn, trx, pipelineId);
   });
@@ -775,6 +798,11 @@ export async function assignResources(cairn: Cairn, groupId: number): Promise<vo
 
 defineJob(ASSIGN_RESOURCE_JOB, async (cairn, payload) => {
   await assignResources(cairn, Number(payload.resourceGroupId));
+});
+
+/** auto_cancel:on_job_failure: all — the pipeline (and its child pipelines) of a failed job is canceled. */
+defineJob(AUTO_CANCEL_PIPELINE_JOB, async (cairn, payload) => {
+  await cancelPipeline(cairn, Number(payload.pipelineId));
 });
 
 /** A status change whose listeners did not all run (the process died): they run now. */

@@ -14,6 +14,8 @@ import type { CompiledJob, CompileResult, PipelineSource } from '../config/index
 import { matchAnyGlob } from '../config/glob.js';
 import { advancePipeline, afterPipelineCommit, type PipelineTransition } from '../jobs/state.js';
 import { mergeRequestVariables } from './lookup.js';
+import { CANCEL_REDUNDANT_PIPELINES_JOB } from './auto_cancel.js';
+import { enqueue } from '../../jobs/queue.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
 import { MR_STATE } from '../../db/work_item_states.js';
 
@@ -317,6 +319,8 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
     const idByName = new Map(builds.map((b) => [b.name, b.id]));
     const needs = ordered.flatMap((j) => (j.needs ?? []).map((n) => ({ build_id: idByName.get(j.name)!, name: n.name, artifacts: n.artifacts, optional: n.optional })));
     if (needs.length) await trx.insertInto('ci_build_needs').values(needs).execute();
+    // Older pipelines of the ref may now be redundant (auto_cancel.ts decides, after the commit).
+    if (!input.parentPipelineId) await enqueue(trx, CANCEL_REDUNDANT_PIPELINES_JOB, { pipelineId: row.id });
     moved = await advancePipeline(cairn, trx, row.id);
     return row;
   });
