@@ -216,4 +216,34 @@ child:
       assert.deepEqual(await statuses(t, pl), { a: 'failed', b: 'canceled', c: 'failed', later: 'canceled' });
     });
   });
+
+  it('rules:changes:compare_to compares with the merge base of that ref; an unknown ref fails the pipeline', async () => {
+    const p = await t.createProject();
+    await commitFiles(t, p, {
+      '.gitlab-ci.yml': `
+changed_b: { script: [x], rules: [{ changes: { paths: [b.txt], compare_to: refs/heads/main } }] }
+changed_a: { script: [x], rules: [{ changes: { paths: [a.txt], compare_to: $CI_DEFAULT_BRANCH } }] }
+always: { script: [x] }
+`,
+      'a.txt': 'a',
+    });
+    await commitFiles(t, p, { 'a.txt': 'a2' }); // main moves on: a.txt differs from main, not from the merge base
+    await commitFiles(t, p, { 'b.txt': 'b' }, { branch: 'feature', startBranch: 'main' });
+    await commitFiles(t, p, { 'a.txt': 'a3' }); // and again, after the branch was made
+    const feature = await t.db.selectFrom('ci_pipelines').select('id').where('project_id', '=', p.id).where('ref', '=', 'feature').executeTakeFirstOrThrow();
+    assert.deepEqual(Object.keys(await statuses(t, feature.id)).sort(), ['always', 'changed_b']);
+
+    const bad = await t.createProject();
+    await commitFiles(t, bad, { '.gitlab-ci.yml': 'job1: { script: [x], rules: [{ changes: { paths: [x], compare_to: nope } }] }\njob2: { script: [x] }\n' });
+    const failed = await latestPipeline(t, bad.id);
+    assert.equal(failed.status, 'failed');
+    assert.equal(failed.yaml_errors, 'Failed to parse rule for job1: rules:changes:compare_to is not a valid ref');
+  });
+
+  it('coverage: the last line with a match, and on it the last match, as GitLab reads the log', async () => {
+    // GitLab's documented form: no capturing group (with groups, the last group is read)
+    const p = await pipelineFor("cov: { script: [x], coverage: '/\\d+(?:\\.\\d+)?%/' }\n");
+    await runJob(t, (await jobsByName(t, p.id)).cov, 'success', { trace: 'Lines: 10.5% Branches: 20%\nno coverage here\n' });
+    assert.equal((await jobsByName(t, p.id)).cov.coverage, 20);
+  });
 });

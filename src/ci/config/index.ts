@@ -14,6 +14,7 @@ export { parseDuration } from './duration.js';
 export { matchGlob, matchAnyGlob } from './glob.js';
 export { expandString } from './variables.js';
 export { MAX_JOB_NAME_LENGTH } from './normalize.js';
+export { InvalidCompareToError } from './errors.js';
 
 const SKIP_CI = /\[(ci[ _-]skip|skip[ _-]ci)\]/i;
 

@@ -6,6 +6,7 @@
 import { RE2JS } from 're2js';
 import { Expression } from './expression.js';
 import { matchAnyGlob } from './glob.js';
+import { InvalidCompareToError } from './errors.js';
 import { applyInputs } from './inputs.js';
 import type { IncludeInfo, RepositoryAccess } from './types.js';
 import { expandString } from './variables.js';
@@ -185,7 +186,14 @@ async function includeRulesMatch(rules: unknown, opts: LoadOptions): Promise<boo
     }
     if (matched && rule.changes !== undefined) {
       const paths = Array.isArray(rule.changes) ? rule.changes : isPlainObject(rule.changes) ? (rule.changes.paths as unknown[]) : [];
-      const changed = opts.access.changedPaths ? await opts.access.changedPaths() : null;
+      const compareTo = isPlainObject(rule.changes) && typeof rule.changes.compare_to === 'string' ? expandString(rule.changes.compare_to, opts.variables) : undefined;
+      let changed: string[] | null = null;
+      try {
+        changed = opts.access.changedPaths ? await opts.access.changedPaths(compareTo) : null;
+      } catch (e) {
+        if (e instanceof InvalidCompareToError) throw new ConfigError(`include:${e.message}`);
+        throw e;
+      }
       matched = changed === null || matchAnyGlob((paths ?? []).map((g) => expandString(String(g), opts.variables)), changed);
     }
     if (matched) return rule.when !== 'never';

@@ -4,6 +4,7 @@
 // `only: [branches, tags]` applies unless workflow:rules exist), then needs to jobs that ended up
 // excluded are errors unless optional, as GitLab's pipeline seeding does.
 
+import { InvalidCompareToError } from './errors.js';
 import { fabricatePattern } from './expression.js';
 import { matchAnyGlob } from './glob.js';
 import type { JobSpec, NeedSpec, PipelineSpec, PolicySpec, RuleSpec, VarSpec } from './normalize.js';
@@ -183,7 +184,13 @@ export async function seedPipeline(spec: PipelineSpec, input: SeedInput, include
   let autoCancel = spec.workflow.autoCancel;
   if (spec.workflow.rules) {
     const ctx = evaluationContext(input, globals);
-    const match = await ev.firstMatch(spec.workflow.rules, ctx);
+    let match: RuleSpec | null;
+    try {
+      match = await ev.firstMatch(spec.workflow.rules, ctx);
+    } catch (e) {
+      if (!(e instanceof InvalidCompareToError)) throw e;
+      return { ok: false, kind: 'error', errors: [`Failed to parse rule for workflow: ${e.message}`], warnings };
+    }
     if (!match || match.when === 'never') {
       return { ok: true, kind: 'skipped', reason: 'workflow_rules', message: WORKFLOW_FILTERED_MESSAGE, warnings };
     }
@@ -200,10 +207,17 @@ export async function seedPipeline(spec: PipelineSpec, input: SeedInput, include
 
   const hasWorkflowRules = spec.workflow.rules !== null;
   const included: CompiledJob[] = [];
+  const ruleErrors: string[] = [];
   for (const job of spec.jobs) {
-    const compiled = await seedJob(job, globals, hasWorkflowRules, input, ev);
-    if (compiled) included.push(compiled);
+    try {
+      const compiled = await seedJob(job, globals, hasWorkflowRules, input, ev);
+      if (compiled) included.push(compiled);
+    } catch (e) {
+      if (!(e instanceof InvalidCompareToError)) throw e;
+      ruleErrors.push(`Failed to parse rule for ${job.name}: ${e.message}`);
+    }
   }
+  if (ruleErrors.length) return { ok: false, kind: 'error', errors: ruleErrors, warnings };
 
   // needs to jobs that are not in this pipeline
   const present = new Set(included.map((j) => j.name));

@@ -38,7 +38,8 @@ export interface RepositoryAccess {
   /**
    * rules:changes / only:changes — paths changed by the push (or the merge request). null means
    * "no comparison possible" (a new branch, a tag, a web/api pipeline...): GitLab then treats
-   * `changes` as true. compareTo is rules:changes:compare_to when given.
+   * `changes` as true. compareTo is rules:changes:compare_to when given: the paths changed since
+   * its merge base with the pipeline's sha; throw errors.ts InvalidCompareToError when it names no commit.
    */
   changedPaths?(compareTo?: string): Promise<string[] | null>;
   /** Every file path of the repository (include:local wildcards); none when absent. */

@@ -296,16 +296,23 @@ async function coverageOf(db: Executor, build: CiBuild): Promise<number | null> 
   }
   const trace = await readTrace(db, build.id);
   if (!trace) return build.coverage;
-  // GitLab: the last line matching, then the first number in the match (or its first group).
-  let found: number | null = null;
-  for (const line of trace.toString('utf8').split('\n')) {
-    const matcher = re.matcher(line);
-    if (!matcher.find()) continue;
-    const text = (matcher.groupCount() > 0 ? matcher.group(1) : null) ?? matcher.group(0) ?? '';
-    const num = /\d+(\.\d+)?/.exec(text);
-    if (num) found = Number(num[0]);
+  // GitLab (Trace::Stream#extract_coverage): from the last line up, the first line with a match
+  // whose last match (its last group, when the regex has groups) holds a number; that number.
+  const lines = trace.toString('utf8').split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const matcher = re.matcher(lines[i].replace(/\r$/, ''));
+    let last: string | null = null;
+    let any = false;
+    while (matcher.find()) {
+      any = true;
+      last = matcher.groupCount() > 0 ? matcher.group(matcher.groupCount()) : matcher.group(0);
+      if (matcher.end() === matcher.start() && matcher.end() >= lines[i].length) break;
+    }
+    if (!any || last === null) continue;
+    const num = /\d+(\.\d+)?/.exec(last);
+    if (num) return Number(num[0]);
   }
-  return found ?? build.coverage;
+  return build.coverage;
 }
 
 async function shouldAutoRetry(db: Executor, build: CiBuild): Promise<boolean> {

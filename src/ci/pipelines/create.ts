@@ -3,7 +3,8 @@ import type { Cairn, PostReceiveEvent } from '../../context.js';
 import type { CiPipeline } from '../../db/schema/ci.js';
 import { findProjectRow, type FoundProject } from '../../finders/projects.js';
 import { changedPathsBetween } from '../../git/ci_files.js';
-import { listTree, objectAtPath, readBlob, readCommit, readRef, resolveCommit } from '../../git/refs.js';
+import { listTree, mergeBase, objectAtPath, readBlob, readCommit, resolveCommit } from '../../git/refs.js';
+import { InvalidCompareToError } from '../config/errors.js';
 import { decryptSecret, encryptSecret } from '../../lib/secrets.js';
 import { branchMatches } from '../../policies/branches.js';
 import { VISIBILITY_NAMES } from '../../policies/access.js';
@@ -217,10 +218,14 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
     listFiles,
     inputs: input.inputs,
     changedPaths: async (compareTo) => {
-      let from = input.beforeSha ?? null;
-      if (compareTo) from = (await readRef(cairn.catfile, gitDir, `refs/heads/${compareTo}`)) ?? (await readRef(cairn.catfile, gitDir, `refs/tags/${compareTo}`)) ?? (/^[0-9a-f]{40}$/.test(compareTo) ? compareTo : null);
-      if (!from || from === ZERO_OID || input.tag) return null;
-      if (input.source !== 'push' && !compareTo) return null;
+      if (compareTo) {
+        // GitLab: the paths changed since the merge base of compare_to and the pipeline's commit.
+        const target = await resolveCommit(cairn.catfile, gitDir, compareTo);
+        if (!target) throw new InvalidCompareToError();
+        return changedPathsBetween(gitDir, (await mergeBase(gitDir, [target.oid, input.sha])) ?? target.oid, input.sha);
+      }
+      const from = input.beforeSha ?? null;
+      if (!from || from === ZERO_OID || input.tag || input.source !== 'push') return null;
       return changedPathsBetween(gitDir, from, input.sha);
     },
   });
