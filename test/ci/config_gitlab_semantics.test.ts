@@ -230,3 +230,68 @@ describe('ci config (GitLab semantics): job names', () => {
     assert.deepEqual(errors, [`jobs:${'z'.repeat(256)} name is too long (maximum is 255 characters)`]);
   });
 });
+
+describe('ci config (GitLab semantics): keyword by keyword', () => {
+  it('rules:changes and rules:exists take GitLab forms and give its messages', async () => {
+    const files = { 'docs/a.md': '#', 'src/main.go': 'package main', Dockerfile: 'FROM x' };
+    const p = await pipeline(
+      `
+simple: { script: x, rules: [{ exists: Dockerfile }] }
+listed: { script: x, rules: [{ exists: ["**/*.md"] }] }
+hashed: { script: x, rules: [{ exists: { paths: ["src/*.go"] } }] }
+missing: { script: x, rules: [{ exists: { paths: [nope.txt] } }] }
+changed: { script: x, rules: [{ changes: { paths: ["docs/**/*"], compare_to: main } }] }
+`,
+      { changedPaths: async (compareTo) => (compareTo === 'main' ? ['docs/a.md'] : null) },
+      files,
+    );
+    assert.deepEqual(names(p), ['simple', 'listed', 'hashed', 'changed']);
+    const err = (rule: string) => firstError(`a: { script: x, rules: [${rule}] }\n`);
+    assert.equal(await err('{ changes: { compare_to: main } }'), 'jobs:a:rules:rule:changes config missing required keys: paths');
+    assert.equal(await err('{ changes: README.md }'), 'jobs:a:rules:rule:changes should be an array or a hash');
+    assert.equal(await err('{ changes: { paths: [a], compare_to: [main] } }'), 'jobs:a:rules:rule:changes compare to should be a string');
+    assert.equal(await err(`{ changes: [${Array.from({ length: 51 }, (_, i) => `f${i}`).join(', ')}] }`), 'jobs:a:rules:rule:changes config has too many entries (maximum 50)');
+    assert.equal(await err('{ exists: { ref: main, paths: [a] } }'), 'jobs:a:rules:rule:exists config missing required keys: project');
+    assert.equal(await err('{ exists: 5 }'), 'jobs:a:rules:rule:exists should be a string, an array of strings, or a hash');
+    assert.equal(await err('{ exists: { paths: [a], project: other/project } }'), 'jobs:a:rules:rule:exists project is not supported by Cairn yet (files of another project)');
+    assert.equal(await err('{ allow_failure: sometimes }'), 'jobs:a:rules:rule allow failure should be a boolean value');
+    assert.equal(await firstError('a: { script: x, rules: "if $A" }\n'), 'jobs:a rules should be an array containing hashes and arrays of hashes');
+    assert.equal(await firstError('workflow: { rules: "if $A" }\na: { script: x }\n'), 'workflow:rules config should be a array');
+    assert.equal(
+      await firstError('workflow: { rules: [{ if: $A, auto_cancel: { on_new_commit: always } }] }\na: { script: x }\n'),
+      'workflow:rules:rule:auto_cancel on new commit must be one of: conservative, interruptible, none',
+    );
+  });
+
+  it('names parallel:matrix jobs with the values in the order written, numbers as written', async () => {
+    const p = await pipeline('a: { script: x, parallel: { matrix: [{ V: [1, 2], OS: linux }, { V: "3.10" }] } }\n');
+    assert.deepEqual(names(p), ['a: [1, linux]', 'a: [2, linux]', 'a: [3.10]']);
+    assert.deepEqual(job(p, 'a: [2, linux]').variables, [
+      { key: 'V', value: '2', raw: false },
+      { key: 'OS', value: 'linux', raw: false },
+    ]);
+  });
+
+  it('checks retry as GitLab does for retry: N and retry: {max}', async () => {
+    assert.equal(await firstError('a: { script: x, retry: 3 }\n'), 'jobs:a:retry config must be less than or equal to 2');
+    assert.equal(await firstError('a: { script: x, retry: { max: 3 } }\n'), 'jobs:a:retry max must be less than or equal to 2');
+    assert.equal(await firstError('a: { script: x, retry: { max: 1, when: [network_failure] } }\n'), 'jobs:a:retry when contains unknown values: network_failure');
+    assert.equal(await firstError('a: { script: x, retry: soon }\n'), 'jobs:a:retry config has to be either an integer or a hash');
+  });
+
+  it('checks release: as GitLab does', async () => {
+    const p = await pipeline('a: { script: x, release: { tag_name: $CI_COMMIT_TAG, description: "v1", milestones: m1, assets: { links: [{ name: bin, url: "https://example.com/bin" }] } } }\n');
+    assert.deepEqual((job(p, 'a').extra.release as { tag_name: string }).tag_name, '$CI_COMMIT_TAG');
+    const err = (release: string) => firstError(`a: { script: x, release: ${release} }\n`);
+    assert.equal(await err('{ tag_name: v1 }'), "jobs:a:release description can't be blank");
+    assert.equal(await err('{ description: d }'), "jobs:a:release tag name can't be blank");
+    assert.equal(await err('{ tag_name: v1, description: d, colour: red }'), 'jobs:a:release config contains unknown keys: colour');
+    assert.equal(await err('{ tag_name: v1, description: d, released_at: yesterday }'), 'jobs:a:release released at must be a valid datetime');
+    assert.equal(await err('{ tag_name: v1, description: d, assets: { links: [{ url: "https://x.y/z" }] } }'), "jobs:a:release:assets:links:link name can't be blank");
+    assert.equal(await err('v1'), 'jobs:a:release config should be a hash');
+  });
+
+  it("says an image needs a name as GitLab does", async () => {
+    assert.equal(await firstError('a: { script: x, image: { entrypoint: [""] } }\n'), "jobs:a:image name can't be blank");
+  });
+});

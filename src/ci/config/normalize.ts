@@ -292,7 +292,7 @@ function image(v: unknown, path: string, errors: Errors): CompiledImage | null {
     return null;
   }
   if (typeof v.name !== 'string' || v.name === '') {
-    errors.add(path, 'config should be a hash or a string');
+    errors.add(path, v.name === undefined || v.name === null || v.name === '' ? "name can't be blank" : 'name should be a string');
     return null;
   }
   const out: CompiledImage = { name: v.name };
@@ -372,13 +372,14 @@ function timeout(v: unknown, path: string, errors: Errors): number | null {
 
 function retry(v: unknown, path: string, errors: Errors): CompiledRetry | null {
   if (v === undefined || v === null) return null;
-  const max = (n: unknown): number | null => {
+  // retry: N is checked as `config`, retry: {max: N} as `max` (GitLab's SimpleRetry / FullRetry)
+  const max = (n: unknown, label = 'config'): number | null => {
     if (typeof n !== 'number' || !Number.isInteger(n)) {
-      errors.add(path, 'config has to be either an integer or a hash');
+      errors.add(path, label === 'config' ? 'config has to be either an integer or a hash' : `${label} must be an integer`);
       return null;
     }
-    if (n < 0) errors.add(path, 'config must be greater than or equal to 0');
-    else if (n > 2) errors.add(path, 'config must be less than or equal to 2');
+    if (n < 0) errors.add(path, `${label} must be greater than or equal to 0`);
+    else if (n > 2) errors.add(path, `${label} must be less than or equal to 2`);
     else return n;
     return null;
   };
@@ -395,7 +396,7 @@ function retry(v: unknown, path: string, errors: Errors): CompiledRetry | null {
     errors.add(path, `config contains unknown keys: ${unknown.join(', ')}`);
     return null;
   }
-  const m = v.max === undefined ? 0 : max(v.max);
+  const m = v.max === undefined ? 0 : max(v.max, 'max');
   let when = ['always'];
   if (v.when !== undefined) {
     const list = typeof v.when === 'string' ? [v.when] : v.when;
@@ -577,6 +578,66 @@ function environment(v: unknown, path: string, errors: Errors): EnvironmentSpec 
     deploymentTier: typeof v.deployment_tier === 'string' ? v.deployment_tier : null,
     kubernetes: isPlainObject(v.kubernetes) ? v.kubernetes : null,
   };
+}
+
+const RELEASE_KEYS = ['tag_name', 'tag_message', 'name', 'description', 'ref', 'released_at', 'milestones', 'assets'];
+const RELEASE_LINK_TYPES = ['other', 'runbook', 'image', 'package'];
+
+/** release: checked as GitLab's Entry::Release (the job keeps it in `extra`). */
+function releaseEntry(v: unknown, path: string, errors: Errors) {
+  if (!isPlainObject(v)) {
+    errors.add(path, 'config should be a hash');
+    return;
+  }
+  const unknown = Object.keys(v).filter((k) => !RELEASE_KEYS.includes(k));
+  if (unknown.length) errors.add(path, `config contains unknown keys: ${unknown.join(', ')}`);
+  const text = (key: string, label: string, required: boolean) => {
+    const x = v[key];
+    if (x === undefined || x === null || x === '') {
+      if (required) errors.add(path, `${label} can't be blank`);
+    } else if (typeof x !== 'string') errors.add(path, `${label} should be a string`);
+  };
+  text('tag_name', 'tag name', true);
+  text('tag_message', 'tag message', false);
+  text('description', 'description', true);
+  text('name', 'name', false);
+  text('ref', 'ref', false);
+  if (v.milestones !== undefined && v.milestones !== null && typeof v.milestones !== 'string' && !isStringArray(v.milestones)) {
+    errors.add(path, 'milestones should be an array of strings or a string');
+  }
+  if (v.released_at !== undefined && v.released_at !== null) {
+    const at = typeof v.released_at === 'string' ? v.released_at : '';
+    if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(at) || Number.isNaN(Date.parse(at))) {
+      errors.add(path, 'released at must be a valid datetime');
+    }
+  }
+  if (v.assets !== undefined && v.assets !== null) {
+    const ap = `${path}:assets`;
+    if (!isPlainObject(v.assets)) errors.add(ap, 'config should be a hash');
+    else {
+      const badKeys = Object.keys(v.assets).filter((k) => k !== 'links');
+      if (badKeys.length) errors.add(ap, `config contains unknown keys: ${badKeys.join(', ')}`);
+      const links = v.assets.links;
+      if (!Array.isArray(links) || links.length === 0) errors.add(`${ap}:links`, Array.isArray(links) || links === undefined || links === null ? "config can't be blank" : 'config should be a array');
+      else {
+        for (const link of links) {
+          const lp = `${ap}:links:link`;
+          if (!isPlainObject(link)) {
+            errors.add(lp, 'config should be a hash');
+            continue;
+          }
+          const extraKeys = Object.keys(link).filter((k) => !['name', 'url', 'filepath', 'direct_asset_path', 'link_type'].includes(k));
+          if (extraKeys.length) errors.add(lp, `config contains unknown keys: ${extraKeys.join(', ')}`);
+          if (typeof link.name !== 'string' || link.name === '') errors.add(lp, "name can't be blank");
+          if (typeof link.url !== 'string' || link.url === '') errors.add(lp, "url can't be blank");
+          else if (!/^https?:\/\/[^\s/$.?#][^\s]*$/i.test(link.url)) errors.add(lp, 'url must be a valid URL');
+          if (link.link_type !== undefined && !RELEASE_LINK_TYPES.includes(link.link_type as string)) {
+            errors.add(lp, `link type should be one of: ${RELEASE_LINK_TYPES.join(', ')}`);
+          }
+        }
+      }
+    }
+  }
 }
 
 function needs(v: unknown, path: string, errors: Errors): NeedSpec[] | null {
@@ -799,7 +860,9 @@ function trigger(v: unknown, path: string, errors: Errors): TriggerSpec | null {
 function rules(v: unknown, path: string, errors: Errors, workflow: boolean): RuleSpec[] | null {
   if (v === undefined || v === null) return null;
   if (!Array.isArray(v)) {
-    errors.add(path, 'config should be an array of hashes');
+    // a job checks `rules` itself (nested_array_of_hashes_or_arrays); workflow only has Entry::Rules
+    if (workflow) errors.add(path, 'config should be a array');
+    else errors.add(path.replace(/:rules$/, ''), 'rules should be an array containing hashes and arrays of hashes');
     return null;
   }
   if (v.length === 0) {
@@ -828,21 +891,45 @@ function rules(v: unknown, path: string, errors: Errors, workflow: boolean): Rul
     }
     let changes: RuleSpec['changes'] = null;
     if (r.changes !== undefined && r.changes !== null) {
-      if (isStringArray(r.changes)) changes = { paths: r.changes, compareTo: null };
-      else if (isPlainObject(r.changes) && isStringArray(r.changes.paths)) {
+      // GitLab's Rules::Rule::Changes: an array of globs, or {paths, compare_to}
+      const cp = `${rp}:changes`;
+      if (Array.isArray(r.changes)) {
+        if (!isStringArray(r.changes)) errors.add(cp, 'config should be an array of strings');
+        else if (r.changes.length > 50) errors.add(cp, 'config has too many entries (maximum 50)');
+        else changes = { paths: r.changes, compareTo: null };
+      } else if (isPlainObject(r.changes)) {
         const bad = Object.keys(r.changes).filter((k) => k !== 'paths' && k !== 'compare_to');
-        if (bad.length) errors.add(`${rp}:changes`, `config contains unknown keys: ${bad.join(', ')}`);
-        changes = { paths: r.changes.paths, compareTo: typeof r.changes.compare_to === 'string' ? r.changes.compare_to : null };
-      } else errors.add(`${rp}:changes`, 'config should be an array of strings or a hash');
-      if (changes && changes.paths.length > 50) errors.add(`${rp}:changes`, 'has too many entries (maximum 50)');
+        if (bad.length) errors.add(cp, `config contains unknown keys: ${bad.join(', ')}`);
+        if (r.changes.paths === undefined) errors.add(cp, 'config missing required keys: paths');
+        else if (!isStringArray(r.changes.paths)) errors.add(cp, 'paths should be an array of strings');
+        else if (r.changes.paths.length > 50) errors.add(cp, 'paths has too many entries (maximum 50)');
+        if (r.changes.compare_to !== undefined && r.changes.compare_to !== null && typeof r.changes.compare_to !== 'string') {
+          errors.add(cp, 'compare to should be a string');
+        }
+        if (!bad.length && isStringArray(r.changes.paths) && r.changes.paths.length <= 50) {
+          changes = { paths: r.changes.paths, compareTo: typeof r.changes.compare_to === 'string' ? r.changes.compare_to : null };
+        }
+      } else errors.add(cp, 'should be an array or a hash');
     }
     let exists: string[] | null = null;
-    if (r.exists !== undefined && r.exists !== null) {
-      if (typeof r.exists === 'string') exists = [r.exists];
-      else if (isStringArray(r.exists)) exists = r.exists;
-      else if (isPlainObject(r.exists) && isStringArray(r.exists.paths) && Object.keys(r.exists).every((k) => k === 'paths')) exists = r.exists.paths;
-      else errors.add(rp, 'exists should be an array of strings');
-      if (exists && exists.length > 50) errors.add(rp, 'exists is too long (maximum is 50 characters)');
+    if (r.exists !== undefined) {
+      // GitLab's Rules::Rule::Exists: a glob, an array of globs, or {paths, project, ref}
+      const ep = `${rp}:exists`;
+      if (r.exists === null || typeof r.exists === 'string') exists = r.exists === null ? [] : [r.exists];
+      else if (Array.isArray(r.exists)) {
+        if (!isStringArray(r.exists)) errors.add(ep, 'config should be an array of strings');
+        else if (r.exists.length > 50) errors.add(ep, 'config has too many entries (maximum 50)');
+        else exists = r.exists;
+      } else if (isPlainObject(r.exists)) {
+        const bad = Object.keys(r.exists).filter((k) => !['paths', 'project', 'ref'].includes(k));
+        if (bad.length) errors.add(ep, `config contains unknown keys: ${bad.join(', ')}`);
+        else if (r.exists.paths === undefined) errors.add(ep, 'config missing required keys: paths');
+        else if (r.exists.ref !== undefined && r.exists.project === undefined) errors.add(ep, 'config missing required keys: project');
+        else if (!isStringArray(r.exists.paths)) errors.add(ep, 'paths should be an array of strings');
+        else if (r.exists.paths.length > 50) errors.add(ep, 'paths has too many entries (maximum 50)');
+        else if (r.exists.project !== undefined) errors.add(ep, 'project is not supported by Cairn yet (files of another project)');
+        else exists = r.exists.paths;
+      } else errors.add(ep, 'should be a string, an array of strings, or a hash');
     }
     let when: string | null = null;
     if (r.when !== undefined && r.when !== null) {
@@ -860,7 +947,7 @@ function rules(v: unknown, path: string, errors: Errors, workflow: boolean): Rul
         }
       } else if (r.start_in !== undefined) errors.add(rp, 'config contains disallowed keys: start_in');
     }
-    if (r.allow_failure !== undefined && typeof r.allow_failure !== 'boolean') errors.add(rp, 'allow_failure should be a boolean value');
+    if (r.allow_failure !== undefined && typeof r.allow_failure !== 'boolean') errors.add(rp, 'allow failure should be a boolean value');
     if (r.interruptible !== undefined && typeof r.interruptible !== 'boolean') errors.add(rp, 'interruptible should be a boolean value');
     const variables = r.variables === undefined ? null : simpleVariables(r.variables, `${rp}:variables`, errors);
     let autoCancel: RuleSpec['autoCancel'] = null;
@@ -1219,6 +1306,7 @@ function jobEntry(
     }
   }
 
+  if (c.release !== undefined && c.release !== null) releaseEntry(c.release, `${path}:release`, errors);
   const extra: Record<string, unknown> = {};
   for (const k of EXTRA_KEYS) if (c[k] !== undefined) extra[k] = c[k];
 
