@@ -26,6 +26,22 @@ describe('CI pipeline semantics', () => {
 
   const depNames = async (pipelineId: number, name: string) => (await dependencyJobs(t.db, (await jobsByName(t, pipelineId))[name])).map((b) => b.name);
 
+  it('a job made manual by rules blocks the later stages; a job-level manual job does not', async () => {
+    const p = await pipelineFor(`
+stages: [build, deploy]
+gate: { stage: build, script: [g], rules: [{ when: manual }] }
+later: { stage: deploy, script: [d] }
+`);
+    assert.deepEqual(await statuses(t, p.id), { gate: 'manual', later: 'created' });
+    assert.equal((await pipeline(t, p.id)).status, 'manual');
+    const q = await pipelineFor(`
+stages: [build, deploy]
+gate: { stage: build, script: [g], when: manual }
+later: { stage: deploy, script: [d] }
+`);
+    assert.deepEqual(await statuses(t, q.id), { gate: 'manual', later: 'pending' });
+  });
+
   it('gives a job the artifacts of its needs, narrowed by dependencies; needs: [] gives none', async () => {
     const p = await pipelineFor(`
 build: { stage: build, script: [b] }
