@@ -143,6 +143,14 @@ describe('ci config (GitLab semantics): CI/CD inputs', () => {
     assert.deepEqual(job(p, 'j').script, ['a', 'b', 'c', 'z']);
   });
 
+  it('bounds what interpolation adds: a big input used in many places is "config too large"', async () => {
+    const uses = (n: number, block: string) => Array.from({ length: n }, (_, i) => `j${i}:\n  script: ${block}\n`).join('');
+    const arrayT = `spec:\n  inputs:\n    big: { type: array, default: [${Array.from({ length: 1000 }, (_, i) => `x${i}`).join(', ')}] }\n---\n${uses(600, '$[[ inputs.big ]]')}`;
+    assert.equal(await firstError('include: t.yml\n', {}, { 't.yml': arrayT }), '`t.yml`: config too large');
+    const textT = `spec:\n  inputs:\n    s: { default: "${'y'.repeat(50_000)}" }\n---\n${uses(400, 'echo $[[ inputs.s ]]')}`;
+    assert.equal(await firstError('include: t.yml\n', {}, { 't.yml': textT }), '`t.yml`: config too large');
+  });
+
   it('passes trigger:include:inputs to the child configuration', async () => {
     const p = await pipeline('child: { trigger: { include: [{ local: c.yml, inputs: { env: prod } }] } }\n');
     assert.deepEqual(job(p, 'child').trigger, {

@@ -18,6 +18,8 @@ export const MAX_INPUT_OPTIONS = 50;
 const INPUT_KEYS = ['default', 'description', 'options', 'regex', 'type'];
 const MAX_NODES = 500_000;
 const MAX_NODE_BYTES = 1024 * 1024;
+/** Text that interpolation may add in all (a long input used in many places stays bounded). */
+const MAX_ADDED_BYTES = 16 * 1024 * 1024;
 const MAX_BLOCKS = 10_000;
 const MAX_FUNCTIONS = 3;
 const MAX_ACCESS_BYTES = 1024;
@@ -180,6 +182,21 @@ interface Block {
   text: string;
   value: unknown;
   errors: string[];
+  /** Nodes the value adds wherever it is used (an array or hash input); counted against MAX_NODES. */
+  weight?: number;
+}
+
+/** Nodes of a value, counting no further than `limit`. */
+function nodeCount(v: unknown, limit: number): number {
+  let n = 0;
+  const stack = [v];
+  while (stack.length && n <= limit) {
+    const x = stack.pop();
+    n++;
+    if (Array.isArray(x)) stack.push(...x);
+    else if (isPlainObject(x)) stack.push(...Object.values(x));
+  }
+  return n;
 }
 
 /** Ruby's Shellwords.shellescape. */
@@ -254,6 +271,14 @@ export function interpolate(content: unknown, inputs: Record<string, unknown>, v
   const blocks = new Map<string, Block>();
   const errors: string[] = [];
   let visited = 0;
+  let added = 0;
+  const addBytes = (n: number) => {
+    added += n;
+    if (added > MAX_ADDED_BYTES) {
+      errors.push('config too large');
+      throw new Halt();
+    }
+  };
 
   const replaceString = (node: string): unknown => {
     if (!node.includes(BLOCK_PREFIX)) return node;
@@ -277,9 +302,21 @@ export function interpolate(content: unknown, inputs: Record<string, unknown>, v
       found.push(block);
     }
     if (!found.length) return node;
-    if (found.length === 1 && found[0].text.length === node.length) return found[0].value;
+    if (found.length === 1 && found[0].text.length === node.length) {
+      // the same array input used in many places must not multiply the configuration without bound
+      const b = found[0];
+      if (b.weight === undefined) b.weight = typeof b.value === 'object' && b.value !== null ? nodeCount(b.value, MAX_NODES) : 0;
+      visited += b.weight;
+      if (typeof b.value === 'string') addBytes(b.value.length);
+      if (visited > MAX_NODES) {
+        errors.push('config too large');
+        throw new Halt();
+      }
+      return b.value;
+    }
     let out = node;
     for (const b of found) out = out.split(b.text).join(rubyToS(b.value));
+    addBytes(Math.max(0, out.length - node.length));
     return out;
   };
 
