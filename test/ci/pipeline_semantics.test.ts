@@ -154,6 +154,21 @@ child:
     assert.deepEqual(held.map((r) => r.build_id), [(await jobsByName(t, third.id)).deploy.id]);
   });
 
+  it('resource_group: racing assignments (as from two processes) give the resource to one job only', async () => {
+    const p = await t.createProject();
+    await commitFiles(t, p, { '.gitlab-ci.yml': 'a: { script: [a], resource_group: r }\nb: { script: [b], resource_group: r }\nc: { script: [c], resource_group: r }\n' });
+    const pl = await latestPipeline(t, p.id);
+    assert.deepEqual(await statuses(t, pl.id), { a: 'pending', b: 'waiting_for_resource', c: 'waiting_for_resource' });
+    const { assignResources } = await import('../../src/ci/jobs/state.js');
+    const group = await t.db.selectFrom('ci_resource_groups').select('id').where('project_id', '=', p.id).executeTakeFirstOrThrow();
+    await t.db.updateTable('ci_resources').set({ build_id: null }).where('resource_group_id', '=', group.id).execute();
+    await Promise.all([assignResources(t.app.cairn, group.id), assignResources(t.app.cairn, group.id), assignResources(t.app.cairn, group.id)]);
+    const after = await statuses(t, pl.id);
+    assert.equal(Object.values(after).filter((s) => s === 'pending').length, 2, JSON.stringify(after));
+    assert.equal(after.b, 'pending', 'the oldest waiting job');
+    assert.equal(after.c, 'waiting_for_resource');
+  });
+
   it('resource_group: a manual job waits for the resource when played', async () => {
     const p = await t.createProject();
     await commitFiles(t, p, { '.gitlab-ci.yml': 'a: { script: [a], resource_group: r }\nb: { script: [b], when: manual, resource_group: r }\n' });
