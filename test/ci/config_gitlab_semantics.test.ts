@@ -159,6 +159,15 @@ describe('ci config (GitLab semantics): CI/CD inputs', () => {
       strategy: null,
       forward: { yamlVariables: true, pipelineVariables: false },
     });
+    const multi = await pipeline('down: { trigger: { project: group/other, inputs: { env: prod, replicas: 2 } } }\n');
+    assert.deepEqual(job(multi, 'down').trigger, {
+      kind: 'multi_project',
+      project: 'group/other',
+      branch: null,
+      strategy: null,
+      forward: { yamlVariables: true, pipelineVariables: false },
+      inputs: { env: 'prod', replicas: 2 },
+    });
   });
 });
 

@@ -120,6 +120,7 @@ export type TriggerSpec =
       branch: string | null;
       strategy: 'depend' | null;
       forward: { yamlVariables: boolean; pipelineVariables: boolean };
+      inputs?: Record<string, unknown>;
     };
 
 export interface EnvironmentSpec {
@@ -851,7 +852,13 @@ function trigger(v: unknown, path: string, errors: Errors): TriggerSpec | null {
       errors.add(path, 'branch should be a string');
       return null;
     }
-    return { kind: 'multi_project', project: v.project, branch: (v.branch as string | undefined) ?? null, strategy, forward };
+    if (v.inputs !== undefined && v.inputs !== null && !isPlainObject(v.inputs)) {
+      errors.add(path, 'inputs should be a hash');
+      return null;
+    }
+    const spec: TriggerSpec = { kind: 'multi_project', project: v.project, branch: (v.branch as string | undefined) ?? null, strategy, forward };
+    if (isPlainObject(v.inputs)) spec.inputs = v.inputs;
+    return spec;
   }
   errors.add(path, 'config must specify either project or include');
   return null;

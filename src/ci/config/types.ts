@@ -178,6 +178,8 @@ export type CompiledTrigger =
       branch: string | null;
       strategy: 'depend' | null;
       forward: { yamlVariables: boolean; pipelineVariables: boolean };
+      /** trigger:inputs, for the downstream configuration's spec:inputs. */
+      inputs?: Record<string, unknown>;
     };
 
 export interface CompiledParallel {

@@ -105,7 +105,7 @@ export async function createDownstream(cairn: Cairn, bridgeId: number): Promise<
   if (!sha) return fail();
   const result = await createPipeline(cairn, {
     project: target, ref: branch, tag: false, sha, source: 'pipeline', userId: user.id, api: true,
-    sourceJobId: bridge.id, inheritedVariables: inherited,
+    sourceJobId: bridge.id, inheritedVariables: inherited, inputs: trigger.inputs,
   });
   if (result.kind !== 'created') return fail();
   return settleBridgeFor(cairn, bridge, result.pipeline.id, result.pipeline.status as CiStatus);
