@@ -2,6 +2,7 @@ import type { BranchTables } from './schema/branches.js';
 import type { CiTables } from './schema/ci.js';
 import type { CiCacheTables } from './schema/ci_caches.js';
 import type { CiEngineTables } from './schema/ci_engine.js';
+import type { CiResourceGroupTables } from './schema/ci_resource_groups.js';
 import './schema/commit_statuses.js';
 import type { CoreTables } from './schema/core.js';
 import type { EnvironmentTables } from './schema/environments.js';
@@ -33,6 +34,7 @@ export interface DB
     CiTables,
     CiCacheTables,
     CiEngineTables,
+    CiResourceGroupTables,
     EnvironmentTables,
     ErrorTrackingTables,
     NotificationTables,

@@ -42,6 +42,29 @@ describe('CI lint API', () => {
     assert.equal((await t.post(url, { content: 'a: 1' }, { token: null })).status, 401);
   });
 
+  it("a dry run uses the project's CI/CD variables, as GitLab's simulated pipeline does", async () => {
+    const url = `/api/v4/projects/${project.id}/ci/lint`;
+    const content = 'deploy:\n  script: [d]\n  rules:\n    - if: $DEPLOY_TARGET == "prod"\n';
+    const before = await t.post(url, { content, dry_run: true }, { token: developer.token });
+    assert.equal(before.status, 200);
+    assert.equal(before.body.valid, false);
+    assert.equal((await t.post(`/api/v4/projects/${project.id}/variables`, { key: 'DEPLOY_TARGET', value: 'prod' })).status, 201);
+    const after = await t.post(url, { content, dry_run: true, include_jobs: true }, { token: developer.token });
+    assert.equal(after.body.valid, true, JSON.stringify(after.body.errors));
+    assert.deepEqual(after.body.jobs.map((j: any) => j.name), ['deploy']);
+  });
+
+  it('lints include:local wildcards and inputs against the repository', async () => {
+    await commitFiles(t, project, { 'ci/a.yml': 'a: { script: [a] }\n', 'ci/b.yml': 'spec:\n  inputs:\n    who: { default: world }\n---\nb:\n  script: echo $[[ inputs.who ]]\n' });
+    const url = `/api/v4/projects/${project.id}/ci/lint`;
+    const res = await t.post(url, { content: 'include: "ci/*.yml"\n', include_jobs: true }, { token: developer.token });
+    assert.equal(res.body.valid, true, JSON.stringify(res.body.errors));
+    assert.deepEqual(res.body.includes.map((i: any) => i.location), ['ci/a.yml', 'ci/b.yml']);
+    assert.deepEqual(res.body.jobs.find((j: any) => j.name === 'b').script, ['echo world']);
+    const bad = await t.post(url, { content: 'include: [{ local: ci/b.yml, inputs: { whom: x } }]\n' }, { token: developer.token });
+    assert.deepEqual(bad.body.errors, ['`ci/b.yml`: unknown input arguments: whom']);
+  });
+
   it('GET lints the project file at a sha', async () => {
     const url = `/api/v4/projects/${project.id}/ci/lint`;
     const res = await t.get(url, { token: developer.token, query: { include_jobs: true } });

@@ -638,7 +638,7 @@ d:
     const main = await pipeline(yaml);
     assert.deepEqual(names(main), ['a', 'd']);
     assert.equal(job(main, 'a').when, 'manual');
-    assert.equal(job(main, 'a').allowFailure, true);
+    assert.equal(job(main, 'a').allowFailure, false, 'a rule that makes a job manual makes it block (GitLab)');
     const tag = await pipeline(yaml, { ref: 'v1.0', tag: true });
     assert.equal(job(tag, 'a').when, 'always');
     assert.equal(job(tag, 'a').allowFailure, false);
@@ -736,7 +736,7 @@ docker:
     assert.equal(await firstError('a: { script: x, rules: [{ when: later }] }'), 'jobs:a:rules:rule when unknown value: later');
     assert.equal(await firstError('a: { script: x, rules: [{ when: delayed }] }'), "jobs:a:rules:rule start in can't be blank");
     assert.equal(await firstError('a: { script: x, rules: [{ when: manual, start_in: 1h }] }'), 'jobs:a:rules:rule config contains disallowed keys: start_in');
-    assert.equal(await firstError('a: { script: x, rules: { if: $A } }'), 'jobs:a:rules config should be an array of hashes');
+    assert.equal(await firstError('a: { script: x, rules: { if: $A } }'), 'jobs:a rules should be an array containing hashes and arrays of hashes');
     assert.equal(await firstError('a: { script: x, rules: [{ if: $A }], only: [main] }'), 'jobs:a config key may not be used with `rules`: only');
   });
 

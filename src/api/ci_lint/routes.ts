@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { LintResult } from '../../ci/config/index.js';
-import { ciConfigPath, isProtectedRef, predefinedVariables, repositoryReader } from '../../ci/pipelines/create.js';
+import { ciConfigPath, ciVariablesFor, isProtectedRef, predefinedVariables, repositoryReader } from '../../ci/pipelines/create.js';
 import type { FoundProject } from '../../finders/projects.js';
 import { readRef, resolveCommit } from '../../git/refs.js';
 import { badRequest, notFound } from '../../plugins/errors.js';
@@ -20,13 +20,18 @@ export default async function ciLintRoutes(fastify: FastifyInstance) {
   const cairn = app.cairn;
 
   async function lint(request: FastifyRequest, project: FoundProject, yaml: string, opts: { sha: string | null; ref: string; tag: boolean; dryRun: boolean; includeJobs: boolean }) {
-    const reader = opts.sha ? repositoryReader(cairn, project, opts.sha) : { readLocalFile: async () => null, fileExists: async () => false };
+    const reader = opts.sha ? repositoryReader(cairn, project, opts.sha) : { readLocalFile: async () => null, fileExists: async () => false, listFiles: async () => [] };
+    const protectedRef = opts.sha ? await isProtectedRef(cairn, project.id, opts.ref, opts.tag) : false;
     const variables = opts.sha
       ? await predefinedVariables(cairn, project, {
-          ref: opts.ref, tag: opts.tag, sha: opts.sha, source: 'push', protectedRef: await isProtectedRef(cairn, project.id, opts.ref, opts.tag),
+          ref: opts.ref, tag: opts.tag, sha: opts.sha, source: 'push', protectedRef,
           userId: request.actor?.user.id ?? null, message: '', author: '', committedAt: null, configPath: ciConfigPath(project),
         })
       : {};
+    // A dry run creates the pipeline as a push would, so the project's (and its groups') CI/CD
+    // variables take part, as they do in GitLab's simulated pipeline.
+    const ciVariables: Record<string, string> = {};
+    if (opts.dryRun && opts.sha) for (const v of await ciVariablesFor(cairn, project, protectedRef)) ciVariables[v.key] = v.value;
     // The compiler loads on first use (as for pipeline creation).
     const { lintConfig } = await import('../../ci/config/index.js');
     const result: LintResult = await lintConfig({
@@ -34,8 +39,9 @@ export default async function ciLintRoutes(fastify: FastifyInstance) {
       sha: opts.sha,
       readLocalFile: reader.readLocalFile,
       fileExists: reader.fileExists,
+      listFiles: reader.listFiles,
       variables,
-      simulate: opts.dryRun && opts.sha ? { ref: opts.ref, tag: opts.tag, sha: opts.sha, source: 'push', variables: {}, lowPrecedenceVariables: variables } : undefined,
+      simulate: opts.dryRun && opts.sha ? { ref: opts.ref, tag: opts.tag, sha: opts.sha, source: 'push', variables: ciVariables, lowPrecedenceVariables: variables } : undefined,
     });
     const base = `${cairn.config.externalUrl}/${projectFullPath(project)}`;
     return {

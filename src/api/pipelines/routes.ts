@@ -15,6 +15,9 @@ import { presentPipeline, presentPipelineBasic } from '../../presenters/ci.js';
 import type { ProjectRow } from '../../presenters/projects.js';
 import { PipelineBasicSchema, PipelineSchema, PipelineVariableSchema } from '../../presenters/schemas/ci.js';
 import { projectRepoPath } from '../../services/projects.js';
+import { pipelineTestSuites } from '../../services/test_reports.js';
+import { presentTestReport, presentTestReportSummary } from '../../presenters/test_reports.js';
+import { TestReportSchema, TestReportSummarySchema } from '../../presenters/schemas/test_reports.js';
 import { artifactStore, deleteObjects } from '../../storage/index.js';
 import { IdParams, RowId, timestampParam } from '../params.js';
 import { NoContent, projectOf, route } from '../route.js';
@@ -45,7 +48,11 @@ const VariableInput = Type.Object({ key: Type.String(), value: Type.Optional(Typ
 const CreateBody = Type.Object({
   ref: Type.String(),
   variables: Type.Optional(Type.Union([Type.Array(VariableInput), Type.Record(Type.String(), VariableInput)])),
+  /** Values for the configuration's `spec:inputs` (GitLab 17.11+). */
+  inputs: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
 });
+/** GitLab's Pipeline::Chain::Validate::Config INPUTS_LIMIT. */
+const MAX_PIPELINE_INPUTS = 20;
 
 const ctxOf = (request: FastifyRequest) => ({ baseUrl: request.server.cairn.config.externalUrl, viewer: request.actor?.user ?? null });
 
@@ -123,6 +130,24 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     return render(request, project, await findPipeline(project.id, request.params.pipeline_id));
   });
 
+  app.get('/api/v4/projects/:id/pipelines/:pipeline_id/test_report', route({ matrix: 'read',
+    access: { project: 'read_build' },
+    schema: { params: PipelineParams, response: { 200: TestReportSchema } },
+  }), async (request) => {
+    const { project } = projectOf(request);
+    const p = await findPipeline(project.id, request.params.pipeline_id);
+    return presentTestReport(await pipelineTestSuites(cairn, p.id));
+  });
+
+  app.get('/api/v4/projects/:id/pipelines/:pipeline_id/test_report_summary', route({ matrix: 'read',
+    access: { project: 'read_build' },
+    schema: { params: PipelineParams, response: { 200: TestReportSummarySchema } },
+  }), async (request) => {
+    const { project } = projectOf(request);
+    const p = await findPipeline(project.id, request.params.pipeline_id);
+    return presentTestReportSummary(await pipelineTestSuites(cairn, p.id));
+  });
+
   app.get('/api/v4/projects/:id/pipelines/:pipeline_id/variables', route({ matrix: 'developer',
     access: { project: 'update_pipeline', signedIn: true },
     schema: { params: PipelineParams, response: { 200: Type.Array(PipelineVariableSchema) } },
@@ -144,6 +169,8 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
       if (!/^[A-Za-z0-9_]{1,255}$/.test(v.key)) throw validationFailed({ base: [`Variables key can contain only letters, digits and '_'.`] });
       return { key: v.key, value: v.value ?? '', variable_type: v.variable_type === 'file' ? 'file' as const : 'env_var' as const };
     });
+    const inputs = body.inputs ?? {};
+    if (Object.keys(inputs).length > MAX_PIPELINE_INPUTS) throw validationFailed({ base: [`There cannot be more than ${MAX_PIPELINE_INPUTS} inputs`] });
     const gitDir = projectRepoPath(cairn, project);
     let tag = false;
     let sha = await readRef(cairn.catfile, gitDir, `refs/heads/${body.ref}`);
@@ -156,7 +183,7 @@ export default async function pipelineRoutes(fastify: FastifyInstance) {
     }
     if (!sha) throw validationFailed({ base: ['Reference not found'] });
     if (!(await canUpdateRef(cairn.db, project, user!, accessLevel, body.ref, tag))) throw validationFailed({ base: [protectedRefPipelineMessage(body.ref)] });
-    const result = await createPipeline(cairn, { project, ref: body.ref, tag, sha, source: 'api', userId: user!.id, variables, api: true, configRequired: true });
+    const result = await createPipeline(cairn, { project, ref: body.ref, tag, sha, source: 'api', userId: user!.id, variables, inputs, api: true, configRequired: true });
     if (result.kind !== 'created') throw validationFailed({ base: result.errors ?? [result.message] });
     return reply.code(201).send(await render(request, project, result.pipeline));
   });

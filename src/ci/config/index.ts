@@ -14,6 +14,7 @@ export { parseDuration } from './duration.js';
 export { matchGlob, matchAnyGlob } from './glob.js';
 export { expandString } from './variables.js';
 export { MAX_JOB_NAME_LENGTH } from './normalize.js';
+export { InvalidCompareToError } from './errors.js';
 
 const SKIP_CI = /\[(ci[ _-]skip|skip[ _-]ci)\]/i;
 
@@ -33,11 +34,12 @@ async function build(
   access: RepositoryAccess,
   sha: string | null,
   variables: Record<string, string>,
+  inputs?: Record<string, unknown>,
 ): Promise<Built> {
   await loadYamlLibrary();
   let loaded;
   try {
-    loaded = await loadConfig(yaml, { access, sha, variables });
+    loaded = await loadConfig(yaml, { access, sha, variables, inputs });
   } catch (e) {
     if (e instanceof ConfigError) return { ok: false, errors: [e.message], warnings: [], includes: [], merged: null };
     throw e;
@@ -56,7 +58,7 @@ export async function compilePipeline(input: CompileInput): Promise<CompileResul
     return { ok: true, kind: 'skipped', reason: 'skip_ci', message: SKIP_CI_MESSAGE, warnings: [] };
   }
   const includeVars = { ...(input.lowPrecedenceVariables ?? {}), ...input.variables };
-  const built = await build(input.yaml, input, input.sha, includeVars);
+  const built = await build(input.yaml, input, input.sha, includeVars, input.inputs);
   if (!built.ok) return { ok: false, kind: 'error', errors: built.errors, warnings: built.warnings };
   return seedPipeline(built.spec, input, built.includes);
 }
@@ -66,6 +68,8 @@ export interface LintInput extends RepositoryAccess {
   sha?: string | null;
   /** Variables for include paths and include:rules (predefined/project ones), optional. */
   variables?: Record<string, string>;
+  /** Values for the file's own `spec:inputs`. */
+  inputs?: Record<string, unknown>;
   /**
    * dry_run: also simulate a pipeline for this ref/source, so rules-dependent errors (needs to an
    * excluded job, nothing to run) are reported too, as GitLab's dry run does.
@@ -76,7 +80,7 @@ export interface LintInput extends RepositoryAccess {
 /** Material for POST /ci/lint: {valid, errors, warnings, merged_yaml, includes, jobs}. */
 export async function lintConfig(input: LintInput): Promise<LintResult> {
   const vars = { ...(input.simulate?.lowPrecedenceVariables ?? {}), ...(input.simulate?.variables ?? input.variables ?? {}) };
-  const built = await build(input.yaml, input, input.sha ?? input.simulate?.sha ?? null, vars);
+  const built = await build(input.yaml, input, input.sha ?? input.simulate?.sha ?? null, vars, input.simulate?.inputs ?? input.inputs);
   const mergedYaml = built.merged ? dumpYaml(built.merged) : '';
   if (!built.ok) {
     return { valid: false, errors: built.errors, warnings: built.warnings, mergedYaml, includes: built.includes, jobs: [] };

@@ -3,8 +3,11 @@
 // that includes them (the including file wins), `extends` is resolved (bases deep-merged in
 // order, then the job itself), then `!reference` tags are replaced by what they point at.
 
+import { RE2JS } from 're2js';
 import { Expression } from './expression.js';
 import { matchAnyGlob } from './glob.js';
+import { InvalidCompareToError } from './errors.js';
+import { applyInputs } from './inputs.js';
 import type { IncludeInfo, RepositoryAccess } from './types.js';
 import { expandString } from './variables.js';
 import { deepClone, deepMerge, isPlainObject, loadYaml, ReferenceTag } from './yaml.js';
@@ -31,10 +34,12 @@ export const RESERVED_KEYS = new Set([
 export class ConfigError extends Error {}
 
 export interface LoadOptions {
-  access: Pick<RepositoryAccess, 'readLocalFile' | 'fileExists' | 'changedPaths'>;
+  access: Pick<RepositoryAccess, 'readLocalFile' | 'fileExists' | 'changedPaths' | 'listFiles'>;
   sha: string | null;
   /** Variables usable in include paths and include:rules (pipeline, project, predefined). */
   variables: Record<string, string>;
+  /** Values for the main file's `spec:inputs` (a pipeline's inputs). */
+  inputs?: Record<string, unknown>;
 }
 
 export interface Loaded {
@@ -47,20 +52,43 @@ export async function loadConfig(text: string, opts: LoadOptions): Promise<Loade
   if (text.trim() === '') throw new ConfigError('Please provide content of .gitlab-ci.yml');
   const parsed = loadYaml(text);
   if (!parsed.ok) throw new ConfigError(parsed.error);
-  if (!isPlainObject(parsed.value)) throw new ConfigError('Invalid configuration format');
+  // The main file's own spec:inputs take the pipeline's inputs (GitLab's Config::Yaml::Loader).
+  const applied = applyInputs(parsed.header, parsed.value, opts.inputs ?? {}, opts.variables);
+  if (!applied.ok) throw new ConfigError(applied.error);
+  if (!isPlainObject(applied.value)) throw new ConfigError('Invalid configuration format');
   const state = { count: 0, includes: [] as IncludeInfo[] };
-  let config = await expandIncludes(parsed.value, opts, state, 0);
+  let config = await expandIncludes(applied.value, opts, state, 0);
   config = resolveExtends(config);
   config = resolveReferences(config);
   return { config, includes: state.includes };
 }
 
-type IncludeEntry = { local: string; extra: Record<string, unknown> };
+type IncludeEntry = {
+  /** The path with variables expanded. */
+  local: string;
+  /** The path as written: a wildcard is matched before variables are expanded, as GitLab's Mapper does. */
+  raw: string;
+  inputs: Record<string, unknown>;
+  extra: Record<string, unknown>;
+};
+
+/**
+ * A wildcard `include:local` path as GitLab matches it (Repository#search_files_by_wildcard_path):
+ * `**` is any text, `*` any text without a slash, everything else literal, the whole path.
+ */
+export function wildcardMatcher(pattern: string): RE2JS {
+  const re = pattern
+    .replace(/^\/+/, '')
+    .split('**')
+    .map((part) => part.split('*').map((lit) => RE2JS.quote(lit)).join('[^/]*?'))
+    .join('.*?');
+  return RE2JS.compile(`^${re}$`);
+}
 
 async function expandIncludes(
   config: Record<string, unknown>,
   opts: LoadOptions,
-  state: { count: number; includes: IncludeInfo[] },
+  state: { count: number; includes: IncludeInfo[]; listed?: string[] },
   depth: number,
 ): Promise<Record<string, unknown>> {
   if (!Object.hasOwn(config, 'include')) return config;
@@ -72,25 +100,42 @@ async function expandIncludes(
     const entry = normalizeInclude(raw, opts.variables);
     if (!entry) continue;
     if (!(await includeRulesMatch(entry.extra.rules, opts))) continue;
-    if (state.count >= MAX_INCLUDES) throw new ConfigError(`Maximum of ${MAX_INCLUDES} nested includes are allowed!`);
-    state.count++;
-    const location = entry.local.replace(/^\/+/, '');
-    if (/[*?[{]/.test(location)) {
-      throw new ConfigError(`Included file \`${location}\` uses a wildcard, which Cairn does not support yet!`);
+    let files: Array<{ location: string; inputs: Record<string, unknown>; extra: Record<string, unknown> }>;
+    if (entry.raw.includes('*')) {
+      // Each file a wildcard matches is an include of its own, without the entry's other keys.
+      state.listed ??= opts.access.listFiles ? await opts.access.listFiles() : [];
+      const matcher = wildcardMatcher(entry.raw);
+      files = state.listed.filter((p) => matcher.testExact(p)).map((location) => ({ location, inputs: {}, extra: {} }));
+    } else {
+      files = [{ location: entry.local.replace(/^\/+/, ''), inputs: entry.inputs, extra: entry.extra }];
     }
-    if (!/\.ya?ml$/.test(location)) throw new ConfigError(`Included file \`${location}\` does not have YAML extension!`);
-    const content = await opts.access.readLocalFile(location);
-    if (content === null) throw new ConfigError(`Local file \`${location}\` does not exist!`);
-    if (content.trim() === '') throw new ConfigError(`Local file \`${location}\` is empty!`);
-    const parsed = loadYaml(content);
-    if (!parsed.ok || !isPlainObject(parsed.value)) {
-      throw new ConfigError(`Included file \`${location}\` does not have valid YAML syntax!`);
+    for (const file of files) {
+      merged = deepMerge(merged, await includeLocal(file, opts, state, depth));
     }
-    state.includes.push({ type: 'local', location, extra: entry.extra, contextSha: opts.sha });
-    const nested = await expandIncludes(parsed.value, opts, state, depth + 1);
-    merged = deepMerge(merged, nested);
   }
   return deepMerge(merged, rest);
+}
+
+async function includeLocal(
+  file: { location: string; inputs: Record<string, unknown>; extra: Record<string, unknown> },
+  opts: LoadOptions,
+  state: { count: number; includes: IncludeInfo[]; listed?: string[] },
+  depth: number,
+): Promise<Record<string, unknown>> {
+  const { location } = file;
+  if (state.count >= MAX_INCLUDES) throw new ConfigError(`Maximum of ${MAX_INCLUDES} nested includes are allowed!`);
+  state.count++;
+  if (!/\.ya?ml$/i.test(location)) throw new ConfigError(`Included file \`${location}\` does not have YAML extension!`);
+  const content = await opts.access.readLocalFile(location);
+  if (content === null) throw new ConfigError(`Local file \`${location}\` does not exist!`);
+  if (content.trim() === '') throw new ConfigError(`Local file \`${location}\` is empty!`);
+  const parsed = loadYaml(content);
+  if (!parsed.ok) throw new ConfigError(`Included file \`${location}\` does not have valid YAML syntax!`);
+  const applied = applyInputs(parsed.header, parsed.value, file.inputs, opts.variables);
+  if (!applied.ok) throw new ConfigError(`\`${location}\`: ${applied.error}`);
+  if (!isPlainObject(applied.value)) throw new ConfigError(`Included file \`${location}\` does not have valid YAML syntax!`);
+  state.includes.push({ type: 'local', location, extra: file.extra, contextSha: opts.sha });
+  return expandIncludes(applied.value, opts, state, depth + 1);
 }
 
 const INCLUDE_ACCESSORS = ['local', 'remote', 'project', 'template', 'component', 'file', 'artifact'];
@@ -100,7 +145,7 @@ function normalizeInclude(raw: unknown, variables: Record<string, string>): Incl
     if (/^https?:\/\//i.test(raw)) {
       throw new ConfigError(`Remote file \`${raw}\` could not be fetched: include:remote is not supported by Cairn!`);
     }
-    return { local: expandString(raw, variables), extra: {} };
+    return { local: expandString(raw, variables), raw, inputs: {}, extra: {} };
   }
   if (!isPlainObject(raw)) throw new ConfigError(`Include \`${JSON.stringify(raw)}\` needs to match exactly one accessor!`);
   const accessors = Object.keys(raw).filter((k) => INCLUDE_ACCESSORS.includes(k));
@@ -116,8 +161,11 @@ function normalizeInclude(raw: unknown, variables: Record<string, string>): Incl
   if (typeof raw.local !== 'string' || raw.local === '') throw new ConfigError(`Include \`${shown}\` needs to match exactly one accessor!`);
   const unknown = Object.keys(raw).filter((k) => !['local', 'rules', 'inputs'].includes(k));
   if (unknown.length) throw new ConfigError(`include config contains unknown keys: ${unknown.join(', ')}`);
+  if (raw.inputs !== undefined && raw.inputs !== null && !isPlainObject(raw.inputs)) {
+    throw new ConfigError(`Include \`${shown}\`: inputs should be a hash`);
+  }
   const { local, ...extra } = raw;
-  return { local: expandString(local as string, variables), extra };
+  return { local: expandString(local as string, variables), raw: local as string, inputs: isPlainObject(raw.inputs) ? raw.inputs : {}, extra };
 }
 
 async function includeRulesMatch(rules: unknown, opts: LoadOptions): Promise<boolean> {
@@ -138,7 +186,14 @@ async function includeRulesMatch(rules: unknown, opts: LoadOptions): Promise<boo
     }
     if (matched && rule.changes !== undefined) {
       const paths = Array.isArray(rule.changes) ? rule.changes : isPlainObject(rule.changes) ? (rule.changes.paths as unknown[]) : [];
-      const changed = opts.access.changedPaths ? await opts.access.changedPaths() : null;
+      const compareTo = isPlainObject(rule.changes) && typeof rule.changes.compare_to === 'string' ? expandString(rule.changes.compare_to, opts.variables) : undefined;
+      let changed: string[] | null = null;
+      try {
+        changed = opts.access.changedPaths ? await opts.access.changedPaths(compareTo) : null;
+      } catch (e) {
+        if (e instanceof InvalidCompareToError) throw new ConfigError(`include:${e.message}`);
+        throw e;
+      }
       matched = changed === null || matchAnyGlob((paths ?? []).map((g) => expandString(String(g), opts.variables)), changed);
     }
     if (matched) return rule.when !== 'never';

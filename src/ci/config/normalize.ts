@@ -74,6 +74,15 @@ export interface NeedSpec {
   optional: boolean;
   /** needs:parallel:matrix — which instances of a parallel job. */
   matrix: Array<Record<string, string[]>> | null;
+  /** needs:pipeline — a job of another pipeline of the same hierarchy (GitLab's cross_dependency), as written. */
+  pipeline?: string;
+}
+
+/** needs:pipeline:job — artifacts of a job of another pipeline (a child's parent). */
+export interface CrossNeedSpec {
+  pipeline: string;
+  job: string;
+  artifacts: boolean;
 }
 
 export interface RuleSpec {
@@ -86,7 +95,8 @@ export interface RuleSpec {
   interruptible: boolean | null;
   variables: Record<string, string> | null;
   needs: NeedSpec[] | null;
-  autoCancel: Record<string, unknown> | null;
+  /** workflow:rules:auto_cancel (overrides workflow:auto_cancel when the rule matches). */
+  autoCancel: { onNewCommit: string | null; onJobFailure: string | null } | null;
 }
 
 export interface PolicySpec {
@@ -101,7 +111,7 @@ export interface PolicySpec {
 export type TriggerSpec =
   | {
       kind: 'child';
-      include: Array<{ local: string } | { artifact: string; job: string }>;
+      include: Array<{ local: string; inputs?: Record<string, unknown> } | { artifact: string; job: string }>;
       strategy: 'depend' | null;
       forward: { yamlVariables: boolean; pipelineVariables: boolean };
     }
@@ -111,6 +121,7 @@ export type TriggerSpec =
       branch: string | null;
       strategy: 'depend' | null;
       forward: { yamlVariables: boolean; pipelineVariables: boolean };
+      inputs?: Record<string, unknown>;
     };
 
 export interface EnvironmentSpec {
@@ -134,6 +145,8 @@ export interface JobSpec {
   allowFailure: boolean | null;
   allowFailureExitCodes: number[] | null;
   needs: NeedSpec[] | null;
+  /** needs:pipeline entries (they are not in `needs`). */
+  crossNeeds: CrossNeedSpec[];
   dependencies: string[] | null;
   beforeScript: string[];
   script: string[];
@@ -281,7 +294,7 @@ function image(v: unknown, path: string, errors: Errors): CompiledImage | null {
     return null;
   }
   if (typeof v.name !== 'string' || v.name === '') {
-    errors.add(path, 'config should be a hash or a string');
+    errors.add(path, v.name === undefined || v.name === null || v.name === '' ? "name can't be blank" : 'name should be a string');
     return null;
   }
   const out: CompiledImage = { name: v.name };
@@ -361,13 +374,14 @@ function timeout(v: unknown, path: string, errors: Errors): number | null {
 
 function retry(v: unknown, path: string, errors: Errors): CompiledRetry | null {
   if (v === undefined || v === null) return null;
-  const max = (n: unknown): number | null => {
+  // retry: N is checked as `config`, retry: {max: N} as `max` (GitLab's SimpleRetry / FullRetry)
+  const max = (n: unknown, label = 'config'): number | null => {
     if (typeof n !== 'number' || !Number.isInteger(n)) {
-      errors.add(path, 'config has to be either an integer or a hash');
+      errors.add(path, label === 'config' ? 'config has to be either an integer or a hash' : `${label} must be an integer`);
       return null;
     }
-    if (n < 0) errors.add(path, 'config must be greater than or equal to 0');
-    else if (n > 2) errors.add(path, 'config must be less than or equal to 2');
+    if (n < 0) errors.add(path, `${label} must be greater than or equal to 0`);
+    else if (n > 2) errors.add(path, `${label} must be less than or equal to 2`);
     else return n;
     return null;
   };
@@ -384,7 +398,7 @@ function retry(v: unknown, path: string, errors: Errors): CompiledRetry | null {
     errors.add(path, `config contains unknown keys: ${unknown.join(', ')}`);
     return null;
   }
-  const m = v.max === undefined ? 0 : max(v.max);
+  const m = v.max === undefined ? 0 : max(v.max, 'max');
   let when = ['always'];
   if (v.when !== undefined) {
     const list = typeof v.when === 'string' ? [v.when] : v.when;
@@ -642,6 +656,66 @@ function environment(v: unknown, path: string, errors: Errors): EnvironmentSpec 
   };
 }
 
+const RELEASE_KEYS = ['tag_name', 'tag_message', 'name', 'description', 'ref', 'released_at', 'milestones', 'assets'];
+const RELEASE_LINK_TYPES = ['other', 'runbook', 'image', 'package'];
+
+/** release: checked as GitLab's Entry::Release (the job keeps it in `extra`). */
+function releaseEntry(v: unknown, path: string, errors: Errors) {
+  if (!isPlainObject(v)) {
+    errors.add(path, 'config should be a hash');
+    return;
+  }
+  const unknown = Object.keys(v).filter((k) => !RELEASE_KEYS.includes(k));
+  if (unknown.length) errors.add(path, `config contains unknown keys: ${unknown.join(', ')}`);
+  const text = (key: string, label: string, required: boolean) => {
+    const x = v[key];
+    if (x === undefined || x === null || x === '') {
+      if (required) errors.add(path, `${label} can't be blank`);
+    } else if (typeof x !== 'string') errors.add(path, `${label} should be a string`);
+  };
+  text('tag_name', 'tag name', true);
+  text('tag_message', 'tag message', false);
+  text('description', 'description', true);
+  text('name', 'name', false);
+  text('ref', 'ref', false);
+  if (v.milestones !== undefined && v.milestones !== null && typeof v.milestones !== 'string' && !isStringArray(v.milestones)) {
+    errors.add(path, 'milestones should be an array of strings or a string');
+  }
+  if (v.released_at !== undefined && v.released_at !== null) {
+    const at = typeof v.released_at === 'string' ? v.released_at : '';
+    if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(at) || Number.isNaN(Date.parse(at))) {
+      errors.add(path, 'released at must be a valid datetime');
+    }
+  }
+  if (v.assets !== undefined && v.assets !== null) {
+    const ap = `${path}:assets`;
+    if (!isPlainObject(v.assets)) errors.add(ap, 'config should be a hash');
+    else {
+      const badKeys = Object.keys(v.assets).filter((k) => k !== 'links');
+      if (badKeys.length) errors.add(ap, `config contains unknown keys: ${badKeys.join(', ')}`);
+      const links = v.assets.links;
+      if (!Array.isArray(links) || links.length === 0) errors.add(`${ap}:links`, Array.isArray(links) || links === undefined || links === null ? "config can't be blank" : 'config should be a array');
+      else {
+        for (const link of links) {
+          const lp = `${ap}:links:link`;
+          if (!isPlainObject(link)) {
+            errors.add(lp, 'config should be a hash');
+            continue;
+          }
+          const extraKeys = Object.keys(link).filter((k) => !['name', 'url', 'filepath', 'direct_asset_path', 'link_type'].includes(k));
+          if (extraKeys.length) errors.add(lp, `config contains unknown keys: ${extraKeys.join(', ')}`);
+          if (typeof link.name !== 'string' || link.name === '') errors.add(lp, "name can't be blank");
+          if (typeof link.url !== 'string' || link.url === '') errors.add(lp, "url can't be blank");
+          else if (!/^https?:\/\/[^\s/$.?#][^\s]*$/i.test(link.url)) errors.add(lp, 'url must be a valid URL');
+          if (link.link_type !== undefined && !RELEASE_LINK_TYPES.includes(link.link_type as string)) {
+            errors.add(lp, `link type should be one of: ${RELEASE_LINK_TYPES.join(', ')}`);
+          }
+        }
+      }
+    }
+  }
+}
+
 function needs(v: unknown, path: string, errors: Errors): NeedSpec[] | null {
   if (v === undefined || v === null) return null;
   if (!Array.isArray(v) && !isPlainObject(v)) {
@@ -658,8 +732,35 @@ function needs(v: unknown, path: string, errors: Errors): NeedSpec[] | null {
       errors.add(`${path}:need`, 'has an unsupported type');
       continue;
     }
-    if (n.pipeline !== undefined || n.project !== undefined) {
-      errors.add(`${path}:need`, 'needs:pipeline and needs:project are not supported by Cairn yet');
+    if (n.project !== undefined) {
+      errors.add(`${path}:need`, 'needs:project is not supported by Cairn yet');
+      continue;
+    }
+    if (n.pipeline !== undefined || n.ref !== undefined) {
+      // GitLab's Need::CrossPipelineDependency (pipeline + job); anything else has no strategy.
+      if (n.job === undefined || n.ref !== undefined) {
+        errors.add(`${path}:need`, 'has an unsupported type');
+        continue;
+      }
+      const unknown = Object.keys(n).filter((k) => !['pipeline', 'job', 'artifacts'].includes(k));
+      if (unknown.length) {
+        errors.add(`${path}:need`, `config contains unknown keys: ${unknown.join(', ')}`);
+        continue;
+      }
+      const pipeline = scalarString(n.pipeline);
+      if (pipeline === null || pipeline === '') {
+        errors.add(`${path}:need`, typeof n.pipeline === 'string' ? "pipeline can't be blank" : 'pipeline should be a string');
+        continue;
+      }
+      if (typeof n.job !== 'string' || n.job === '') {
+        errors.add(`${path}:need`, typeof n.job === 'string' ? "job can't be blank" : 'job should be a string');
+        continue;
+      }
+      if (n.artifacts !== undefined && typeof n.artifacts !== 'boolean') {
+        errors.add(`${path}:need`, 'artifacts should be a boolean value');
+        continue;
+      }
+      out.push({ job: n.job, artifacts: n.artifacts !== false, optional: false, matrix: null, pipeline });
       continue;
     }
     const unknown = Object.keys(n).filter((k) => !['job', 'artifacts', 'optional', 'parallel'].includes(k));
@@ -794,11 +895,15 @@ function trigger(v: unknown, path: string, errors: Errors): TriggerSpec | null {
       errors.add(`${path}:include`, 'config must be between 1 and 3 items');
       return null;
     }
-    const include: Array<{ local: string } | { artifact: string; job: string }> = [];
+    const include: Array<{ local: string; inputs?: Record<string, unknown> } | { artifact: string; job: string }> = [];
     for (const i of list) {
       if (typeof i === 'string') include.push({ local: i.replace(/^\/+/, '') });
       else if (isPlainObject(i) && typeof i.local === 'string' && Object.keys(i).every((k) => k === 'local' || k === 'inputs')) {
-        include.push({ local: i.local.replace(/^\/+/, '') });
+        if (i.inputs !== undefined && !isPlainObject(i.inputs)) {
+          errors.add(`${path}:include`, 'inputs should be a hash');
+          return null;
+        }
+        include.push(isPlainObject(i.inputs) ? { local: i.local.replace(/^\/+/, ''), inputs: i.inputs } : { local: i.local.replace(/^\/+/, '') });
       } else if (isPlainObject(i) && typeof i.artifact === 'string') {
         if (typeof i.job !== 'string') {
           errors.add(`${path}:include`, 'config must specify the job where to fetch the artifact from');
@@ -822,7 +927,13 @@ function trigger(v: unknown, path: string, errors: Errors): TriggerSpec | null {
       errors.add(path, 'branch should be a string');
       return null;
     }
-    return { kind: 'multi_project', project: v.project, branch: (v.branch as string | undefined) ?? null, strategy, forward };
+    if (v.inputs !== undefined && v.inputs !== null && !isPlainObject(v.inputs)) {
+      errors.add(path, 'inputs should be a hash');
+      return null;
+    }
+    const spec: TriggerSpec = { kind: 'multi_project', project: v.project, branch: (v.branch as string | undefined) ?? null, strategy, forward };
+    if (isPlainObject(v.inputs)) spec.inputs = v.inputs;
+    return spec;
   }
   errors.add(path, 'config must specify either project or include');
   return null;
@@ -831,7 +942,13 @@ function trigger(v: unknown, path: string, errors: Errors): TriggerSpec | null {
 function rules(v: unknown, path: string, errors: Errors, workflow: boolean): RuleSpec[] | null {
   if (v === undefined || v === null) return null;
   if (!Array.isArray(v)) {
-    errors.add(path, 'config should be an array of hashes');
+    // a job checks `rules` itself (nested_array_of_hashes_or_arrays); workflow only has Entry::Rules
+    if (workflow) errors.add(path, 'config should be a array');
+    else errors.add(path.replace(/:rules$/, ''), 'rules should be an array containing hashes and arrays of hashes');
+    return null;
+  }
+  if (v.length === 0) {
+    errors.add(path, "config can't be blank");
     return null;
   }
   const flat = v.flat(10);
@@ -856,21 +973,45 @@ function rules(v: unknown, path: string, errors: Errors, workflow: boolean): Rul
     }
     let changes: RuleSpec['changes'] = null;
     if (r.changes !== undefined && r.changes !== null) {
-      if (isStringArray(r.changes)) changes = { paths: r.changes, compareTo: null };
-      else if (isPlainObject(r.changes) && isStringArray(r.changes.paths)) {
+      // GitLab's Rules::Rule::Changes: an array of globs, or {paths, compare_to}
+      const cp = `${rp}:changes`;
+      if (Array.isArray(r.changes)) {
+        if (!isStringArray(r.changes)) errors.add(cp, 'config should be an array of strings');
+        else if (r.changes.length > 50) errors.add(cp, 'config has too many entries (maximum 50)');
+        else changes = { paths: r.changes, compareTo: null };
+      } else if (isPlainObject(r.changes)) {
         const bad = Object.keys(r.changes).filter((k) => k !== 'paths' && k !== 'compare_to');
-        if (bad.length) errors.add(`${rp}:changes`, `config contains unknown keys: ${bad.join(', ')}`);
-        changes = { paths: r.changes.paths, compareTo: typeof r.changes.compare_to === 'string' ? r.changes.compare_to : null };
-      } else errors.add(`${rp}:changes`, 'config should be an array of strings or a hash');
-      if (changes && changes.paths.length > 50) errors.add(`${rp}:changes`, 'has too many entries (maximum 50)');
+        if (bad.length) errors.add(cp, `config contains unknown keys: ${bad.join(', ')}`);
+        if (r.changes.paths === undefined) errors.add(cp, 'config missing required keys: paths');
+        else if (!isStringArray(r.changes.paths)) errors.add(cp, 'paths should be an array of strings');
+        else if (r.changes.paths.length > 50) errors.add(cp, 'paths has too many entries (maximum 50)');
+        if (r.changes.compare_to !== undefined && r.changes.compare_to !== null && typeof r.changes.compare_to !== 'string') {
+          errors.add(cp, 'compare to should be a string');
+        }
+        if (!bad.length && isStringArray(r.changes.paths) && r.changes.paths.length <= 50) {
+          changes = { paths: r.changes.paths, compareTo: typeof r.changes.compare_to === 'string' ? r.changes.compare_to : null };
+        }
+      } else errors.add(cp, 'should be an array or a hash');
     }
     let exists: string[] | null = null;
-    if (r.exists !== undefined && r.exists !== null) {
-      if (typeof r.exists === 'string') exists = [r.exists];
-      else if (isStringArray(r.exists)) exists = r.exists;
-      else if (isPlainObject(r.exists) && isStringArray(r.exists.paths) && Object.keys(r.exists).every((k) => k === 'paths')) exists = r.exists.paths;
-      else errors.add(rp, 'exists should be an array of strings');
-      if (exists && exists.length > 50) errors.add(rp, 'exists is too long (maximum is 50 characters)');
+    if (r.exists !== undefined) {
+      // GitLab's Rules::Rule::Exists: a glob, an array of globs, or {paths, project, ref}
+      const ep = `${rp}:exists`;
+      if (r.exists === null || typeof r.exists === 'string') exists = r.exists === null ? [] : [r.exists];
+      else if (Array.isArray(r.exists)) {
+        if (!isStringArray(r.exists)) errors.add(ep, 'config should be an array of strings');
+        else if (r.exists.length > 50) errors.add(ep, 'config has too many entries (maximum 50)');
+        else exists = r.exists;
+      } else if (isPlainObject(r.exists)) {
+        const bad = Object.keys(r.exists).filter((k) => !['paths', 'project', 'ref'].includes(k));
+        if (bad.length) errors.add(ep, `config contains unknown keys: ${bad.join(', ')}`);
+        else if (r.exists.paths === undefined) errors.add(ep, 'config missing required keys: paths');
+        else if (r.exists.ref !== undefined && r.exists.project === undefined) errors.add(ep, 'config missing required keys: project');
+        else if (!isStringArray(r.exists.paths)) errors.add(ep, 'paths should be an array of strings');
+        else if (r.exists.paths.length > 50) errors.add(ep, 'paths has too many entries (maximum 50)');
+        else if (r.exists.project !== undefined) errors.add(ep, 'project is not supported by Cairn yet (files of another project)');
+        else exists = r.exists.paths;
+      } else errors.add(ep, 'should be a string, an array of strings, or a hash');
     }
     let when: string | null = null;
     if (r.when !== undefined && r.when !== null) {
@@ -888,10 +1029,13 @@ function rules(v: unknown, path: string, errors: Errors, workflow: boolean): Rul
         }
       } else if (r.start_in !== undefined) errors.add(rp, 'config contains disallowed keys: start_in');
     }
-    if (r.allow_failure !== undefined && typeof r.allow_failure !== 'boolean') errors.add(rp, 'allow_failure should be a boolean value');
+    if (r.allow_failure !== undefined && typeof r.allow_failure !== 'boolean') errors.add(rp, 'allow failure should be a boolean value');
     if (r.interruptible !== undefined && typeof r.interruptible !== 'boolean') errors.add(rp, 'interruptible should be a boolean value');
     const variables = r.variables === undefined ? null : simpleVariables(r.variables, `${rp}:variables`, errors);
+    let autoCancel: RuleSpec['autoCancel'] = null;
+    if (workflow && r.auto_cancel !== undefined && r.auto_cancel !== null) autoCancel = autoCancelEntry(r.auto_cancel, `${rp}:auto_cancel`, errors);
     const ruleNeeds = r.needs === undefined ? null : needs(r.needs, `${rp}:needs`, errors);
+    if (ruleNeeds?.some((x) => x.pipeline !== undefined)) errors.add(`${rp}:needs`, 'config uses invalid types: cross_dependency');
     if (errors.list.length > n) continue;
     out.push({
       if: ifExpr,
@@ -903,7 +1047,7 @@ function rules(v: unknown, path: string, errors: Errors, workflow: boolean): Rul
       interruptible: typeof r.interruptible === 'boolean' ? r.interruptible : null,
       variables,
       needs: ruleNeeds,
-      autoCancel: isPlainObject(r.auto_cancel) ? r.auto_cancel : null,
+      autoCancel,
     });
   }
   return out;
@@ -1066,24 +1210,27 @@ function workflowEntry(config: Record<string, unknown>, errors: Errors): Workflo
     else out.name = w.name;
   }
   out.rules = rules(w.rules, 'workflow:rules', errors, true);
-  if (w.auto_cancel !== undefined) {
-    if (!isPlainObject(w.auto_cancel)) errors.add('workflow:auto_cancel', 'config should be a hash');
-    else {
-      const onNewCommit = w.auto_cancel.on_new_commit;
-      const onJobFailure = w.auto_cancel.on_job_failure;
-      if (onNewCommit !== undefined && !['conservative', 'interruptible', 'none'].includes(onNewCommit as string)) {
-        errors.add('workflow:auto_cancel', 'on new commit must be one of: conservative, interruptible, none');
-      }
-      if (onJobFailure !== undefined && !['all', 'none'].includes(onJobFailure as string)) {
-        errors.add('workflow:auto_cancel', 'on job failure must be one of: none, all');
-      }
-      out.autoCancel = {
-        onNewCommit: typeof onNewCommit === 'string' ? onNewCommit : null,
-        onJobFailure: typeof onJobFailure === 'string' ? onJobFailure : null,
-      };
-    }
-  }
+  if (w.auto_cancel !== undefined) out.autoCancel = autoCancelEntry(w.auto_cancel, 'workflow:auto_cancel', errors);
   return out;
+}
+
+/** workflow:auto_cancel and workflow:rules:auto_cancel (GitLab's Entry::AutoCancel). */
+function autoCancelEntry(v: unknown, path: string, errors: Errors): { onNewCommit: string | null; onJobFailure: string | null } | null {
+  if (!isPlainObject(v)) {
+    errors.add(path, 'config should be a hash');
+    return null;
+  }
+  const unknown = Object.keys(v).filter((k) => k !== 'on_new_commit' && k !== 'on_job_failure');
+  if (unknown.length) errors.add(path, `config contains unknown keys: ${unknown.join(', ')}`);
+  const onNewCommit = v.on_new_commit;
+  const onJobFailure = v.on_job_failure;
+  if (onNewCommit !== undefined && !['conservative', 'interruptible', 'none'].includes(onNewCommit as string)) {
+    errors.add(path, 'on new commit must be one of: conservative, interruptible, none');
+  }
+  if (onJobFailure !== undefined && !['all', 'none'].includes(onJobFailure as string)) {
+    errors.add(path, 'on job failure must be one of: none, all');
+  }
+  return { onNewCommit: typeof onNewCommit === 'string' ? onNewCommit : null, onJobFailure: typeof onJobFailure === 'string' ? onJobFailure : null };
 }
 
 /** The names of the top-level keys that are jobs (hidden ones included), in file order. */
@@ -1183,7 +1330,9 @@ function jobEntry(
     if (!isStringArray(c.dependencies)) errors.add(path, 'dependencies should be an array of strings');
     else dependencies = c.dependencies;
   }
-  const jobNeeds = needs(c.needs, `${path}:needs`, errors);
+  const allNeeds = needs(c.needs, `${path}:needs`, errors);
+  const crossNeeds: CrossNeedSpec[] = (allNeeds ?? []).filter((x) => x.pipeline !== undefined).map((x) => ({ pipeline: x.pipeline!, job: x.job, artifacts: x.artifacts }));
+  const jobNeeds = allNeeds ? allNeeds.filter((x) => x.pipeline === undefined) : null;
 
   const variables = variablesEntry(c.variables, `${path}:variables`, errors, ['value', 'expand']);
 
@@ -1221,9 +1370,13 @@ function jobEntry(
   const only = hasRules ? null : policy(c.only, `${path}:only`, errors);
   const except = hasRules ? null : policy(c.except, `${path}:except`, errors);
 
-  if (jobNeeds && dependencies) {
-    const missing = dependencies.filter((d) => !jobNeeds.some((nd) => nd.job === d));
-    if (missing.length) errors.add(path, `dependencies the ${missing.join(', ')} should be part of needs`);
+  // GitLab checks dependencies against needs only when needs lists something (not `needs: []`).
+  if (dependencies && dependencies.length && allNeeds && allNeeds.length) {
+    if (jobNeeds!.length === 0) errors.add(path, 'needs corresponding to dependencies must be from the same pipeline');
+    else {
+      const missing = dependencies.filter((d) => !jobNeeds!.some((nd) => nd.job === d));
+      if (missing.length) errors.add(path, `dependencies the ${missing.join(', ')} should be part of needs`);
+    }
   }
 
   if (!hasWorkflowRules && jobRules && jobRules.length) {
@@ -1235,6 +1388,7 @@ function jobEntry(
     }
   }
 
+  if (c.release !== undefined && c.release !== null) releaseEntry(c.release, `${path}:release`, errors);
   const extra: Record<string, unknown> = {};
   for (const k of EXTRA_KEYS) if (c[k] !== undefined) extra[k] = c[k];
 
@@ -1248,6 +1402,7 @@ function jobEntry(
     allowFailure,
     allowFailureExitCodes: exitCodes,
     needs: jobNeeds,
+    crossNeeds,
     dependencies,
     beforeScript,
     script,
@@ -1353,6 +1508,13 @@ export function analyzeConfig(config: Record<string, unknown>): AnalyzeResult {
     job.needs = expandNeeds(job.needs);
     if (job.rules) for (const r of job.rules) r.needs = expandNeeds(r.needs);
     if (job.dependencies) job.dependencies = job.dependencies.flatMap((d) => parallelized.get(d)?.map((i) => i.name) ?? [d]);
+  }
+
+  // parallel:matrix names are made here, after the entries checked theirs: GitLab cannot store
+  // a longer job name, so the pipeline fails.
+  const tooLong = jobs.filter((j) => j.parallel && j.name.length > MAX_JOB_NAME_LENGTH);
+  if (tooLong.length) {
+    return { ok: false, errors: tooLong.map((j) => `jobs:${j.name} name is too long (maximum is ${MAX_JOB_NAME_LENGTH} characters)`), warnings };
   }
 
   const logical = logicalValidation(stages, jobs);

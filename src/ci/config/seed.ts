@@ -4,6 +4,7 @@
 // `only: [branches, tags]` applies unless workflow:rules exist), then needs to jobs that ended up
 // excluded are errors unless optional, as GitLab's pipeline seeding does.
 
+import { InvalidCompareToError } from './errors.js';
 import { fabricatePattern } from './expression.js';
 import { matchAnyGlob } from './glob.js';
 import type { JobSpec, NeedSpec, PipelineSpec, PolicySpec, RuleSpec, VarSpec } from './normalize.js';
@@ -180,23 +181,43 @@ export async function seedPipeline(spec: PipelineSpec, input: SeedInput, include
   // workflow
   let globals = toCompiled(spec.variables);
   let workflowVariables: Record<string, string> = {};
+  let autoCancel = spec.workflow.autoCancel;
   if (spec.workflow.rules) {
     const ctx = evaluationContext(input, globals);
-    const match = await ev.firstMatch(spec.workflow.rules, ctx);
+    let match: RuleSpec | null;
+    try {
+      match = await ev.firstMatch(spec.workflow.rules, ctx);
+    } catch (e) {
+      if (!(e instanceof InvalidCompareToError)) throw e;
+      return { ok: false, kind: 'error', errors: [`Failed to parse rule for workflow: ${e.message}`], warnings };
+    }
     if (!match || match.when === 'never') {
       return { ok: true, kind: 'skipped', reason: 'workflow_rules', message: WORKFLOW_FILTERED_MESSAGE, warnings };
     }
     workflowVariables = match.variables ?? {};
+    if (match.autoCancel) {
+      autoCancel = {
+        onNewCommit: match.autoCancel.onNewCommit ?? autoCancel?.onNewCommit ?? null,
+        onJobFailure: match.autoCancel.onJobFailure ?? autoCancel?.onJobFailure ?? null,
+      };
+    }
     globals = mergeVariables(globals, Object.entries(workflowVariables).map(([key, value]) => ({ key, value, raw: false })));
   }
   const workflowName = spec.workflow.name === null ? null : expandString(spec.workflow.name, evaluationContext(input, globals));
 
   const hasWorkflowRules = spec.workflow.rules !== null;
   const included: CompiledJob[] = [];
+  const ruleErrors: string[] = [];
   for (const job of spec.jobs) {
-    const compiled = await seedJob(job, globals, hasWorkflowRules, input, ev);
-    if (compiled) included.push(compiled);
+    try {
+      const compiled = await seedJob(job, globals, hasWorkflowRules, input, ev);
+      if (compiled) included.push(compiled);
+    } catch (e) {
+      if (!(e instanceof InvalidCompareToError)) throw e;
+      ruleErrors.push(`Failed to parse rule for ${job.name}: ${e.message}`);
+    }
   }
+  if (ruleErrors.length) return { ok: false, kind: 'error', errors: ruleErrors, warnings };
 
   // needs to jobs that are not in this pipeline
   const present = new Set(included.map((j) => j.name));
@@ -224,7 +245,7 @@ export async function seedPipeline(spec: PipelineSpec, input: SeedInput, include
   return {
     ok: true,
     kind: 'pipeline',
-    workflow: { name: workflowName, variables: workflowVariables, autoCancel: spec.workflow.autoCancel },
+    workflow: { name: workflowName, variables: workflowVariables, autoCancel },
     stages: spec.stages,
     jobs: included,
     variables: globals,
@@ -282,7 +303,7 @@ async function seedJob(
     trigger =
       job.trigger.kind === 'multi_project'
         ? { ...job.trigger, project: expandString(job.trigger.project, ctx), branch: job.trigger.branch === null ? null : expandString(job.trigger.branch, ctx) }
-        : { ...job.trigger, include: job.trigger.include.map((i) => ('local' in i ? { local: expandString(i.local, ctx) } : { ...i })) };
+        : { ...job.trigger, include: job.trigger.include.map((i) => ('local' in i ? { ...i, local: expandString(i.local, ctx) } : { ...i })) };
   }
 
   return {
@@ -293,9 +314,11 @@ async function seedJob(
     index: job.index,
     when,
     startIn,
-    allowFailure: allowFailure ?? (job.allowFailureExitCodes ? false : when === 'manual'),
+    // GitLab's `ignore`: a job-level `when: manual` may fail; a `when: manual` set by a rule blocks.
+    allowFailure: allowFailure ?? (job.allowFailureExitCodes ? false : job.when === 'manual'),
     allowFailureExitCodes: job.allowFailureExitCodes,
     needs: needs ? needs.map((n) => ({ name: n.job, artifacts: n.artifacts, optional: n.optional })) : null,
+    ...(job.crossNeeds.length ? { crossNeeds: job.crossNeeds.map((n) => ({ pipeline: expandString(n.pipeline, ctx), job: n.job, artifacts: n.artifacts })) } : {}),
     dependencies: job.dependencies ? [...job.dependencies] : null,
     schedulingType: needs ? 'dag' : 'stage',
     beforeScript: job.beforeScript,

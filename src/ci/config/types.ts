@@ -38,9 +38,12 @@ export interface RepositoryAccess {
   /**
    * rules:changes / only:changes — paths changed by the push (or the merge request). null means
    * "no comparison possible" (a new branch, a tag, a web/api pipeline...): GitLab then treats
-   * `changes` as true. compareTo is rules:changes:compare_to when given.
+   * `changes` as true. compareTo is rules:changes:compare_to when given: the paths changed since
+   * its merge base with the pipeline's sha; throw errors.ts InvalidCompareToError when it names no commit.
    */
   changedPaths?(compareTo?: string): Promise<string[] | null>;
+  /** Every file path of the repository (include:local wildcards); none when absent. */
+  listFiles?(): Promise<string[]>;
 }
 
 export interface CompileInput extends RepositoryAccess {
@@ -65,6 +68,8 @@ export interface CompileInput extends RepositoryAccess {
   commitMessage: string;
   /** git push -o ci.skip */
   skipCi?: boolean;
+  /** Values for the main file's `spec:inputs` (pipeline inputs: API, trigger:inputs). */
+  inputs?: Record<string, unknown>;
 }
 
 export interface CompiledNeed {
@@ -74,6 +79,13 @@ export interface CompiledNeed {
   artifacts: boolean;
   /** needs:optional — it may be absent from this pipeline. */
   optional: boolean;
+}
+
+export interface CompiledCrossNeed {
+  /** The pipeline id, variables expanded. */
+  pipeline: string;
+  job: string;
+  artifacts: boolean;
 }
 
 export interface CompiledImage {
@@ -163,8 +175,8 @@ export interface CompiledRetry {
 export type CompiledTrigger =
   | {
       kind: 'child';
-      /** Child configuration: local files of this repository at this sha, or a job's artifact. */
-      include: Array<{ local: string } | { artifact: string; job: string }>;
+      /** Child configuration: local files of this repository at this sha (with their include:inputs), or a job's artifact. */
+      include: Array<{ local: string; inputs?: Record<string, unknown> } | { artifact: string; job: string }>;
       /** 'depend': the bridge mirrors the downstream pipeline's status. */
       strategy: 'depend' | null;
       forward: { yamlVariables: boolean; pipelineVariables: boolean };
@@ -177,6 +189,8 @@ export type CompiledTrigger =
       branch: string | null;
       strategy: 'depend' | null;
       forward: { yamlVariables: boolean; pipelineVariables: boolean };
+      /** trigger:inputs, for the downstream configuration's spec:inputs. */
+      inputs?: Record<string, unknown>;
     };
 
 export interface CompiledParallel {
@@ -206,6 +220,11 @@ export interface CompiledJob {
   allowFailureExitCodes: number[] | null;
   /** null: the job waits for the previous stages. []: `needs: []`, starts at once. */
   needs: CompiledNeed[] | null;
+  /**
+   * needs:pipeline:job — artifacts of a job of another pipeline of this hierarchy (a child's
+   * parent), `pipeline` expanded (usually $PARENT_PIPELINE_ID). Not in `needs`: they do not order jobs.
+   */
+  crossNeeds?: CompiledCrossNeed[];
   /** null: artifacts of all jobs of previous stages (GitLab's default); otherwise those names. */
   dependencies: string[] | null;
   /** 'dag' when needs is set. */

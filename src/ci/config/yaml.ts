@@ -64,17 +64,22 @@ const PARSE_OPTIONS = {
   prettyErrors: true,
 };
 
-export type YamlResult = { ok: true; value: unknown } | { ok: false; error: string };
+/**
+ * `header` is the parsed `spec:` header document when the file has one (GitLab: two documents,
+ * the first a hash with a `spec` key), undefined otherwise.
+ */
+export type YamlResult = { ok: true; value: unknown; header?: Record<string, unknown> } | { ok: false; error: string };
 
 export function loadYaml(text: string): YamlResult {
   if (Buffer.byteLength(text, 'utf8') > MAX_YAML_BYTES) return { ok: false, error: 'The parsed YAML is too big' };
-  let doc;
+  let found;
   try {
-    doc = configDocument(text);
+    found = configDocument(text);
   } catch (e) {
     return { ok: false, error: `(<unknown>): ${(e as Error).message}` };
   }
-  if (doc === null) return { ok: false, error: '(<unknown>): a file has at most two documents: a spec header and the configuration' };
+  if (found === null) return { ok: false, error: '(<unknown>): a file has at most two documents: a spec header and the configuration' };
+  const { doc, header } = found;
   if (doc.errors.length > 0) {
     const e = doc.errors[0];
     const pos = e.linePos?.[0];
@@ -88,21 +93,25 @@ export function loadYaml(text: string): YamlResult {
     return { ok: false, error: `(<unknown>): ${(e as Error).message}` };
   }
   if (depthExceeds(value, MAX_YAML_DEPTH)) return { ok: false, error: 'The parsed YAML is too big' };
-  return { ok: true, value };
+  return header === undefined ? { ok: true, value } : { ok: true, value, header };
 }
 
 /**
- * The configuration document. A file may start with a `spec:` header document (CI/CD inputs)
- * followed by `---` and the configuration, as GitLab allows; the header is skipped.
+ * The configuration document, and the header before it. A file may start with a header document
+ * (a hash with a `spec:` key: CI/CD inputs) followed by `---` and the configuration, as GitLab
+ * allows (Gitlab::Ci::Config::Yaml::Documents); inputs.ts checks and applies the header.
  */
 function configDocument(text: string) {
   const { parseAllDocuments, parseDocument } = lib();
   const docs = parseAllDocuments(text, PARSE_OPTIONS);
-  if (!Array.isArray(docs)) return docs; // an empty stream
-  if (docs.length <= 1) return docs[0] ?? parseDocument('', PARSE_OPTIONS);
+  if (!Array.isArray(docs)) return { doc: docs, header: undefined }; // an empty stream
+  if (docs.length <= 1) return { doc: docs[0] ?? parseDocument('', PARSE_OPTIONS), header: undefined };
   if (docs.length === 2 && docs[0].errors.length === 0) {
-    const header = docs[0].toJS();
-    if (isPlainObject(header) && Object.keys(header).length === 1 && 'spec' in header) return docs[1];
+    const header = docs[0].toJS({ maxAliasCount: 1000 });
+    if (isPlainObject(header) && 'spec' in header) {
+      if (depthExceeds(header, MAX_YAML_DEPTH)) throw new Error('The parsed YAML is too big');
+      return { doc: docs[1], header };
+    }
   }
   return null;
 }

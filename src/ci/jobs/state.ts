@@ -4,6 +4,7 @@ import type { Cairn } from '../../context.js';
 import type { Database } from '../../db/index.js';
 import type { CiBuild, CiStatus } from '../../db/schema/ci.js';
 import '../../db/schema/ci_engine.js';
+import '../../db/schema/ci_resource_groups.js';
 import { defineMachine, transition } from '../../db/state_machine.js';
 import { beginInlineJob, defineJob, enqueue, finishInlineJob } from '../../jobs/queue.js';
 import { randomToken, tokenDigest } from '../../lib/secrets.js';
@@ -11,6 +12,7 @@ import { canDeployTo } from '../../policies/environments.js';
 import { projectSettings } from '../../presenters/projects.js';
 import type { CompiledJob } from '../config/index.js';
 import { readTrace } from '../trace.js';
+import { acquireResource, ASSIGN_RESOURCE_JOB, ensureResourceGroup, MAX_RESOURCE_GROUP_KEY, releaseResources, waitingJobs } from './resource_groups.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
 
 // The job state machine. Every transition is one guarded UPDATE (`where status = ...`), so two
@@ -30,6 +32,8 @@ export const BUILD_SCHEDULED_JOB = 'ci.build_scheduled';
 export const BUILD_TIMEOUT_JOB = 'ci.build_timeout';
 /** A bridge went to pending: create its downstream pipeline (handler in src/ci/pipelines/downstream.ts). */
 export const CREATE_DOWNSTREAM_JOB = 'ci.create_downstream';
+/** A job failed in a pipeline with `workflow:auto_cancel:on_job_failure: all`: cancel the pipeline. */
+export const AUTO_CANCEL_PIPELINE_JOB = 'ci.auto_cancel_pipeline';
 /** The journal of a pipeline's status change whose consequences (listeners) have not all run yet. */
 export const PIPELINE_TRANSITION_JOB = 'ci.pipeline_transition';
 
@@ -38,12 +42,14 @@ const DEFAULT_TIMEOUT = 3600;
 /** The job state machine (GitLab's Ci::Build and Ci::Bridge transitions that Cairn makes). */
 export const JOB_MACHINE = defineMachine('ci_builds', 'status', {
   /** To the runners' queue (a bridge: to its downstream pipeline's creation). */
-  enqueue: { from: ['created', 'manual', 'scheduled'], to: 'pending' },
+  enqueue: { from: ['created', 'manual', 'scheduled', 'waiting_for_resource'], to: 'pending' },
+  /** A job with a resource_group whose resource another job holds. */
+  await_resource: { from: ['created', 'manual', 'scheduled'], to: 'waiting_for_resource' },
   /** Picked by a runner. */
   run: { from: ['pending'], to: 'running' },
   succeed: { from: ['running'], to: 'success' },
   /** Failed: by its runner, by the stuck-job sweep, or before it ran (protected environment). */
-  drop: { from: ['created', 'manual', 'scheduled', 'pending', 'running'], to: 'failed' },
+  drop: { from: ['created', 'manual', 'scheduled', 'waiting_for_resource', 'pending', 'running'], to: 'failed' },
   cancel: { from: CANCELABLE_STATUSES, to: 'canceled' },
   skip: { from: ['created'], to: 'skipped' },
   actionize: { from: ['created'], to: 'manual' },
@@ -130,10 +136,23 @@ function inTransaction<T>(db: Database, fn: (trx: Database) => Promise<T>): Prom
  * created by the queue. Returns the job, or null when it was not in one of those states.
  */
 export async function enqueueBuild(db: Executor, buildId: number): Promise<CiBuild | null> {
-  const target = await db.selectFrom('ci_builds').select(['project_id', 'environment', 'user_id']).where('id', '=', buildId).executeTakeFirst();
-  if (target?.environment) {
+  const target = await db.selectFrom('ci_builds').select(['project_id', 'environment', 'user_id', 'status', 'options']).where('id', '=', buildId).executeTakeFirst();
+  if (target?.environment && target.status !== 'waiting_for_resource') {
     const user = target.user_id === null ? null : ((await db.selectFrom('users').select(['id', 'admin']).where('id', '=', target.user_id).executeTakeFirst()) ?? null);
     if (!(await canDeployTo(db, target.project_id, target.environment, user))) return failForProtectedEnvironment(db, buildId);
+  }
+  // resource_group: the job runs once it holds its group's resource (the assign job hands it one later).
+  const groupKey = target ? jobOf(target).resourceGroup : null;
+  if (target && groupKey && groupKey.length <= MAX_RESOURCE_GROUP_KEY) {
+    const groupId = await ensureResourceGroup(db, target.project_id, groupKey);
+    if (target.status !== 'waiting_for_resource') {
+      const waiting = await transition(db, JOB_MACHINE, buildId, 'await_resource', { set: { resource_group_id: groupId, ...touched() } });
+      if (!waiting) return null;
+    }
+    if (!(await acquireResource(db, groupId, buildId))) {
+      await enqueue(db, ASSIGN_RESOURCE_JOB, { resourceGroupId: groupId });
+      return (await db.selectFrom('ci_builds').selectAll().where('id', '=', buildId).executeTakeFirst()) ?? null;
+    }
   }
   const build = await transition(db, JOB_MACHINE, buildId, 'enqueue', { set: { queued_at: sql`now()` as any, ...touched() } });
   if (!build) return null;
@@ -241,12 +260,24 @@ export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOpt
     });
     if (!build) return null;
     if (before.status !== 'running') await dropPending(trx, [build.id]);
-    if (failed && (await shouldAutoRetry(trx, build))) await cloneForRetry(trx, build, build.user_id, false);
+    await releaseResources(trx, [build.id]);
+    const retrying = failed && (await shouldAutoRetry(trx, build));
+    if (retrying) await cloneForRetry(trx, build, build.user_id, false);
+    else if (failed && !build.allow_failure && (await cancelsOnJobFailure(trx, build.pipeline_id))) {
+      await enqueue(trx, AUTO_CANCEL_PIPELINE_JOB, { pipelineId: build.pipeline_id });
+    }
     return { moved: await advancePipeline(cairn, trx, build.pipeline_id) };
   });
   if (done === null) return false;
   await afterPipelineCommit(cairn, done.moved);
   return true;
+}
+
+/** workflow:auto_cancel:on_job_failure: all — a job that fails (not allowed to) cancels the rest of the pipeline. */
+async function cancelsOnJobFailure(db: Executor, pipelineId: number): Promise<boolean> {
+  const row = await db.selectFrom('ci_pipelines').select('config').where('id', '=', pipelineId).executeTakeFirst();
+  const config = row?.config as { workflow?: { autoCancel?: { onJobFailure?: string | null } | null } } | null | undefined;
+  return config?.workflow?.autoCancel?.onJobFailure === 'all';
 }
 
 async function coverageOf(db: Executor, build: CiBuild): Promise<number | null> {
@@ -265,16 +296,23 @@ async function coverageOf(db: Executor, build: CiBuild): Promise<number | null> 
   }
   const trace = await readTrace(db, build.id);
   if (!trace) return build.coverage;
-  // GitLab: the last line matching, then the first number in the match (or its first group).
-  let found: number | null = null;
-  for (const line of trace.toString('utf8').split('\n')) {
-    const matcher = re.matcher(line);
-    if (!matcher.find()) continue;
-    const text = (matcher.groupCount() > 0 ? matcher.group(1) : null) ?? matcher.group(0) ?? '';
-    const num = /\d+(\.\d+)?/.exec(text);
-    if (num) found = Number(num[0]);
+  // GitLab (Trace::Stream#extract_coverage): from the last line up, the first line with a match
+  // whose last match (its last group, when the regex has groups) holds a number; that number.
+  const lines = trace.toString('utf8').split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const matcher = re.matcher(lines[i].replace(/\r$/, ''));
+    let last: string | null = null;
+    let any = false;
+    while (matcher.find()) {
+      any = true;
+      last = matcher.groupCount() > 0 ? matcher.group(matcher.groupCount()) : matcher.group(0);
+      if (matcher.end() === matcher.start() && matcher.end() >= lines[i].length) break;
+    }
+    if (!any || last === null) continue;
+    const num = /\d+(\.\d+)?/.exec(last);
+    if (num) return Number(num[0]);
   }
-  return found ?? build.coverage;
+  return build.coverage;
 }
 
 async function shouldAutoRetry(db: Executor, build: CiBuild): Promise<boolean> {
@@ -380,6 +418,7 @@ async function cancelBuildsLocked(db: Executor, buildIds: number[]): Promise<CiB
   if (!buildIds.length) return [];
   const canceled = await transition(db, JOB_MACHINE, buildIds, 'cancel', { set: { finished_at: sql`now()` as any, token_digest: null, ...touched() } });
   await dropPending(db, canceled.map((b) => b.id));
+  await releaseResources(db, canceled.map((b) => b.id));
   return canceled;
 }
 
@@ -481,9 +520,19 @@ export async function eraseBuild(cairn: Cairn, buildId: number, userId: number |
 export async function cancelPipeline(cairn: Cairn, pipelineId: number): Promise<void> {
   const children = await cairn.db.selectFrom('ci_pipelines').select('id').where('parent_pipeline_id', '=', pipelineId).execute();
   for (const c of children) await cancelPipeline(cairn, c.id);
+  await cancelPipelineJobs(cairn, pipelineId);
+}
+
+/**
+ * The cancelable jobs of one pipeline (not its children) are canceled; with onlyInterruptible,
+ * only those marked `interruptible` (auto-cancel's `interruptible` mode).
+ */
+export async function cancelPipelineJobs(cairn: Cairn, pipelineId: number, opts: { onlyInterruptible?: boolean } = {}): Promise<void> {
   const moved = await inTransaction(cairn.db, async (trx) => {
     if (!(await lockPipeline(trx, pipelineId))) return null;
-    const ids = await trx.selectFrom('ci_builds').select('id').where('pipeline_id', '=', pipelineId).where('status', 'in', CANCELABLE_STATUSES).execute();
+    let q = trx.selectFrom('ci_builds').select('id').where('pipeline_id', '=', pipelineId).where('status', 'in', CANCELABLE_STATUSES);
+    if (opts.onlyInterruptible) q = q.where('interruptible', '=', true);
+    const ids = await q.execute();
     await cancelBuildsLocked(trx, ids.map((r) => r.id));
     return advancePipeline(cairn, trx, pipelineId);
   });
@@ -733,6 +782,34 @@ defineJob(BUILD_SCHEDULED_JOB, async (cairn, payload) => {
     return advancePipeline(cairn, trx, build.pipeline_id);
   });
   await afterPipelineCommit(cairn, moved);
+});
+
+/**
+ * A resource group's resource may be free: its waiting jobs get it in the group's order, each
+ * in a transaction that holds its pipeline (the same lock order as processing).
+ */
+export async function assignResources(cairn: Cairn, groupId: number): Promise<void> {
+  for (const candidate of await waitingJobs(cairn.db, groupId)) {
+    const result = await inTransaction(cairn.db, async (trx) => {
+      await lockPipeline(trx, candidate.pipeline_id);
+      const row = await trx.selectFrom('ci_builds').select('status').where('id', '=', candidate.id).executeTakeFirst();
+      if (row?.status !== 'waiting_for_resource') return { stop: false, moved: null };
+      if (!(await acquireResource(trx, groupId, candidate.id))) return { stop: true, moved: null };
+      await enqueueBuild(trx, candidate.id);
+      return { stop: false, moved: await advancePipeline(cairn, trx, candidate.pipeline_id) };
+    });
+    await afterPipelineCommit(cairn, result.moved);
+    if (result.stop) return;
+  }
+}
+
+defineJob(ASSIGN_RESOURCE_JOB, async (cairn, payload) => {
+  await assignResources(cairn, Number(payload.resourceGroupId));
+});
+
+/** auto_cancel:on_job_failure: all — the pipeline (and its child pipelines) of a failed job is canceled. */
+defineJob(AUTO_CANCEL_PIPELINE_JOB, async (cairn, payload) => {
+  await cancelPipeline(cairn, Number(payload.pipelineId));
 });
 
 /** A status change whose listeners did not all run (the process died): they run now. */

@@ -4,7 +4,8 @@ import type { CiPipeline } from '../../db/schema/ci.js';
 import type { DB } from '../../db/types.js';
 import { findProjectRow, type FoundProject } from '../../finders/projects.js';
 import { changedPathsBetween } from '../../git/ci_files.js';
-import { listTree, objectAtPath, readBlob, readCommit, readRef, resolveCommit } from '../../git/refs.js';
+import { listTree, mergeBase, objectAtPath, readBlob, readCommit, resolveCommit } from '../../git/refs.js';
+import { InvalidCompareToError } from '../config/errors.js';
 import { decryptSecret, encryptSecret } from '../../lib/secrets.js';
 import { branchMatches } from '../../policies/branches.js';
 import { VISIBILITY_NAMES } from '../../policies/access.js';
@@ -15,6 +16,8 @@ import type { CompiledJob, CompileResult, PipelineSource } from '../config/index
 import { matchAnyGlob } from '../config/glob.js';
 import { advancePipeline, afterPipelineCommit, type PipelineTransition } from '../jobs/state.js';
 import { mergeRequestVariables } from './lookup.js';
+import { CANCEL_REDUNDANT_PIPELINES_JOB } from './auto_cancel.js';
+import { enqueue } from '../../jobs/queue.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
 import { MR_STATE } from '../../db/work_item_states.js';
 
@@ -66,6 +69,8 @@ export interface CreatePipelineInput {
    * exactly when the pipeline is created (a schedule's next run). Throwing rolls the pipeline back.
    */
   beforeCommit?: (trx: Transaction<DB>, pipeline: CiPipeline) => Promise<void>;
+  /** Values for the configuration's own `spec:inputs` (API `inputs`). */
+  inputs?: Record<string, unknown>;
 }
 
 export type CreatePipelineResult =
@@ -167,11 +172,14 @@ export async function ciVariablesFor(cairn: Cairn, project: FoundProject, protec
     .map((r) => ({ key: r.key, value: decryptSecret(cairn.config, r.value_encrypted) ?? '', variable_type: r.variable_type, masked: r.masked, raw: r.raw }));
 }
 
-/** The compiler's view of the repository at `sha`: local files and rules:exists. */
+/** The compiler's view of the repository at `sha`: local files, rules:exists and include:local wildcards. */
 export function repositoryReader(cairn: Cairn, project: FoundProject, sha: string) {
   const gitDir = projectRepoPath(cairn, project);
   let allPaths: string[] | null = null;
+  const listFiles = async (): Promise<string[]> =>
+    (allPaths ??= ((await listTree(cairn.catfile, gitDir, sha, '', true)) ?? []).filter((e) => e.type === 'blob').map((e) => e.path));
   return {
+    listFiles,
     async readLocalFile(path: string): Promise<string | null> {
       const clean = path.replace(/^\/+/, '');
       if (!clean || clean.split('/').some((s) => s === '' || s === '.' || s === '..')) return null;
@@ -181,8 +189,7 @@ export function repositoryReader(cairn: Cairn, project: FoundProject, sha: strin
       return blob ? blob.data.toString('utf8') : null;
     },
     async fileExists(globs: string[]): Promise<boolean> {
-      allPaths ??= ((await listTree(cairn.catfile, gitDir, sha, '', true)) ?? []).filter((e) => e.type === 'blob').map((e) => e.path);
-      return matchAnyGlob(globs, allPaths);
+      return matchAnyGlob(globs, await listFiles());
     },
   };
 }
@@ -196,7 +203,7 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
   const committedAt = commit ? new Date(commit.committer.time * 1000).toISOString() : null;
   const protectedRef = await isProtectedRef(cairn, project.id, input.ref, input.tag);
   const configPath = ciConfigPath(project);
-  const { readLocalFile, fileExists } = repositoryReader(cairn, project, input.sha);
+  const { readLocalFile, fileExists, listFiles } = repositoryReader(cairn, project, input.sha);
   const yaml = input.yaml ?? (await readLocalFile(configPath));
   if (yaml === null) return { result: null, protectedRef, message, committedAt, configPath };
   const predefined = await predefinedVariables(cairn, project, {
@@ -227,11 +234,17 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
     skipCi: input.skipCi,
     readLocalFile,
     fileExists,
+    listFiles,
+    inputs: input.inputs,
     changedPaths: async (compareTo) => {
-      let from = input.beforeSha ?? null;
-      if (compareTo) from = (await readRef(cairn.catfile, gitDir, `refs/heads/${compareTo}`)) ?? (await readRef(cairn.catfile, gitDir, `refs/tags/${compareTo}`)) ?? (/^[0-9a-f]{40}$/.test(compareTo) ? compareTo : null);
-      if (!from || from === ZERO_OID || input.tag) return null;
-      if (input.source !== 'push' && !compareTo) return null;
+      if (compareTo) {
+        // GitLab: the paths changed since the merge base of compare_to and the pipeline's commit.
+        const target = await resolveCommit(cairn.catfile, gitDir, compareTo);
+        if (!target) throw new InvalidCompareToError();
+        return changedPathsBetween(gitDir, (await mergeBase(gitDir, [target.oid, input.sha])) ?? target.oid, input.sha);
+      }
+      const from = input.beforeSha ?? null;
+      if (!from || from === ZERO_OID || input.tag || input.source !== 'push') return null;
       return changedPathsBetween(gitDir, from, input.sha);
     },
   });
@@ -332,6 +345,8 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
     const idByName = new Map(builds.map((b) => [b.name, b.id]));
     const needs = ordered.flatMap((j) => (j.needs ?? []).map((n) => ({ build_id: idByName.get(j.name)!, name: n.name, artifacts: n.artifacts, optional: n.optional })));
     if (needs.length) await trx.insertInto('ci_build_needs').values(needs).execute();
+    // Older pipelines of the ref may now be redundant (auto_cancel.ts decides, after the commit).
+    if (!input.parentPipelineId) await enqueue(trx, CANCEL_REDUNDANT_PIPELINES_JOB, { pipelineId: row.id });
     moved = await advancePipeline(cairn, trx, row.id);
     return row;
   };

@@ -12,6 +12,7 @@ import { MR_STATE } from '../../db/work_item_states.js';
 import { addSystemNote } from '../../services/notes.js';
 import { projectRepoPath } from '../../services/projects.js';
 import type { CompiledJob } from '../config/index.js';
+import { expandAll } from '../config/variables.js';
 import { advancePipeline, afterPipelineCommit, COMPLETED_STATUSES, CREATE_DOWNSTREAM_JOB, JOB_MACHINE, onPipelineStatusChange } from '../jobs/state.js';
 import { transition } from '../../db/state_machine.js';
 import { createPipeline } from './create.js';
@@ -60,7 +61,23 @@ export async function createDownstream(cairn: Cairn, bridgeId: number): Promise<
   if (!trigger) return fail();
   const parent = await cairn.db.selectFrom('ci_pipelines').selectAll().where('id', '=', bridge.pipeline_id).executeTakeFirstOrThrow();
   const inherited: Record<string, string> = {};
-  if (trigger.forward.yamlVariables) for (const v of job.variables ?? []) inherited[v.key] = v.value;
+  if (trigger.forward.yamlVariables) {
+    // Expanded with the bridge's own variables first, as GitLab's downstream variables are: a
+    // child gets `PARENT_PIPELINE_ID: $CI_PIPELINE_ID` as the parent's id (for needs:pipeline).
+    const own: Record<string, string> = {
+      CI_PIPELINE_ID: String(parent.id), CI_PIPELINE_IID: String(parent.iid), CI_PIPELINE_SOURCE: parent.source,
+      CI_COMMIT_SHA: parent.sha, CI_COMMIT_REF_NAME: parent.ref, CI_PROJECT_ID: String(parent.project_id),
+      CI_JOB_ID: String(bridge.id), CI_JOB_NAME: bridge.name, CI_JOB_STAGE: bridge.stage ?? '',
+    };
+    const raw = new Set<string>();
+    for (const v of job.variables ?? []) {
+      own[v.key] = v.value;
+      if (v.raw) raw.add(v.key);
+      else raw.delete(v.key);
+    }
+    const expanded = expandAll(own, raw);
+    for (const v of job.variables ?? []) inherited[v.key] = expanded[v.key];
+  }
   if (trigger.forward.pipelineVariables) {
     // Pipeline variables, and a scheduled pipeline's schedule variables (GitLab forwards both).
     const vars = await cairn.db.selectFrom('ci_pipeline_variables').selectAll().where('pipeline_id', '=', parent.id).execute();
@@ -91,7 +108,7 @@ export async function createDownstream(cairn: Cairn, bridgeId: number): Promise<
   if (!sha) return fail();
   const result = await createPipeline(cairn, {
     project: target, ref: branch, tag: false, sha, source: 'pipeline', userId: user.id, api: true,
-    sourceJobId: bridge.id, inheritedVariables: inherited,
+    sourceJobId: bridge.id, inheritedVariables: inherited, inputs: trigger.inputs,
   });
   if (result.kind !== 'created') return fail();
   return settleBridgeFor(cairn, bridge, result.pipeline.id, result.pipeline.status as CiStatus);

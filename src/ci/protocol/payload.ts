@@ -58,7 +58,11 @@ function scopeMatches(scope: string, environment: string | null): boolean {
   return re.test(environment);
 }
 
-/** The jobs whose artifacts this job receives: `dependencies`, else `needs` with artifacts, else all earlier stages. */
+/**
+ * The jobs whose artifacts this job receives (GitLab's Ci::BuildDependencies): jobs of earlier
+ * stages, or for a job with `needs` its needs with artifacts; narrowed by `dependencies`; plus
+ * the successful jobs named by `needs:pipeline:job` in another pipeline of the same hierarchy.
+ */
 export async function dependencyJobs(db: Database, build: CiBuild): Promise<CiBuild[]> {
   const job = jobOptions(build);
   let q = db
@@ -69,19 +73,54 @@ export async function dependencyJobs(db: Database, build: CiBuild): Promise<CiBu
     .where('retried', '=', false)
     .where('id', '<>', build.id);
   let names: string[] | null = null;
-  if (Array.isArray(job.dependencies)) names = job.dependencies;
-  else if (Array.isArray(job.needs)) names = job.needs.filter((n) => n.artifacts !== false).map((n) => n.name);
-  if (names) {
-    if (!names.length) return [];
-    q = q.where('name', 'in', names);
-  } else {
-    q = q.where('stage_idx', '<', build.stage_idx);
+  if (Array.isArray(job.needs)) names = job.needs.filter((n) => n.artifacts !== false).map((n) => n.name);
+  if (Array.isArray(job.dependencies)) names = names ? names.filter((n) => job.dependencies!.includes(n)) : job.dependencies;
+  let local: CiBuild[] = [];
+  if (!names || names.length) {
+    if (names) q = q.where('name', 'in', names);
+    else q = q.where('stage_idx', '<', build.stage_idx);
+    local = await q.orderBy('id').execute();
   }
-  const rows = await q.orderBy('id').execute();
   // The latest attempt of each name.
   const byName = new Map<string, CiBuild>();
-  for (const r of rows) byName.set(r.name, r);
-  return [...byName.values()].sort((a, b) => a.id - b.id);
+  for (const r of local) byName.set(r.name, r);
+  const cross = await crossPipelineDependencies(db, build, job.crossNeeds ?? []);
+  return [...[...byName.values()].sort((a, b) => a.id - b.id), ...cross];
+}
+
+/** The pipeline at the top of a pipeline's parent/child hierarchy. */
+async function rootPipelineId(db: Database, pipelineId: number): Promise<number | null> {
+  let id = pipelineId;
+  for (let depth = 0; depth < 20; depth++) {
+    const row = await db.selectFrom('ci_pipelines').select(['id', 'parent_pipeline_id']).where('id', '=', id).executeTakeFirst();
+    if (!row) return null;
+    if (row.parent_pipeline_id === null) return row.id;
+    id = row.parent_pipeline_id;
+  }
+  return null;
+}
+
+async function crossPipelineDependencies(db: Database, build: CiBuild, needs: Array<{ pipeline: string; job: string; artifacts: boolean }>): Promise<CiBuild[]> {
+  const wanted = needs.filter((n) => n.artifacts && /^\d{1,12}$/.test(n.pipeline) && Number(n.pipeline) !== build.pipeline_id);
+  if (!wanted.length) return [];
+  const root = await rootPipelineId(db, build.pipeline_id);
+  const out: CiBuild[] = [];
+  for (const need of wanted) {
+    const pipelineId = Number(need.pipeline);
+    if (root === null || (await rootPipelineId(db, pipelineId)) !== root) continue;
+    const found = await db
+      .selectFrom('ci_builds')
+      .selectAll()
+      .where('pipeline_id', '=', pipelineId)
+      .where('project_id', '=', build.project_id)
+      .where('type', '=', 'Ci::Build')
+      .where('name', '=', need.job)
+      .where('retried', '=', false)
+      .where('status', '=', 'success')
+      .executeTakeFirst();
+    if (found && !out.some((b) => b.id === found.id)) out.push(found);
+  }
+  return out;
 }
 
 export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: string, runner: CiRunner) {

@@ -29,6 +29,7 @@ import * as snippets from './0900_snippets.js';
 import * as repositoryStorageMoves from './0940_repository_storage_moves.js';
 import * as jobTokenScope from './0950_job_token_scope.js';
 import * as jobLogNotify from './0960_job_log_notify.js';
+import * as ciResourceGroups from './0965_ci_resource_groups.js';
 import * as pipelineSchedulesTriggers from './0970_pipeline_schedules_triggers.js';
 import * as ciCaches from './0975_ci_caches.js';
 
@@ -65,6 +66,7 @@ export const migrations: Record<string, Migration> = {
   '0940_repository_storage_moves': repositoryStorageMoves,
   '0950_job_token_scope': jobTokenScope,
   '0960_job_log_notify': jobLogNotify,
+  '0965_ci_resource_groups': ciResourceGroups,
   '0970_pipeline_schedules_triggers': pipelineSchedulesTriggers,
   '0975_ci_caches': ciCaches,
 };
