@@ -1,9 +1,17 @@
 // `npm test`: builds the template database once, then runs every test file with node's test runner.
 // `npm run test:soak` runs test/reliability with CAIRN_SOAK=1: the long forms of the permission
 // matrix, fuzzing and crash tests (their short forms run in `npm test`).
-import { spawnSync } from 'node:child_process';
+//
+// The test files run compiled (scripts/test-build.mjs: one esbuild build into .cache/test-build/,
+// with source maps, so stack traces name the .ts files); TEST_TSX=1 runs the TypeScript through
+// tsx instead. TEST_CONCURRENCY sets how many test files run at once (2 by default).
+// TEST_TIMINGS_DIR=<dir> records each test file's wall and CPU time there
+// (scripts/test-cpu-probe.mjs); `node scripts/test-timings.mjs <dir>` lists them.
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { buildTests } from './test-build.mjs';
 
 const root = path.resolve(import.meta.dirname, '..');
 const args = process.argv.slice(2);
@@ -17,15 +25,74 @@ function findTests(dir) {
 }
 
 // Arguments are test files or folders of them; none means every test under test/.
-const files = (args.length ? args : [path.join(root, 'test')])
-  .flatMap((a) => (fs.statSync(a).isDirectory() ? findTests(path.resolve(a)).sort() : [a]));
-const prep = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'test/helpers/prepare.ts')], { stdio: 'inherit', cwd: root });
-if (prep.status !== 0) process.exit(prep.status ?? 1);
+const files = (args.length ? args : [path.join(root, 'test')]).flatMap((a) => {
+  if (!fs.existsSync(a)) {
+    console.error(`no such test file or folder: ${a}`);
+    process.exit(2);
+  }
+  return fs.statSync(a).isDirectory() ? findTests(path.resolve(a)).sort() : [path.resolve(a)];
+});
 
 const concurrency = process.env.TEST_CONCURRENCY ?? '2';
+if (!/^[1-9][0-9]*$/.test(concurrency)) {
+  console.error(`TEST_CONCURRENCY must be a whole number of 1 or more, not ${JSON.stringify(concurrency)}`);
+  process.exit(2);
+}
+const useTsx = /^(1|true|yes|on)$/i.test(process.env.TEST_TSX ?? '');
+const started = Date.now();
+const timingsDir = process.env.TEST_TIMINGS_DIR ? path.resolve(process.env.TEST_TIMINGS_DIR) : null;
+if (timingsDir) fs.mkdirSync(timingsDir, { recursive: true });
+const probe = timingsDir ? ['--import', path.join(root, 'scripts/test-cpu-probe.mjs')] : [];
+
+// The template database and the compiled tests do not depend on each other: made side by side.
+const prepare = new Promise((resolve) => {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'test/helpers/prepare.ts')], { stdio: 'inherit', cwd: root });
+  child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+});
+
+// Each run builds into its own folder (two runs, such as the PGlite and PostgreSQL passes of
+// .ci/run, may share a checkout) and removes it when done; folders of runs that died are swept.
+const buildRoot = path.join(root, '.cache', 'test-build');
+const buildDir = path.join(buildRoot, String(process.pid));
+function sweepStaleBuilds() {
+  for (const name of fs.existsSync(buildRoot) ? fs.readdirSync(buildRoot) : []) {
+    const dir = path.join(buildRoot, name);
+    let alive = true;
+    try {
+      process.kill(Number(name), 0);
+      alive = Date.now() - fs.statSync(dir).mtimeMs < 86_400_000; // a day old: the pid was reused
+    } catch (err) {
+      alive = err.code === 'EPERM';
+    }
+    if (!alive) fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+let runFiles = files;
+if (!useTsx) {
+  sweepStaleBuilds();
+  try {
+    runFiles = await buildTests(root, files, buildDir);
+  } catch (err) {
+    console.error(`compiling the tests failed: ${err.message ?? err}`);
+    process.exit(1);
+  }
+}
+const prepStatus = await prepare;
+if (prepStatus !== 0) {
+  fs.rmSync(buildDir, { recursive: true, force: true });
+  process.exit(prepStatus);
+}
+const prepareMs = Date.now() - started;
+
+const loader = useTsx ? ['--import', 'tsx'] : ['--enable-source-maps'];
 const run = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
+  [...loader, ...probe, '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...runFiles],
   { stdio: 'inherit', cwd: root, env: { ...process.env, NODE_ENV: 'test' } },
 );
+fs.rmSync(buildDir, { recursive: true, force: true });
+if (timingsDir) {
+  const record = { wall_ms: Date.now() - started, prepare_ms: prepareMs, concurrency, loadavg: os.loadavg().map((l) => l.toFixed(2)) };
+  fs.writeFileSync(path.join(timingsDir, 'run.json'), JSON.stringify(record) + '\n');
+}
 process.exit(run.status ?? 1);

@@ -16,7 +16,19 @@ const scrypt = promisify(crypto.scrypt) as (pw: string, salt: Buffer, keylen: nu
  * for good: about 30 MB of idle memory after the first sign-in. Hashes made with other
  * parameters still verify and are rehashed at the next good sign-in (passwordHashOutdated).
  */
-const SCRYPT = { N: 32768, r: 8, p: 1 };
+export const PASSWORD_HASH_PARAMS: Readonly<{ N: number; r: number; p: number }> = Object.freeze({ N: 32768, r: 8, p: 1 });
+let SCRYPT = PASSWORD_HASH_PARAMS;
+
+/**
+ * For tests only (test/helpers/app.ts): the scrypt parameters new hashes are made with, and that
+ * passwordHashOutdated compares against, in this process. A test suite creates over a thousand
+ * users, each hash about 90 ms of CPU at the real cost; GitLab's test environment lowers its
+ * password hashing cost the same way (Devise's stretches). test/api/password_hashes.test.ts
+ * checks the real parameters. Nothing else calls this.
+ */
+export function usePasswordHashParams(params: { N: number; r: number; p: number }) {
+  SCRYPT = Object.freeze({ ...params });
+}
 /** Above the 32 MiB the hash needs (Node's default maxmem is exactly 32 MiB). */
 const SCRYPT_MAXMEM = 64 * 1024 * 1024;
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';

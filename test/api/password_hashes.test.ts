@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { hashPassword, passwordHashOutdated, verifyPassword } from '../../src/lib/secrets.js';
+import { hashPassword, PASSWORD_HASH_PARAMS, passwordHashOutdated, usePasswordHashParams, verifyPassword } from '../../src/lib/secrets.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
 import { tokenRequest } from '../oauth/support.js';
 
@@ -14,7 +14,11 @@ function oldHash(password: string): string {
 
 describe('password hashes', () => {
   let t: TestContext;
-  before(async () => { t = await createTestContext(); });
+  before(async () => {
+    t = await createTestContext();
+    // The test helper lowers the cost for speed (test/helpers/app.ts); this file checks the real one.
+    usePasswordHashParams(PASSWORD_HASH_PARAMS);
+  });
   after(async () => { await t.close(); });
 
   it('are scrypt N=2^15, r=8, p=1 and verify; older parameters still verify but are outdated', async () => {

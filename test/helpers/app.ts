@@ -4,6 +4,7 @@ import path from 'node:path';
 import { buildApp, type App } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import type { Namespace, Project, User } from '../../src/db/schema/core.js';
+import { usePasswordHashParams } from '../../src/lib/secrets.js';
 import { insertGroup } from '../../src/services/groups.js';
 import { insertProject } from '../../src/services/projects.js';
 import { personalNamespaceOf } from '../../src/services/users.js';
@@ -145,7 +146,15 @@ export class TestContext {
   }
 }
 
+/**
+ * Password hashes of test users: scrypt at a lower cost (N=2^10, about 1 ms) than production's
+ * (N=2^15, about 90 ms of CPU), as Devise's stretches are 1 under Rails' test environment. The
+ * suite hashes over a thousand passwords; test/api/password_hashes.test.ts checks the real cost.
+ */
+export const TEST_PASSWORD_HASH_PARAMS = { N: 1024, r: 8, p: 1 };
+
 export async function createTestContext(overrides: Partial<Config> = {}, setup?: (app: App) => void | Promise<void>): Promise<TestContext> {
+  usePasswordHashParams(TEST_PASSWORD_HASH_PARAMS);
   const { database, databaseUrl, drop } = await openTestDatabase();
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-test-'));
   const config = loadConfig(

@@ -19,8 +19,10 @@ export function migrationsHash(): string {
   return h.digest('hex').slice(0, 12);
 }
 
+// Uncompressed (45 MB): a test process then loads it without gunzipping it first, about 0.3 s of
+// CPU less for each test file.
 function templatePath() {
-  return path.join(CACHE, `pglite-template-${migrationsHash()}.tar.gz`);
+  return path.join(CACHE, `pglite-template-${migrationsHash()}.tar`);
 }
 
 async function withFileLock<T>(lockPath: string, fn: () => Promise<T>): Promise<T> {
@@ -52,7 +54,7 @@ export async function preparePgliteTemplate(): Promise<string> {
     const tmpDir = fs.mkdtempSync(path.join(CACHE, 'pglite-build-'));
     const database = await openDatabase({ databaseUrl: null, dataDir: tmpDir });
     await migrateToLatest(database.db);
-    const dump = await database.pglite!.dumpDataDir('gzip');
+    const dump = await database.pglite!.dumpDataDir('none');
     fs.writeFileSync(file + '.tmp', Buffer.from(await dump.arrayBuffer()));
     fs.renameSync(file + '.tmp', file);
     await database.close();
@@ -117,7 +119,7 @@ export async function openTestDatabase(): Promise<TestDatabase> {
   const databaseUrl = process.env.DATABASE_URL;
   if (!databaseUrl) {
     const file = await preparePgliteTemplate();
-    const blob = new Blob([fs.readFileSync(file)]);
+    const blob = await fs.openAsBlob(file);
     const database = await openDatabase({ databaseUrl: null, dataDir: '', pgliteTemplate: blob });
     return { database, databaseUrl: null, drop: () => database.close() };
   }

@@ -61,6 +61,8 @@ export class FakeServer {
   /** X-GitLab-Trace-Update-Interval sent with trace answers, when set. */
   traceInterval: string | null = null;
   lastUpdate = 0;
+  /** What happened to jobs, in order: `handed <id>` (answered to a job request), `final <id>` (success or failed received). */
+  readonly events: string[] = [];
 
   constructor() {
     this.server = http.createServer((req, res) => {
@@ -138,6 +140,7 @@ export class FakeServer {
       if (gone) return;
       const id = this.queue.shift();
       if (id === undefined) return this.json(res, 204, undefined, headers);
+      this.events.push(`handed ${id}`);
       return this.json(res, 201, this.jobs.get(id)!.payload, headers);
     }
     if ((m = /^\/api\/v4\/jobs\/(\d+)$/.exec(p)) && method === 'PUT') {
@@ -153,7 +156,10 @@ export class FakeServer {
       const u: Update = { state: b.state, failure_reason: b.failure_reason, exit_code: b.exit_code, token: b.token, headerToken: (req.headers['job-token'] as string) ?? null };
       if (job.canceled) return this.json(res, 403, { message: '403 Forbidden - Job is not running' }, { 'job-status': 'canceled' });
       job.updates.push(u);
-      if (b.state === 'success' || b.state === 'failed') job.resolveFinal(u);
+      if (b.state === 'success' || b.state === 'failed') {
+        this.events.push(`final ${job.payload.id}`);
+        job.resolveFinal(u);
+      }
       return this.json(res, 200, undefined, { 'job-status': b.state });
     }
     if ((m = /^\/api\/v4\/jobs\/(\d+)\/trace$/.exec(p)) && method === 'PATCH') {
