@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { OpenedDatabase } from '../db/index.js';
+import { UNWATCHED_TABLES } from '../db/write_observer.js';
 import { onRepositoryWrite } from '../git/command.js';
 import { REPOSITORIES, setSchema } from './read_tracking.js';
 import type { NotificationHub } from '../db/notifications.js';
@@ -17,7 +18,7 @@ async function loadSchema(database: OpenedDatabase) {
      where c.relkind in ('v', 'm') and c.relnamespace = current_schema()::regnamespace
     union all
     select p.proname, string_agg(p.prosrc, ' ') from pg_proc p where p.pronamespace = current_schema()::regnamespace group by p.proname`.execute(database.db);
-  setSchema(tables.rows.map((r) => r.name), new Map(definitions.rows.map((r) => [r.name, r.body ?? ''])));
+  setSchema(tables.rows.map((r) => r.name), new Map(definitions.rows.map((r) => [r.name, r.body ?? ''])), UNWATCHED_TABLES);
 }
 
 interface Log {

@@ -11,7 +11,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
  *    (src/git/command.ts `onRepositoryWrite`, src/cache/index.ts), so a push drops what was
  *    computed from repositories and keeps the rest;
  *  - a value served from the cache inside another loader passes its own dependencies up.
- * Views and functions of the schema count as the tables their definitions name. Until the schema
+ * Views and functions of the schema count as the tables their definitions name; a table without
+ * an invalidation trigger (a busy one no cached read should use) counts as every table. Until the schema
  * is known (`setSchema`, at cache start), every statement counts as a read of everything.
  */
 export class ReadSet {
@@ -38,9 +39,9 @@ let readsOf: Map<string, Set<string>> | null = null;
  * may name tables, views and functions in turn (a function such as project_access_level reads
  * the membership tables a statement calling it never names).
  */
-export function setSchema(tables: Iterable<string>, definitions: Map<string, string>) {
+export function setSchema(tables: Iterable<string>, definitions: Map<string, string>, unwatched: ReadonlySet<string> = new Set()) {
   const map = new Map<string, Set<string>>();
-  for (const t of tables) map.set(t, new Set([t]));
+  for (const t of tables) map.set(t, new Set([unwatched.has(t) ? EVERYTHING : t]));
   // Not a table: statements never name it (a table of that name would share its invalidations).
   map.set(REPOSITORIES, new Set([REPOSITORIES]));
   const resolving = new Set<string>();
@@ -77,7 +78,15 @@ export function recordStatement(sqlText: string) {
   }
   for (const word of sqlText.toLowerCase().match(WORD) ?? []) {
     const tables = readsOf.get(word);
-    if (tables) for (const t of tables) reads.tables.add(t);
+    if (!tables) continue;
+    if (tables.has(EVERYTHING)) {
+      // A table whose writes announce nothing (src/db/write_observer.ts UNWATCHED_TABLES): only
+      // a drop of everything can reach what was read from it.
+      reads.all = true;
+      reads.tables.clear();
+      return;
+    }
+    for (const t of tables) reads.tables.add(t);
   }
 }
 
@@ -88,6 +97,9 @@ export function recordRepositoryRead() {
   if (readsOf) reads.tables.add(REPOSITORIES);
   else reads.all = true;
 }
+
+/** Stands for "every table": what a read of a table no trigger watches depends on. */
+const EVERYTHING = '*';
 
 /** What cached values read from repositories depend on (announced as `t:repositories`). */
 export const REPOSITORIES = 'repositories';

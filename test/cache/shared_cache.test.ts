@@ -176,6 +176,13 @@ describe('cache invalidation through the database', () => {
       await testDb.database.db.updateTable('users').set({ name: sql`name` }).where('id', '=', -1).execute();
       assert.equal(await cache.load('labels', async () => 'other'), 'labels', 'a value that did not read users stays');
       assert.equal(await cache.load('k', from('z')), 'z', 'a value that read users goes');
+      // A table without a trigger (its writes announce nothing): what read it goes with any write.
+      assert.equal(await cache.load('jobs', async () => {
+        await sql`select 1 from background_jobs limit 1`.execute(testDb.database.db);
+        return 'a';
+      }), 'a');
+      await testDb.database.db.updateTable('labels').set({ title: sql`title` }).where('id', '=', -1).execute();
+      assert.equal(await cache.load('jobs', async () => 'b'), 'b', 'a value read from an unwatched table goes with any write');
     } finally {
       await stop();
     }
