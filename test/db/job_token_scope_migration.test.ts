@@ -15,7 +15,14 @@ describe('migration 0950_job_token_scope', () => {
   });
 
   it('turns the inbound scope off for existing projects and on for new ones', async () => {
-    const existing = await t.createProject();
+    // Made with a statement of its own: down and up move the column to the end of the table, and
+    // on PostgreSQL a statement this connection prepared before (`returning *`) would no longer fit.
+    const ns = await t.db.selectFrom('namespaces').select('id').where('path', '=', 'root').executeTakeFirstOrThrow();
+    const existing = await t.db
+      .insertInto('projects')
+      .values({ name: 'existing', path: t.unique('existing'), namespace_id: ns.id, visibility_level: 0 } as any)
+      .returning('id')
+      .executeTakeFirstOrThrow();
     await down(t.db as any);
     await up(t.db as any);
     const created = await t.createProject();
