@@ -115,8 +115,16 @@ export async function repositoryWritten(repository: string): Promise<void> {
   for (const observe of repositoryWriteObservers) await observe(repository);
 }
 
+/** Whether these arguments can change the repository (`symbolic-ref -q HEAD` only reads it). */
+function writesRepository(args: string[]): boolean {
+  const command = gitCommandOf(args);
+  if (!WRITE_COMMANDS.has(command)) return false;
+  if (command !== 'symbolic-ref') return true;
+  return args.slice(args.indexOf('symbolic-ref') + 1).filter((a) => !a.startsWith('-')).length >= 2;
+}
+
 export async function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
-  if (repositoryWriteObservers.size && WRITE_COMMANDS.has(gitCommandOf(args))) {
+  if (repositoryWriteObservers.size && writesRepository(args)) {
     // Whether it succeeded or not: a failed command may have done part of its work.
     try {
       return await runGit(args, opts);
