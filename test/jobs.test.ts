@@ -171,7 +171,7 @@ describe('background job queue', () => {
       return { child, output: () => out };
     };
     const runs = async (id: number) =>
-      (await t.db.selectFrom('background_jobs').select('payload').where('kind', '=', SLOW_JOB_RAN).execute()).map((r) => r.payload as any).filter((p) => p.job === id);
+      (await t.db.selectFrom('background_jobs').select('payload').where('kind', '=', SLOW_JOB_RAN).orderBy('id').execute()).map((r) => r.payload as any).filter((p) => p.job === id);
     const stopLocal: Array<() => Promise<void>> = [];
     try {
       // 1. Both processes poll; one takes the job and keeps it through two lock timeouts.
