@@ -23,6 +23,7 @@ max_age=${CAIRN_PACK_CACHE_MAX_AGE:-300}
 mkdir -p -m 0700 "$dir" 2>/dev/null
 input=$(mktemp "$dir/input.XXXXXXXX") || exec "$@"
 trap 'rm -f "$input"' EXIT
+trap 'exit 129' HUP INT PIPE TERM
 cat > "$input" || exit 128
 key=$({ pwd -P; printf '%s\n' "$#" "$@"; cat "$input"; } | sha256sum) || exit 128
 key=${key%% *}
@@ -42,7 +43,7 @@ fresh() {
 # has renamed it into place, 1 when it failed (the client then sees a broken pack and fails), 2
 # when the writer was already done before anything was read (the caller looks again).
 follow() {
-  exec 3< "$tmp" 2>/dev/null || return 2
+  command exec 3< "$tmp" 2>/dev/null || return 2
   tail -c +1 -s 0.01 --pid="$1" -f <&3 || return 1
   exec 3<&-
   while [ -d "$lock" ]; do sleep 0.01; done
@@ -52,11 +53,18 @@ follow() {
 attempt=0
 while [ $attempt -lt 3 ]; do
   attempt=$((attempt + 1))
-  if fresh; then
-    cat "$pack"
+  # Opened first: a writer may replace an expired pack meanwhile, and an open file stays whole.
+  if fresh && command exec 4< "$pack" 2>/dev/null; then
+    cat <&4
     exit $?
   fi
   if mkdir "$lock" 2>/dev/null; then
+    # Another writer may have finished between the look above and the lock.
+    if fresh && command exec 4< "$pack" 2>/dev/null; then
+      rm -rf "$lock"
+      cat <&4
+      exit $?
+    fi
     rm -f "$pack"
     : > "$tmp" || exit 128
     "$@" < "$input" >> "$tmp" &
