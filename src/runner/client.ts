@@ -270,6 +270,7 @@ export class RunnerClient {
       yield Buffer.from(tail);
     }
     const query = new URLSearchParams(fields).toString();
+    const stop = new AbortController();
     const res = await this.send('POST', `jobs/${jobId}/artifacts?${query}`, {
       headers: {
         'job-token': jobToken,
@@ -278,12 +279,14 @@ export class RunnerClient {
       },
       body: Readable.toWeb(Readable.from(parts())) as unknown as BodyInit,
       duplex: true,
+      signal: stop.signal,
     });
     if (res.status === 201) {
       await res.arrayBuffer().catch(() => undefined);
       return;
     }
     const why = res.status === 413 ? 'too large' : await errorText(res);
+    stop.abort(); // an early refusal: the rest of the file is not sent
     throw new ProtocolError(`uploading artifacts (${opts.type}) failed: ${res.status} ${why}`, res.status);
   }
 
@@ -311,16 +314,19 @@ export class RunnerClient {
   /** PUT /jobs/:id/cache?key= with the archive at filePath as the body (application/zip, streamed). */
   async uploadCache(jobId: number, jobToken: string, key: string, filePath: string): Promise<void> {
     const size = (await fs.promises.stat(filePath)).size;
+    const stop = new AbortController();
     const res = await this.send('PUT', `jobs/${jobId}/cache?key=${encodeURIComponent(key)}`, {
       headers: { 'job-token': jobToken, 'content-type': 'application/zip', 'content-length': String(size) },
       body: Readable.toWeb(fs.createReadStream(filePath)) as unknown as BodyInit,
       duplex: true,
+      signal: stop.signal,
     });
     if (res.status === 201) {
       await res.arrayBuffer().catch(() => undefined);
       return;
     }
     const why = res.status === 413 ? 'the archive is larger than the server accepts' : res.status === 404 ? 'this server does not store caches' : await errorText(res);
+    stop.abort(); // an early refusal: the rest of the archive is not sent
     throw new ProtocolError(`uploading cache ${key} failed: ${res.status} ${why}`, res.status);
   }
 

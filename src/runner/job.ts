@@ -15,7 +15,7 @@ import type { Readable } from 'node:stream';
 import { setting } from '../config.js';
 import { createJobCgroup, detectCgroups, formatBytes, jobLimitsFromEnv, type CgroupSupport, type JobCgroup, type JobLimits } from './limits.js';
 import { chownTree, removeTree } from './nofollow.js';
-import { runProcess, type Running, type RunResult } from './process.js';
+import { runProcess, watchProcess, type Running, type RunResult } from './process.js';
 import { attachNetwork, findOnPath, isLoopbackHost, sandboxArgs, setprivArgs, urlPort, type AttachedNetwork, type PortForward, type SandboxStatus } from './sandbox.js';
 import { baseEnvironment, expandVariables, jobVariables, stepScript } from './script.js';
 import {
@@ -514,10 +514,11 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     let runs = 0;
     /** Starts a command (the argv already wrapped), tracked as the job's current process. */
     const track = async (argv: string[], opts: { cwd: string; env: NodeJS.ProcessEnv; limitSec?: number; argsData?: string[]; syncPasta?: boolean }): Promise<RunResult> => {
-      const pipes = opts.syncPasta ? 2 : opts.argsData ? 1 : 0;
-      const proc = runProcess(argv[0], argv.slice(1), { cwd: opts.cwd, env: opts.env, onOutput: (b) => trace.write(b), extraPipes: pipes });
+      const onOutput = (b: Buffer) => trace.write(b);
+      const proc = opts.argsData
+        ? startContainer(argv, opts.argsData, onOutput)
+        : runProcess(argv[0], argv.slice(1), { cwd: opts.cwd, env: opts.env, onOutput, extraPipes: opts.syncPasta ? 2 : 0 });
       current = proc;
-      if (opts.argsData) (proc.stdio[3] as NodeJS.WritableStream).end(opts.argsData.map((a) => `${a}\0`).join(''));
       let attached: AttachedNetwork | null = null;
       if (opts.syncPasta) {
         const block = proc.stdio[4] as NodeJS.WritableStream;
@@ -571,7 +572,7 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
       const limited = rlimits ? [rlimits.prlimit, ...(rlimits.nproc ? [`--nproc=${rlimits.nproc}`] : []), ...(rlimits.data ? [`--data=${rlimits.data}`] : []), `--fsize=${rlimits.fsize}`, '--'] : [];
       // Into the job's namespaces as root, then the job's user for good: bwrap and all it starts
       // run unprivileged; root in the container is that user in a user namespace of its own.
-      const argv = [...enterCgroup, ...ns!.enter({ mount: true }), ...setprivArgs(runAs!), ...limited, o.sandbox.bwrap!, '--args', '3', '--', ...command];
+      const argv = [...enterCgroup, ...ns!.enter({ mount: true }), ...setprivArgs(runAs!), ...limited, o.sandbox.bwrap!, '--args', '3', '--info-fd', '4', '--', ...command];
       return { argv, argsData: containerSandboxOptions(spec) };
     };
     const containerBinds = () => [
@@ -659,16 +660,10 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
         const { argv: wrapped, argsData } = containerCommand(spec, argv);
         const debug = /^(1|true)$/i.test(vars.get('CI_DEBUG_SERVICES')?.value ?? '');
         const label = svc.names[0] ?? `service-${i}`;
-        const proc = runProcess(wrapped[0], wrapped.slice(1), {
-          cwd: '/',
-          env: HELPER_ENV,
-          extraPipes: 1,
-          onOutput: (b) => {
-            svc.output.push(b);
-            if (debug) trace.write(b.toString('utf8').split(/(?<=\n)/).map((l) => `[service:${label}] ${l}`).join(''));
-          },
+        const proc = startContainer(wrapped, argsData, (b) => {
+          svc.output.push(b);
+          if (debug) trace.write(b.toString('utf8').split(/(?<=\n)/).map((l) => `[service:${label}] ${l}`).join(''));
         });
-        (proc.stdio[3] as NodeJS.WritableStream).end(argsData.map((a) => `${a}\0`).join(''));
         svc.proc = proc;
         void proc.done.then((r) => (svc.exited = r));
       }
@@ -825,6 +820,8 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     o.signal?.removeEventListener('abort', onRunnerStop);
     for (const s of services) s.proc?.kill();
     for (const p of sidecars) p.kill();
+    // A container's processes are gone once its done settles (startContainer).
+    await Promise.all(services.map((s) => s.proc?.done));
     // The holder goes, and with it the namespace and the overlays mounted in it (also one still
     // starting when the job failed).
     ns?.close();
@@ -849,6 +846,28 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
   }
   log(`job ${job.id}: ${outcome.state}${outcome.failureReason ? ` (${outcome.failureReason})` : ''}`);
   return outcome;
+}
+
+/**
+ * A container's bwrap (its options on fd 3, its --info-fd on fd 4). Killing it (a SIGKILL to its
+ * process group) ends bwrap at once, but the container's processes are in a pid namespace and a
+ * session of their own: they go a moment later, with the namespace's init. `done` settles only
+ * then, so a container that is over leaves nothing running.
+ */
+function startContainer(argv: string[], argsData: string[], onOutput: (b: Buffer) => void): Running {
+  const proc = runProcess(argv[0], argv.slice(1), { cwd: '/', env: HELPER_ENV, extraPipes: 2, onOutput });
+  (proc.stdio[3] as NodeJS.WritableStream).end(argsData.map((a) => `${a}\0`).join(''));
+  const init = sandboxPid(proc.stdio[4] as Readable).then(
+    (pid) => watchProcess(pid),
+    () => null,
+  );
+  return {
+    ...proc,
+    done: proc.done.then(async (r) => {
+      await (await init)?.gone();
+      return r;
+    }),
+  };
 }
 
 /** The sandbox's pid, from bwrap's --info-fd JSON. */

@@ -2,6 +2,7 @@
 // kills the whole group when asked, when it times out, or when its leader exits (so a
 // background `sleep &` does not outlive the step).
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 
 export interface RunResult {
   exitCode: number | null;
@@ -68,6 +69,40 @@ export function runProcess(file: string, args: string[], opts: { cwd: string; en
     kill() {
       killed = true;
       killGroup(pid);
+    },
+  };
+}
+
+/** Field 22 of /proc/<pid>/stat (the start time) and the state, or null when there is no such process. */
+function procStat(pid: number): { state: string; start: string } | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces and parentheses: the fields follow its last ')'.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: rest[0], start: rest[19] };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A process that ends after its parent: a sandbox's pid namespace init (bwrap --unshare-pid) goes
+ * with bwrap, by its parent-death signal, a moment after bwrap's own exit, and the kernel ends
+ * every other process of the namespace before the init exits. `watch` notes the process now; its
+ * `gone()` resolves when it has exited (no longer there, or a zombie), or after `timeoutMs`.
+ */
+export function watchProcess(pid: number): { gone(timeoutMs?: number): Promise<boolean> } {
+  const first = procStat(pid);
+  return {
+    async gone(timeoutMs = 5_000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const now = procStat(pid);
+        // Gone, a zombie, or another process that took the number.
+        if (!first || !now || now.state === 'Z' || now.start !== first.start) return true;
+        if (Date.now() >= until) return false;
+        await new Promise((r) => setTimeout(r, 20));
+      }
     },
   };
 }

@@ -270,7 +270,9 @@ export async function storeUploadedArtifacts(cairn: Cairn, build: CiBuild, uploa
   const stored: Array<{ field: string; filename: string; key: string; size: number; sha256: string }> = [];
   let fields: Record<string, string>;
   try {
-    fields = await readMultipart(body, boundary, async (part) => {
+    // A refusal stops the parse without destroying the request: the client still gets the answer.
+    const source = typeof body.iterator === 'function' ? body.iterator({ destroyOnReturn: false }) : body;
+    fields = await readMultipart(source, boundary, async (part) => {
       if (part.field !== 'file' && part.field !== 'metadata') {
         part.stream.resume();
         return;

@@ -258,6 +258,41 @@ function endpointCases(name: string, opts: () => Promise<{ overrides: Record<str
       assert.equal((await get(feature, 'feature-non_protected')).statusCode, 403);
     });
 
+    test('a refused upload is read and dropped, not cut: the client still writing gets the 413 rather than a reset', async () => {
+      const net = await import('node:net');
+      const address = await t.app.listen({ host: '127.0.0.1', port: 0 });
+      const { port } = new URL(address);
+      const socket = net.connect(Number(port), '127.0.0.1');
+      await new Promise((resolve) => socket.once('connect', resolve));
+      let answer = '';
+      let ended = false;
+      const errors: Error[] = [];
+      socket.on('data', (d) => (answer += d));
+      socket.on('end', () => (ended = true));
+      socket.on('error', (e) => errors.push(e));
+      const declared = 4 * 1024 * 1024;
+      socket.write(`PUT /api/v4/jobs/${job.id}/cache?key=early HTTP/1.1\r\nHost: x\r\njob-token: ${job.token}\r\ncontent-type: application/zip\r\ncontent-length: ${declared}\r\n\r\n`);
+      const chunk = Buffer.alloc(256 * 1024);
+      socket.write(chunk);
+      for (let i = 0; i < 100 && !answer.includes('\r\n\r\n'); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.match(answer, /^HTTP\/1.1 413/);
+      // The client goes on sending (as one does that reads the answer only once its body is out):
+      // the server keeps reading and dropping, the connection stays open.
+      for (let sent = chunk.length; sent < declared; sent += chunk.length) {
+        await new Promise<void>((resolve, reject) => socket.write(chunk, (err) => (err ? reject(err) : resolve())));
+      }
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(ended, false, 'the server did not close on the client');
+      assert.deepEqual(errors, []);
+      // The same connection carries the next request.
+      answer = '';
+      socket.write(`GET /api/v4/jobs/${job.id}/cache?key=early HTTP/1.1\r\nHost: x\r\njob-token: ${job.token}\r\n\r\n`);
+      for (let i = 0; i < 100 && !answer.includes('\r\n\r\n'); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.match(answer, /^HTTP\/1.1 404/);
+      socket.destroy();
+      assert.equal((await get(job, 'early')).statusCode, 404);
+    });
+
     test("another project's job does not see this project's caches", async () => {
       const other = await t.createProject();
       await commitFiles(t, other, { '.gitlab-ci.yml': 'a: { script: [x] }\n' });

@@ -8,6 +8,7 @@ import { cacheKeyProblem, openCacheArchive, protectedKeyRefused, storeCacheArchi
 import { RawBody, route, type Access } from '../route.js';
 import { RowId } from '../params.js';
 import { authenticateJob } from './routes.js';
+import { dropUnreadBody } from './unread_body.js';
 
 // CI caches for Cairn's runner (not GitLab's API: gitlab-runner keeps caches itself, on its host
 // or in a bucket its own configuration names). A running job, with its job token, reads and
@@ -69,8 +70,6 @@ export default async function runnerCacheRoutes(app: FastifyInstance) {
     config: { skipApiAuth: true },
     schema: { params: Params, querystring: Query, response: { 201: Type.Object({ message: Type.String(), size: Type.Integer() }) } },
   }), async (request, reply) => {
-    // An answer sent before the body was read to its end closes the connection.
-    const bodyLeftUnread = () => reply.header('Connection', 'close');
     try {
       const { build, key } = await jobAndKey(request);
       const body = request.body as Readable | undefined;
@@ -79,7 +78,7 @@ export default async function runnerCacheRoutes(app: FastifyInstance) {
       const stored = await storeCacheArchive(cairn, build.project_id, key, body, length === undefined ? undefined : Number(length));
       return reply.code(201).send({ message: '201 Created', size: stored.size });
     } catch (err) {
-      bodyLeftUnread();
+      dropUnreadBody(request);
       throw err;
     }
   });

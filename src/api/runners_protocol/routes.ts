@@ -23,6 +23,7 @@ import {
 import { appendTrace } from '../../ci/trace.js';
 import { artifactTooLarge, downloadableArchive, storeUploadedArtifacts, type ArtifactUpload } from '../../services/artifacts.js';
 import { sendArchive } from '../job_artifacts/send.js';
+import { dropUnreadBody } from './unread_body.js';
 import { ApiError, apiError, badRequest, forbidden, missingParam, notFound, unauthorized } from '../../plugins/errors.js';
 import { RawBody, route, type Access } from '../route.js';
 import { RowId } from '../params.js';
@@ -437,8 +438,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     },
   }), async (request, reply) => {
     const { id } = request.params as { id: number };
-    // The rest of the body is not read: the connection closes after the answer.
-    const bodyLeftUnread = () => reply.header('Connection', 'close');
+    const bodyLeftUnread = () => dropUnreadBody(request);
     const build = await authenticateJob(request, id).catch((err) => {
       bodyLeftUnread();
       throw err;
