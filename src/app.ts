@@ -19,6 +19,7 @@ import './ci/pipelines/downstream.js';
 import './services/notifications.js';
 import './ci/jobs/stuck.js';
 import './ci/pipelines/schedules.js';
+import './ci/pipelines/merge_request_pipelines.js';
 import './services/leftovers.js';
 import { redactUrl, SECRET_HEADERS } from './lib/redact.js';
 import { PAGE_HEADERS } from './oauth/html.js';
@@ -100,8 +101,10 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   cairn.closers.push(() => cairn.catfile.close());
   cairn.closers.push(await startCache(cairn.cache, database, cairn.notifications, app.log));
   registerHousekeeping(cairn);
-  registerMergeRequestHooks(cairn);
+  // A push's branch pipelines first, then the merge requests of the branch (refreshed, then their
+  // merge request pipelines): the newest pipeline at a head is the merge request's, as GitLab's.
   registerPipelineHooks(cairn);
+  registerMergeRequestHooks(cairn);
   app.decorate('cairn', cairn);
 
   // python-gitlab compares the whole Content-Type header: JSON goes out without a charset.

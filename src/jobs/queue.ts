@@ -129,6 +129,23 @@ export async function finishInlineJob(db: Database, id: number): Promise<void> {
   await db.deleteFrom('background_jobs').where(inlineClaim(id)).execute();
 }
 
+/**
+ * Does the journalled work of `beginInlineJob` here and now with the kind's own handler (the one
+ * that would finish it after a crash), then ends the journal. A failure is logged, not thrown: the
+ * caller's own work is done and stays done.
+ */
+export async function runInlineJob(cairn: Cairn, id: number, kind: string, payload: Record<string, unknown>, log: QueueLog = consoleLog): Promise<void> {
+  const handler = handlers.get(kind);
+  try {
+    if (!handler) throw new Error(`no handler for background job kind ${kind}`);
+    await handler(cairn, payload, { id, attempts: 1, maxAttempts: 1, signal: new AbortController().signal });
+  } catch (err) {
+    log.warn({ jobId: id, kind, err: (err as Error).message }, 'inline background job failed');
+  } finally {
+    await finishInlineJob(cairn.db, id);
+  }
+}
+
 function deadOnThisHost(lockedBy: string | null): boolean {
   if (!lockedBy) return false;
   const i = lockedBy.lastIndexOf(':');

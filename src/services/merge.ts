@@ -22,7 +22,8 @@ import { transition } from '../db/state_machine.js';
 import { addSystemNote } from './notes.js';
 import { hasUnresolvedThreads } from '../finders/notes.js';
 import { enqueueClosingIssues } from './closing_issues.js';
-import { projectRepoPath } from './projects.js';
+import { projectRepoPath, recordRefActivity } from './projects.js';
+import { endRefJournal, journalRefUpdates, runPostReceiveHooks } from './post_receive.js';
 import { notify } from './notify.js';
 import { findUserById } from '../finders/users.js';
 
@@ -148,8 +149,9 @@ export async function acceptMergeRequest(
   if (opts.squash && settings(project).squash_option === 'never') throw apiError(400, 'Squashing not allowed: This project doesn\'t allow you to squash commits when merging.');
   const squash = settings(project).squash_option === 'always' ? true : opts.squash ?? mr.squash;
 
-  if (opts.merge_when_pipeline_succeeds && (await headPipelineActive(cairn, mr))) {
-    // A pipeline is running for the head: merge when it succeeds (onPipelineSucceeded).
+  if (opts.merge_when_pipeline_succeeds && ((await headPipelineActive(cairn, mr)) || (await awaitsFirstPipeline(cairn, project, mr)))) {
+    // A pipeline is running for the head, or the project needs one that is yet to come: merge
+    // when it succeeds (onPipelineSucceeded). With nothing to wait for, the merge happens now.
     const flagged = await cairn.db.transaction().execute(async (trx) => {
       const row = await transition(trx, MERGE_REQUEST_MACHINE, mr.id, 'autoMerge', {
         set: {
@@ -180,6 +182,15 @@ export async function acceptMergeRequest(
 async function headPipelineActive(cairn: Cairn, mr: MergeRequest): Promise<boolean> {
   const p = await headPipelineOf(cairn, mr);
   return !!p && !['success', 'failed', 'canceled', 'skipped'].includes(p.status);
+}
+
+/**
+ * GitLab's auto-merge without a pipeline: where pipelines must succeed, a head with none yet
+ * waits for its first one (a 405 would refuse a merge that is only early); elsewhere nothing
+ * stops an immediate merge.
+ */
+async function awaitsFirstPipeline(cairn: Cairn, project: ProjectWithNamespace, mr: MergeRequest): Promise<boolean> {
+  return settings(project).only_allow_merge_if_pipeline_succeeds === true && !(await headPipelineOf(cairn, mr));
 }
 
 function mergeParams(opts: MergeOptions, squash: boolean) {
@@ -227,6 +238,7 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
     // When another merge moved the target in between, this one is built again on the new target:
     // the lock above keeps it this caller's, so it still lands at most once.
     let outcome: Awaited<ReturnType<typeof buildMerge>> | null = null;
+    let base = ZERO_OID;
     for (let attempt = 0; ; attempt++) {
       const targetOid = await readRef(cairn.catfile, gitDir, `refs/heads/${mr.target_branch}`);
       if (!targetOid || !mr.head_sha) {
@@ -253,9 +265,12 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
         await unlock('Merge request is empty');
         throw apiError(406, 'Branch cannot be merged');
       }
-      journalPayload.built = { head: outcome.head, mergeCommit: outcome.mergeCommit, squashCommit: outcome.squashCommit };
+      journalPayload.built = { head: outcome.head, mergeCommit: outcome.mergeCommit, squashCommit: outcome.squashCommit, base: targetOid };
       await updateInlineJob(db, journal, { ...journalPayload });
-      if (await publish(gitDir, `refs/heads/${mr.target_branch}`, outcome.head, targetOid)) break;
+      if (await publish(gitDir, `refs/heads/${mr.target_branch}`, outcome.head, targetOid)) {
+        base = targetOid;
+        break;
+      }
       if (attempt + 1 >= MERGE_ATTEMPTS) {
         // The target kept moving: nothing was written; the caller may try again.
         await db.updateTable('merge_requests').set({ merge_status: 'unchecked' }).where('id', '=', mr.id).execute();
@@ -263,10 +278,20 @@ async function performMerge(cairn: Cairn, project: ProjectWithNamespace, user: U
         throw apiError(406, 'Branch cannot be merged');
       }
     }
-    const merged = await recordMerged(cairn, mr, user, { mergeCommit: outcome.mergeCommit, squashCommit: outcome.squashCommit ?? null }, opts);
-    if (!merged) throw new Error('the merge request was unlocked during its merge');
-    await afterMerge(cairn, project, user, merged, opts);
-    return merged;
+    // The target branch moved: its post-receive work (its pipeline, the merge requests that
+    // target it...) is journalled now, so a crash from here on still has it run.
+    const targetMoved = { ref: `refs/heads/${mr.target_branch}`, oldSha: base, newSha: outcome.head };
+    const refJournal = await journalRefUpdates(cairn, project.id, user.id, [targetMoved]);
+    try {
+      const merged = await recordMerged(cairn, mr, user, { mergeCommit: outcome.mergeCommit, squashCommit: outcome.squashCommit ?? null }, opts);
+      if (!merged) throw new Error('the merge request was unlocked during its merge');
+      await afterMerge(cairn, project, user, merged, opts);
+      await recordRefActivity(db, project, { branchWritten: true });
+      await runPostReceiveHooks(cairn, { projectId: project.id, userId: user.id, changes: [targetMoved], pushOptions: [] });
+      return merged;
+    } finally {
+      await endRefJournal(cairn, refJournal).catch(() => undefined);
+    }
   } catch (e) {
     if (!(e instanceof ApiError)) await unlock('Something went wrong during merge').catch(() => undefined);
     throw e;
@@ -314,8 +339,8 @@ interface MergeJournal {
   mergeRequestId: number;
   userId: number;
   opts: MergeOptions & { squash: boolean };
-  /** The commits of the last attempt, written before it was published. */
-  built: { head: string; mergeCommit: string | null; squashCommit: string | null } | null;
+  /** The commits of the last attempt, written before it was published, and the target it was built on. */
+  built: { head: string; mergeCommit: string | null; squashCommit: string | null; base?: string } | null;
 }
 
 /**
@@ -338,6 +363,10 @@ defineJob(MERGE_JOURNAL_JOB, async (cairn, payload) => {
   if (landed && project && user && p.built) {
     const merged = await recordMerged(cairn, mr, user, p.built, p.opts);
     if (merged) await afterMerge(cairn, project, user, merged, p.opts);
+    // The process died before it journalled the target's post-receive work (hooks that create
+    // things skip what exists: `resumed`).
+    const change = { ref: `refs/heads/${mr.target_branch}`, oldSha: p.built.base ?? ZERO_OID, newSha: p.built.head };
+    await runPostReceiveHooks(cairn, { projectId: project.id, userId: user.id, changes: [change], pushOptions: [], resumed: true });
     return;
   }
   await transition(db, MERGE_REQUEST_MACHINE, mr.id, 'unlock', { set: { merge_error: null, updated_at: sql`now()` as any } });
@@ -358,6 +387,8 @@ async function afterMerge(cairn: Cairn, project: ProjectWithNamespace, user: Use
   const decision = await canPushToBranch(cairn.db, source, user, level, mr.source_branch, { deletion: true });
   if (!decision.allowed) return;
   await compareAndSwapRef(gitDir, `refs/heads/${mr.source_branch}`, ZERO_OID, oid);
+  // As a push deleting it: other merge requests from the branch see it gone.
+  await runPostReceiveHooks(cairn, { projectId: source.id, userId: user.id, changes: [{ ref: `refs/heads/${mr.source_branch}`, oldSha: oid, newSha: ZERO_OID }], pushOptions: [] });
 }
 
 /** A merge left locked by a crash: merged if its head is in the target, opened again otherwise. */

@@ -23,6 +23,7 @@ import { addSystemNote } from './notes.js';
 import { notify } from './notify.js';
 import { MERGE_REQUEST_MACHINE, MR_STATE } from '../db/work_item_states.js';
 import { transition } from '../db/state_machine.js';
+import { beginInlineJob, finishInlineJob, runInlineJob } from '../jobs/queue.js';
 
 /**
  * Merge requests: create, update, close and reopen, delete, and keeping each one's view of git
@@ -76,6 +77,21 @@ function updateNotes(mr: MergeRequest, set: Record<string, unknown>): string[] {
 export const headRef = (iid: number) => `refs/merge-requests/${iid}/head`;
 /** The ref merge_ref writes (GitLab's refs/merge-requests/:iid/merge). */
 export const mergeRefName = (iid: number) => `refs/merge-requests/${iid}/merge`;
+
+/**
+ * The merge request pipeline of a new head (opened, or pushed to), journalled with the write that
+ * made the head and done at once after it (its handler: ci/pipelines/merge_request_pipelines.ts).
+ */
+export const MERGE_REQUEST_PIPELINE_JOB = 'merge_request.pipeline';
+
+async function journalMergeRequestPipeline(cairn: Cairn, mr: Pick<MergeRequest, 'id'>, sha: string, userId: number | null, trx?: Database) {
+  const payload = { mergeRequestId: mr.id, sha, userId };
+  return { id: await beginInlineJob(cairn.db, MERGE_REQUEST_PIPELINE_JOB, payload, { trx }), payload };
+}
+
+async function runMergeRequestPipeline(cairn: Cairn, journal: { id: number; payload: Record<string, unknown> }) {
+  await runInlineJob(cairn, journal.id, MERGE_REQUEST_PIPELINE_JOB, journal.payload);
+}
 
 export interface MergeRequestParams {
   title?: string;
@@ -188,10 +204,15 @@ export async function refreshMergeRequest(cairn: Cairn, mr: MergeRequest, target
     Object.assign(set, { head_sha: headSha ?? mr.head_sha, merge_status: 'cannot_be_merged', has_conflicts: false });
   }
   if (headSha && mr.source_project_id !== null && mr.state_id === MR_STATE.opened) {
-    // GitLab's head pipeline: the source branch's latest pipeline at the head commit, when it exists already.
+    // GitLab's head pipeline: the latest at the head commit of the source branch's pipelines and
+    // the merge request's own, when one exists already.
+    const sourceProjectId = mr.source_project_id;
     const pipeline = await cairn.db.selectFrom('ci_pipelines').select('id')
-      .where('project_id', '=', mr.source_project_id).where('ref', '=', mr.source_branch).where('sha', '=', headSha)
-      .where('tag', '=', false).where('parent_pipeline_id', 'is', null)
+      .where('sha', '=', headSha).where('parent_pipeline_id', 'is', null)
+      .where((eb) => eb.or([
+        eb.and([eb('project_id', '=', sourceProjectId), eb('ref', '=', mr.source_branch), eb('tag', '=', false)]),
+        eb.and([eb('project_id', '=', mr.target_project_id), eb('merge_request_id', '=', mr.id), eb('source', '=', 'merge_request_event')]),
+      ]))
       .orderBy('id', 'desc').limit(1).executeTakeFirst();
     if (pipeline && pipeline.id !== mr.head_pipeline_id) set.head_pipeline_id = pipeline.id;
   }
@@ -254,6 +275,7 @@ export async function createMergeRequest(cairn: Cairn, input: CreateInput): Prom
   if (existing) throw conflictMessage(existing.iid);
 
   let mr: MergeRequest;
+  let pipelineJournal: Awaited<ReturnType<typeof journalMergeRequestPipeline>> | null = null;
   try {
     mr = await cairn.db.transaction().execute(async (trx) => {
       const iid = await nextInternalId(trx, 'merge_requests', targetProject.id);
@@ -280,9 +302,13 @@ export async function createMergeRequest(cairn: Cairn, input: CreateInput): Prom
       if (reviewers?.length) await trx.insertInto('merge_request_reviewers').values(reviewers.map((user_id) => ({ merge_request_id: row.id, user_id }))).execute();
       if (params.labelChange) await applyLabels(trx, row, user, params.labelChange);
       await notify(cairn, trx, { action: 'new_merge_request', target: { type: 'MergeRequest', id: row.id }, actorId: user.id });
+      if (sourceHead) pipelineJournal = await journalMergeRequestPipeline(cairn, row, sourceHead, user.id, trx);
       return row;
     });
   } catch (e) {
+    // The journal went with the transaction; its lock keeper goes too.
+    const lost = pipelineJournal as { id: number } | null;
+    if (lost) await finishInlineJob(cairn.db, lost.id).catch(() => undefined);
     // Two requests for the same branches at once: the partial unique index lets one through.
     if ((e as { code?: string }).code === '23505') {
       const other = await cairn.db.selectFrom('merge_requests').select('iid')
@@ -295,7 +321,10 @@ export async function createMergeRequest(cairn: Cairn, input: CreateInput): Prom
   }
   const refreshed = await refreshMergeRequest(cairn, mr, targetProject);
   await syncClosingIssues(cairn, targetProject, refreshed);
-  return refreshed;
+  if (!pipelineJournal) return refreshed;
+  // After the refresh: the head ref the pipeline runs on is in place.
+  await runMergeRequestPipeline(cairn, pipelineJournal);
+  return (await cairn.db.selectFrom('merge_requests').selectAll().where('id', '=', mr.id).executeTakeFirst()) ?? refreshed;
 }
 
 function conflictMessage(iid: number): ApiError {
@@ -444,6 +473,11 @@ export async function refreshAfterPush(cairn: Cairn, event: PostReceiveEvent): P
     const pushedSource = mr.source_project_id === event.projectId && branches.includes(mr.source_branch);
     if (pushedSource && mr.head_sha && refreshed.head_sha && refreshed.head_sha !== mr.head_sha) {
       await noteAddedCommits(cairn, refreshed, mr.head_sha, event.userId);
+    }
+    // The pushed head gets its merge request pipeline (the push's own journal covers a crash).
+    const pushed = pushedSource ? event.changes.find((c) => c.ref === `refs/heads/${mr.source_branch}`)?.newSha : undefined;
+    if (pushed && refreshed.state_id === MR_STATE.opened && refreshed.head_sha === pushed) {
+      await runMergeRequestPipeline(cairn, await journalMergeRequestPipeline(cairn, refreshed, pushed, event.userId));
     }
   }
 }

@@ -15,7 +15,7 @@ import { projectRepoPath } from '../../services/projects.js';
 import type { CompiledJob, CompileResult, PipelineSource } from '../config/index.js';
 import { matchAnyGlob } from '../config/glob.js';
 import { advancePipeline, afterPipelineCommit, type PipelineTransition } from '../jobs/state.js';
-import { mergeRequestVariables } from './lookup.js';
+import { mergeRequestVariables, openMergeRequestsReference } from './lookup.js';
 import { CANCEL_REDUNDANT_PIPELINES_JOB } from './auto_cancel.js';
 import { enqueue } from '../../jobs/queue.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
@@ -215,6 +215,9 @@ export async function compileFor(cairn: Cairn, input: CreatePipelineInput): Prom
     delete predefined.CI_COMMIT_BRANCH;
     Object.assign(predefined, mrVars);
   }
+  const branch = mrVars ? mrVars.CI_MERGE_REQUEST_SOURCE_BRANCH_NAME : input.tag ? null : input.ref;
+  const openMergeRequests = branch === null ? null : await openMergeRequestsReference(cairn.db, mrVars ? Number(mrVars.CI_MERGE_REQUEST_SOURCE_PROJECT_ID ?? project.id) : project.id, branch);
+  if (openMergeRequests) predefined.CI_OPEN_MERGE_REQUESTS = openMergeRequests;
   const variables: Record<string, string> = {};
   for (const v of await ciVariablesFor(cairn, project, protectedRef)) variables[v.key] = v.value;
   Object.assign(variables, input.inheritedVariables ?? {});
@@ -361,16 +364,21 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
   return { kind: 'created', pipeline: fresh };
 }
 
-/** Open merge requests whose head is this pipeline's commit on this branch take it as head pipeline. */
+/**
+ * Open merge requests whose head is this pipeline's commit take it as head pipeline (the newest
+ * wins, as GitLab's): those of this branch for a branch pipeline, its own for a merge request's.
+ */
 async function linkMergeRequests(cairn: Cairn, pipeline: CiPipeline) {
   if (pipeline.tag || pipeline.parent_pipeline_id) return;
-  await cairn.db
+  let q = cairn.db
     .updateTable('merge_requests')
     .set({ head_pipeline_id: pipeline.id })
-    .where('source_project_id', '=', pipeline.project_id)
-    .where('source_branch', '=', pipeline.ref)
-    .where('state_id', '=', MR_STATE.opened)
-    .execute();
+    .where('head_sha', '=', pipeline.sha)
+    .where('state_id', '=', MR_STATE.opened);
+  q = pipeline.source === 'merge_request_event' && pipeline.merge_request_id !== null
+    ? q.where('id', '=', pipeline.merge_request_id)
+    : q.where('source_project_id', '=', pipeline.project_id).where('source_branch', '=', pipeline.ref);
+  await q.execute();
 }
 
 /** The post-receive hook: a pipeline for every branch or tag the push created or moved. */

@@ -1,5 +1,6 @@
 import type { Database } from '../../db/index.js';
 import type { CiPipeline } from '../../db/schema/ci.js';
+import { MR_STATE } from '../../db/work_item_states.js';
 
 /** The project's latest pipeline for a commit (GitLab's Commit#latest_pipeline): highest id wins. */
 export async function latestPipelineForSha(db: Database, projectId: number, sha: string): Promise<CiPipeline | null> {
@@ -54,4 +55,19 @@ export async function mergeRequestVariables(
   if (mr.source_project_id !== null) v.CI_MERGE_REQUEST_SOURCE_PROJECT_ID = String(mr.source_project_id);
   if (sourcePath) Object.assign(v, { CI_MERGE_REQUEST_SOURCE_PROJECT_PATH: sourcePath, CI_MERGE_REQUEST_SOURCE_PROJECT_URL: `${baseUrl}/${sourcePath}` });
   return v;
+}
+
+/**
+ * GitLab's CI_OPEN_MERGE_REQUESTS: up to four open merge requests whose source is this branch of
+ * this project, as `namespace/project!iid` (the target's path), in branch and merge request
+ * pipelines. Null when there is none (the variable is then not set).
+ */
+export async function openMergeRequestsReference(db: Database, projectId: number, branch: string): Promise<string | null> {
+  const rows = await db.selectFrom('merge_requests as mr')
+    .innerJoin('projects as p', 'p.id', 'mr.target_project_id')
+    .innerJoin('namespaces as n', 'n.id', 'p.namespace_id')
+    .select(['mr.iid', 'p.path', 'n.full_path'])
+    .where('mr.source_project_id', '=', projectId).where('mr.source_branch', '=', branch).where('mr.state_id', '=', MR_STATE.opened)
+    .orderBy('mr.id').limit(4).execute();
+  return rows.length ? rows.map((r) => `${r.full_path}/${r.path}!${r.iid}`).join(',') : null;
 }

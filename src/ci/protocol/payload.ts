@@ -7,7 +7,7 @@ import { VISIBILITY_NAMES } from '../../policies/access.js';
 import { projectSettings } from '../../presenters/projects.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { GITLAB_COMPAT_VERSION } from '../../version.js';
-import { mergeRequestVariables } from '../pipelines/lookup.js';
+import { mergeRequestVariables, openMergeRequestsReference } from '../pipelines/lookup.js';
 import type { CompiledJob } from '../config/index.js';
 import { payloadCaches } from './cache_keys.js';
 
@@ -223,6 +223,9 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
     if (build.tag) add('CI_COMMIT_TAG', build.ref);
     else add('CI_COMMIT_BRANCH', build.ref);
   }
+  const branch = mrVars ? mrVars.CI_MERGE_REQUEST_SOURCE_BRANCH_NAME : build.tag ? null : build.ref;
+  const openMergeRequests = branch === null ? null : await openMergeRequestsReference(db, mrVars ? Number(mrVars.CI_MERGE_REQUEST_SOURCE_PROJECT_ID ?? build.project_id) : build.project_id, branch);
+  if (openMergeRequests) add('CI_OPEN_MERGE_REQUESTS', openMergeRequests);
   add('CI_COMMIT_REF_PROTECTED', build.protected ? 'true' : 'false');
   if (pipeline.committed_at) add('CI_COMMIT_TIMESTAMP', new Date(pipeline.committed_at).toISOString().replace(/\.\d{3}Z$/, '+00:00'));
   add('CI_RUNNER_ID', runner.id);
