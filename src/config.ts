@@ -896,6 +896,45 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   return { ...(cfg as Config), ...overrides };
 }
 
+/** A setting's command-line flag: CAIRN_PORT is `--port`, DATABASE_URL `--database-url`. */
+export function settingFlag(env: string): string {
+  return `--${env.replace(/^CAIRN_/, '').toLowerCase().replace(/_/g, '-')}`;
+}
+
+/**
+ * Command-line flags (`--port 8080` or `--port=8080`) for the settings of these scopes, as the
+ * environment variables they stand for; a flag outranks the variable. A ConfigError names an
+ * unknown flag, a missing value or an argument that is not a flag.
+ */
+export function settingsFromFlags(argv: string[], scopes: SettingScope[] = ['server', 'runner']): Record<string, string> {
+  const byFlag = new Map(SETTINGS.filter((s) => scopes.includes(s.scope)).map((s) => [settingFlag(s.env), s]));
+  const out: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const eq = arg.indexOf('=');
+    const flag = eq > 0 ? arg.slice(0, eq) : arg;
+    const s = byFlag.get(flag);
+    if (!s) {
+      const what = arg.startsWith('-') ? `unknown option ${flag}` : `unexpected argument ${JSON.stringify(arg)}`;
+      throw new ConfigError(`${what} (each setting is a flag: ${settingFlag('CAIRN_PORT')} 8080 for CAIRN_PORT; see --help)`, flag);
+    }
+    let value: string;
+    if (eq > 0) value = arg.slice(eq + 1);
+    else {
+      if (i + 1 >= argv.length) throw new ConfigError(`${flag} needs a value (${s.type.accepts})`, s.env);
+      value = argv[++i];
+    }
+    try {
+      parseValue(s, value);
+    } catch (err) {
+      if (err instanceof ConfigError) throw new ConfigError(`${flag}${err.message.slice(s.env.length)}`, s.env);
+      throw err;
+    }
+    out[s.env] = value;
+  }
+  return out;
+}
+
 // ---- documentation -------------------------------------------------------------------------------
 
 /** The README's configuration table (between its config-table markers), from SETTINGS. */

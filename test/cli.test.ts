@@ -207,3 +207,62 @@ describe('cairn token create', () => {
     assert.equal(await count(), before);
   });
 });
+
+describe('cairn serve: settings as flags, and a prompt stop', () => {
+  let dir: string;
+  before(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-serve-flags-'));
+  });
+  after(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('refuses an unknown flag, a flag without its value and a bad value, in one line, before it opens anything', async () => {
+    const dataDir = path.join(dir, 'untouched');
+    const cases: [string[], RegExp][] = [
+      [['--bogus', '1'], /^unknown option --bogus \(each setting is a flag: --port 8080 for CAIRN_PORT; see --help\)$/],
+      [['--port'], /^--port needs a value/],
+      [['--port', 'eighty'], /^--port: "eighty" is not a valid port/],
+      [['--port=70000'], /^--port: "70000" is not a valid port/],
+      [['stray'], /^unexpected argument "stray"/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await cairn(['serve', '--data-dir', dataDir, ...args]);
+      assert.equal(r.code, 1, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+      assert.equal(r.stderr.trimEnd().split('\n').length, 1, `one line: ${r.stderr}`);
+      assert.match(r.stderr.trimEnd(), message, args.join(' '));
+    }
+    assert.equal(fs.existsSync(dataDir), false, 'nothing was created');
+  });
+
+  it('listens where the flags say (they outrank the variables) and stops promptly on SIGINT when idle', async () => {
+    const { spawn } = await import('node:child_process');
+    const { freePort } = await import('./helpers/serve.js');
+    const [port, other] = [await freePort(), await freePort()];
+    const dataDir = path.join(dir, 'served');
+    const env: NodeJS.ProcessEnv = { ...process.env, CAIRN_PORT: String(other), CAIRN_LOG_LEVEL: 'error', CAIRN_BUILTIN_RUNNER: '0' };
+    delete env.DATABASE_URL;
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), 'serve', '--port', String(port), `--data-dir=${dataDir}`], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (b) => (stderr += b));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      let up = false;
+      for (let i = 0; i < 600 && !up; i++) {
+        up = await fetch(`http://127.0.0.1:${port}/-/readiness`).then((r) => r.ok, () => false);
+        if (!up) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.ok(up, `serving on --port ${port}: ${stderr}`);
+      assert.equal(await fetch(`http://127.0.0.1:${other}/-/readiness`).then(() => 'answered', () => 'refused'), 'refused', 'not on CAIRN_PORT');
+      assert.ok(fs.existsSync(path.join(dataDir, 'pglite')), 'the embedded database is in --data-dir');
+      const started = Date.now();
+      child.kill('SIGINT');
+      assert.equal(await exited, 0, stderr);
+      const took = Date.now() - started;
+      // An idle server has nothing to wait for (GitLab's and Gitea's stop at once); the bound is loose for loaded CI machines.
+      assert.ok(took < 5_000, `stopped in ${took} ms`);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});

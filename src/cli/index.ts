@@ -1,7 +1,7 @@
 // `cairn <command>` (bin/cairn.mjs runs this module): the dispatcher. Each command that is more
 // than a few lines lives beside it (token.ts, storage.ts, registration_token.ts); the runner's
 // commands belong to the runner (src/runner/cli.ts). Commands load their modules on use.
-import { checkSettings, ConfigError, loadConfig, settingsHelp } from '../config.js';
+import { checkSettings, ConfigError, loadConfig, settingFlag, settingsFromFlags, settingsHelp } from '../config.js';
 import { openDatabase } from '../db/index.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { CAIRN_VERSION } from '../version.js';
@@ -32,16 +32,19 @@ Settings are environment variables (CAIRN_*, DATABASE_URL): see the README.`;
  * token answer --help themselves): usage, then exit 0 without starting or opening anything.
  */
 const COMMAND_HELP: Record<string, string> = {
-  serve: `usage: cairn serve
+  serve: `usage: cairn serve [--SETTING VALUE]...
 
 Runs the HTTP server on CAIRN_HOST:CAIRN_PORT: applies pending migrations, creates the
 administrator root on first start (printing its generated password once), runs the background
 worker (CAIRN_WORKERS=0 turns it off) and the built-in CI runner (CAIRN_BUILTIN_RUNNER=0).
 Stops cleanly on SIGINT or SIGTERM. A bad setting stops it at start, naming the variable.
 
+Every setting below is also a flag, which outranks the variable: ${settingFlag('CAIRN_PORT')} 8080 for
+CAIRN_PORT, ${settingFlag('CAIRN_DATA_DIR')} DIR, ${settingFlag('DATABASE_URL')} URL (npm start -- --port 8080).
+
 settings (environment variables):
 ${settingsHelp()}`,
-  migrate: `usage: cairn migrate
+  migrate: `usage: cairn migrate [--data-dir DIR | --database-url URL]
 
 Applies pending database migrations (DATABASE_URL, or the embedded database in CAIRN_DATA_DIR)
 and exits. \`cairn serve\` does this too, on start.`,
@@ -65,11 +68,13 @@ async function main(argv: string[]) {
   }
   switch (command) {
     case 'serve': {
+      Object.assign(process.env, settingsFromFlags(argv.slice(1)));
       const { serve } = await import('../server.js');
       await serve();
       return;
     }
     case 'migrate': {
+      Object.assign(process.env, settingsFromFlags(argv.slice(1), ['server']));
       const config = loadConfig();
       const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
       const applied = await migrateToLatest(database.db);
