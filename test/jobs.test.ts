@@ -115,7 +115,8 @@ describe('background job queue', () => {
       await reclaimElsewhere(job.id);
       lockedAtAfterTheft = new Date((await row(job.id)).locked_at as any).getTime();
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 2000);
+        // Long enough for a heartbeat on a loaded machine; the abort ends the wait at once.
+        const timer = setTimeout(resolve, 8000);
         job.signal.addEventListener('abort', () => { aborted = true; clearTimeout(timer); resolve(); });
       });
       await new Promise((r) => setTimeout(r, 250));

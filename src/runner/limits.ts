@@ -198,8 +198,10 @@ async function killAll(dir: string) {
   } catch {
     /* v1, or an older kernel: one by one */
   }
-  // A fork bomb keeps forking while it is killed; the pids limit bounds it, so rounds end.
-  for (let round = 0; round < 200; round++) {
+  // A fork bomb keeps forking while it is killed; the pids limit bounds it, so rounds end (on a
+  // loaded machine they may take seconds: the bound is time, not rounds).
+  const until = Date.now() + 20_000;
+  for (let round = 0; Date.now() < until; round++) {
     const pids = cgroupPids(dir);
     if (!pids.length) return;
     for (const pid of pids) {
@@ -214,12 +216,13 @@ async function killAll(dir: string) {
 }
 
 async function rmCgroup(dir: string) {
-  for (let i = 0; i < 100; i++) {
+  const until = Date.now() + 10_000;
+  for (;;) {
     try {
       fs.rmdirSync(dir);
       return;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT' || Date.now() >= until) return;
       // EBUSY while the last killed processes are reaped.
       await new Promise((r) => setTimeout(r, 20));
     }
