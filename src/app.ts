@@ -1,5 +1,5 @@
 import path from 'node:path';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from './config.js';
 import type { Cairn } from './context.js';
@@ -22,6 +22,7 @@ import './ci/pipelines/schedules.js';
 import './ci/pipelines/merge_request_pipelines.js';
 import './services/leftovers.js';
 import { redactUrl, SECRET_HEADERS } from './lib/redact.js';
+import { registerRequestLog, resolveLogFormat, textLogStream } from './plugins/request_log.js';
 import { PAGE_HEADERS } from './oauth/html.js';
 import { ensureStorages } from './services/storages.js';
 import { SharedCache, startCache } from './cache/index.js';
@@ -54,6 +55,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   const app = Fastify({
     logger: opts.logger === false ? false : {
       level: config.logLevel,
+      ...(resolveLogFormat(config.logFormat ?? 'auto') === 'text' ? { stream: textLogStream() } : {}),
       ...(typeof opts.logger === 'object' ? opts.logger : {}),
       // Tokens may come as query parameters; the logged URL must not carry them. Credential headers
       // are censored wherever a log line carries request or response headers.
@@ -67,6 +69,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
         }),
       },
     },
+    // One line per request, written when it is answered (plugins/request_log.ts).
+    logController: new LogController({ disableRequestLogging: true }),
     // Ordinary JSON and form bodies; the commits and files routes set their own (contentBodyLimit).
     // Git HTTP streams its bodies straight to git and is not limited here.
     bodyLimit: config.maxBodySize,
@@ -137,6 +141,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     done();
   });
   app.addHook('onResponse', (request, _reply, done) => { inFlight.delete(request); done(); });
+  registerRequestLog(app);
   app.addHook('onRequestAbort', (request, done) => { inFlight.delete(request); done(); });
 
   // Every route's declaration, in registration order: the route table test and the permission

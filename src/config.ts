@@ -63,6 +63,7 @@ export interface Config {
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDR ranges); the client address comes from it. */
   trustedProxies: string[];
   logLevel: string;
+  logFormat: 'auto' | 'text' | 'json';
   /** Git over HTTP accepts a user's password as well as tokens (GitLab's password_authentication_enabled_for_git). */
   gitPasswordAuthentication: boolean;
   /** Keep hot reads (tokens, projects) in memory, invalidated through PostgreSQL notifications (src/cache/). */
@@ -551,6 +552,7 @@ export const SETTINGS: Setting[] = [
   }),
   def({ env: 'CAIRN_CACHE', key: 'cache', type: bool(), default: true, defaultText: '`true`', help: '`false` turns off the in-memory cache of hot reads (see below)' }),
   def({ env: 'CAIRN_LOG_LEVEL', key: 'logLevel', type: oneOf(LOG_LEVELS, 'a valid log level'), default: 'info', defaultText: '`info`', help: '`trace` … `fatal`, or `silent`' }),
+  def({ env: 'CAIRN_LOG_FORMAT', key: 'logFormat', type: oneOf(['auto', 'text', 'json'] as const, 'a valid log format'), default: 'auto', defaultText: '`auto`', help: '`text`: one line of words per request and event; `json`: JSON lines for a log collector; `auto`: text on a terminal, JSON otherwise' }),
   def({
     env: 'CAIRN_GIT_PASSWORD_AUTH',
     key: 'gitPasswordAuthentication',

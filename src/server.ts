@@ -36,7 +36,7 @@ export async function serve() {
   app.log.info(`job listener on 127.0.0.1:${jobs.port} (CI jobs' own requests: client address 100::1, no X-Forwarded-For, no metrics)`);
   // Cairn's own instance runner for untagged jobs (CAIRN_BUILTIN_RUNNER=0 turns it off); it talks
   // to this server over HTTP like any other runner.
-  builtin = await startServeBuiltinRunner(app.cairn, { log: (m) => app.log.info(m), jobPort: jobs.port });
+  builtin = await startServeBuiltinRunner(app.cairn, { log: (m) => app.log.info(m), warn: (m) => app.log.warn(m), jobPort: jobs.port });
   reduceMemorySoon(2000);
   app.log.info(`Cairn serving ${config.externalUrl} (${app.cairn.dbKind === 'pglite' ? `embedded database in ${config.dataDir}` : 'PostgreSQL'})`);
   return app;

@@ -38,6 +38,8 @@ export interface RunnerOptions {
   executor?: Partial<ExecutorOptions>;
   description?: string;
   log?: (msg: string) => void;
+  /** What an operator must act on (no executor here); `log` when not given. */
+  warn?: (msg: string) => void;
   onJobDone?: (jobId: number, outcome: JobOutcome) => void;
 }
 
@@ -238,7 +240,7 @@ export async function startBuiltinRunner(opts: BuiltinRunnerOptions): Promise<Bu
   const allowUnisolated = unisolatedAllowed(opts.allowUnisolated, env);
   const sandbox = detectSandbox();
   if (!sandbox.available && !allowUnisolated) {
-    log(`not started: no executor here (${sandbox.reason}). Jobs stay pending for other runners; set CAIRN_RUNNER_ALLOW_UNISOLATED=1 to run them here without isolation.`);
+    (opts.warn ?? log)(`not started: no executor here (${sandbox.reason}). Jobs stay pending for other runners; set CAIRN_RUNNER_ALLOW_UNISOLATED=1 to run them here without isolation.`);
     return null;
   }
   const imagesDir = opts.imagesDir ?? setting<string | null>('CAIRN_RUNNER_IMAGE_DIR', env) ?? path.join(opts.dataDir, 'runner', 'images');

@@ -39,7 +39,7 @@ export function builtinForwards(config: Pick<Config, 'host' | 'port' | 'external
  */
 export async function startServeBuiltinRunner(
   cairn: Pick<Cairn, 'db' | 'config'>,
-  opts: { port?: number; env?: NodeJS.ProcessEnv; log: (msg: string) => void; /** The job listener's port (startJobListener): jobs reach this server there. */ jobPort?: number },
+  opts: { port?: number; env?: NodeJS.ProcessEnv; log: (msg: string) => void; warn?: (msg: string) => void; /** The job listener's port (startJobListener): jobs reach this server there. */ jobPort?: number },
 ): Promise<BuiltinRunner | null> {
   const env = opts.env ?? process.env;
   if (!setting<boolean>('CAIRN_BUILTIN_RUNNER', env)) return null;
@@ -51,9 +51,10 @@ export async function startServeBuiltinRunner(
       env,
       forwardPorts: opts.jobPort ? builtinForwards(cairn.config, opts.jobPort, opts.port) : [],
       log: (m) => opts.log(`built-in runner: ${m}`),
+      warn: (m) => (opts.warn ?? opts.log)(`built-in runner: ${m}`),
     });
   } catch (err) {
-    opts.log(`built-in runner: not started: ${(err as Error).message}`);
+    (opts.warn ?? opts.log)(`built-in runner: not started: ${(err as Error).message}`);
     return null;
   }
 }

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { buildApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { ROOT_TOKEN } from '../helpers/app.js';
+import { formatLogLine, resolveLogFormat } from '../../src/plugins/request_log.js';
 import { openTestDatabase } from '../helpers/database.js';
 
 describe('request logs', () => {
@@ -27,6 +28,34 @@ describe('request logs', () => {
     await app.close();
     await drop();
     fs.rmSync(tmpDir, { recursive: true, force: true });
+  });
+
+  it('one line per request: method, path (credentials redacted), status, duration; runner long polls without a job only at debug', async () => {
+    lines.length = 0;
+    await app.inject({ method: 'GET', url: '/api/v4/projects?private_token=secret-value&per_page=2' });
+    await app.inject({ method: 'GET', url: '/api/v4/no-such-route' });
+    await app.inject({ method: 'POST', url: '/api/v4/jobs/request', payload: { token: 'nope' } });
+    const parsed = lines.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const requests = parsed.filter((l) => l.request).map((l) => l.request);
+    assert.equal(requests.length, 3, JSON.stringify(parsed));
+    assert.equal(parsed.filter((l) => /incoming request|request completed/.test(l.msg)).length, 0, 'no second line per request');
+    const [list, missing, poll] = requests;
+    assert.deepEqual([list.method, list.status, missing.status, poll.status], ['GET', 401, 404, 403]);
+    assert.equal(list.url, '/api/v4/projects?private_token=[FILTERED]&per_page=2');
+    assert.equal(typeof list.ms, 'number');
+  });
+
+  it('in words for a terminal (CAIRN_LOG_FORMAT=text, the default on a TTY): time, level, method, path, status, milliseconds; events with their error', () => {
+    const time = new Date(2026, 10, 28, 4, 5, 6, 7).getTime();
+    const line = (o: object) => formatLogLine(JSON.stringify({ time, ...o }));
+    assert.equal(line({ level: 30, request: { method: 'GET', url: '/api/v4/version', status: 200, ms: 3.25 }, msg: 'request' }), '04:05:06.007 INFO  GET /api/v4/version 200 3.3 ms\n');
+    assert.equal(line({ level: 30, request: { method: 'POST', url: '/g/p.git/git-receive-pack', status: 200, ms: 1234.5 }, msg: 'request' }), '04:05:06.007 INFO  POST /g/p.git/git-receive-pack 200 1235 ms\n');
+    assert.equal(line({ level: 40, msg: 'scheduling failed', err: { message: 'boom', stack: 'Error: boom\n    at x' } }), '04:05:06.007 WARN  scheduling failed: boom\n');
+    assert.equal(line({ level: 50, msg: 'unhandled error', err: { message: 'boom', stack: 'Error: boom\n    at x' } }), '04:05:06.007 ERROR unhandled error\nError: boom\n    at x\n');
+    assert.equal(formatLogLine('not json'), 'not json\n');
+    assert.equal(resolveLogFormat('auto', { isTTY: true }), 'text');
+    assert.equal(resolveLogFormat('auto', { isTTY: false }), 'json');
+    assert.equal(resolveLogFormat('json', { isTTY: true }), 'json');
   });
 
   it('never show a token sent as a query parameter', async () => {
