@@ -38,8 +38,6 @@ export interface RunnerOptions {
   executor?: Partial<ExecutorOptions>;
   description?: string;
   log?: (msg: string) => void;
-  /** What an operator must act on (no executor here); `log` when not given. */
-  warn?: (msg: string) => void;
   onJobDone?: (jobId: number, outcome: JobOutcome) => void;
 }
 
@@ -209,6 +207,8 @@ export interface BuiltinRunnerOptions {
   buildsDir?: string;
   env?: NodeJS.ProcessEnv;
   log?: (msg: string) => void;
+  /** What an operator must act on (no executor here); `log` when not given. */
+  warn?: (msg: string) => void;
   executor?: Partial<ExecutorOptions>;
   /** Host loopback ports its jobs may reach (the server's job listener), on top of CAIRN_RUNNER_FORWARD_PORTS. */
   forwardPorts?: PortForward[];
