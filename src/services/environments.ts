@@ -182,7 +182,12 @@ export async function createPipelineDeployments(
       externalUrl: job.environment.url,
       tier: (job.environment.deploymentTier as EnvironmentTier | null) ?? null,
     });
-    if (!env || job.environment.action !== 'start') continue;
+    if (!env) {
+      // GitLab: a job whose environment cannot be made (an invalid expanded name) deploys nowhere.
+      await db.updateTable('ci_builds').set({ environment: null }).where('id', '=', job.buildId).execute();
+      continue;
+    }
+    if (job.environment.action !== 'start') continue;
     await insertDeployment(db, {
       projectId: pipeline.project_id, environmentId: env.id, ref: pipeline.ref, tag: pipeline.tag, sha: pipeline.sha, userId: pipeline.user_id, deployableId: job.buildId,
     });

@@ -162,7 +162,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     return presentEnvironment(updated);
   });
 
-  app.delete('/api/v4/projects/:id/environments/:environment_id', route({ matrix: 'developer',
+  app.delete('/api/v4/projects/:id/environments/:environment_id', route({ matrix: { is: 'developer', fresh: ['environment_id'] },
     access: { project: 'destroy_environment', signedIn: true },
     schema: { params: EnvironmentParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -293,7 +293,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     return (await renderDeployments(request, access.project, [updated]))[0];
   });
 
-  app.delete('/api/v4/projects/:id/deployments/:deployment_id', route({ matrix: 'maintainer',
+  app.delete('/api/v4/projects/:id/deployments/:deployment_id', route({ matrix: { is: 'maintainer', fresh: ['deployment_id'] },
     access: { project: 'destroy_deployment', signedIn: true },
     schema: { params: DeploymentParams, response: { 204: NoContent } },
   }), async (request, reply) => {
