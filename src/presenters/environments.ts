@@ -18,17 +18,19 @@ export function presentEnvironmentBasic(e: Environment) {
   };
 }
 
-/** GitLab's Entities::Environment (lists, create, update, stop). */
-export function presentEnvironment(e: Environment) {
+/**
+ * GitLab's Entities::Environment (lists, create, update, stop), with its project in the
+ * BasicProjectDetails form (`project`, presented once by the caller).
+ */
+export function presentEnvironment<P>(e: Environment, project: P) {
   return {
     ...presentEnvironmentBasic(e),
-    description: e.description,
-    state: e.state,
     tier: e.tier,
+    project,
+    state: e.state,
     auto_stop_at: iso(e.auto_stop_at),
+    description: e.description,
     auto_stop_setting: 'always',
-    kubernetes_namespace: null,
-    flux_resource_path: null,
   };
 }
 
@@ -60,8 +62,8 @@ export function presentDeployment(ctx: PresentContext, project: ProjectRow, d: D
 }
 
 /** The single environment: its last successful deployment too. */
-export function presentEnvironmentDetail(ctx: PresentContext, project: ProjectRow, e: Environment, last: Deployment | null, x: DeploymentExtras) {
-  return { ...presentEnvironment(e), last_deployment: last ? presentDeployment(ctx, project, last, x) : null };
+export function presentEnvironmentDetail<P>(ctx: PresentContext, project: ProjectRow, projectBody: P, e: Environment, last: Deployment | null, x: DeploymentExtras) {
+  return { ...presentEnvironment(e, projectBody), last_deployment: last ? presentDeployment(ctx, project, last, x) : null };
 }
 
 /** A deploy access level: a role's description, or the user's or group's name (GitLab's humanize). */

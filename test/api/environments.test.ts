@@ -40,6 +40,7 @@ describe('Environments and Deployments APIs', () => {
     assert.equal(created.body.state, 'available');
     assert.equal(created.body.tier, 'development');
     assert.equal(created.body.external_url, 'https://fix-1.example.com');
+    assert.equal(created.body.project.id, project.id);
     const id = created.body.id;
 
     const one = await t.get(envs(`/${id}`), { token: reporter.token });

@@ -38,6 +38,7 @@ import {
   insertDeployment,
 } from '../../services/environments.js';
 import { IdParams, RowId, timestampParam } from '../params.js';
+import { renderProject } from '../projects/present.js';
 import { NoContent, projectOf, route } from '../route.js';
 
 // Environments and Deployments APIs (GitLab's): reporters (and, for public jobs, whoever sees the
@@ -97,6 +98,12 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     if (!(await canDeployTo(cairn.db, access.project.id, name, access.user, access.accessLevel))) throw forbidden();
   }
 
+  /** The project as environments show it (BasicProjectDetails), once per request. */
+  const projectBody = (request: FastifyRequest) => {
+    const access = projectOf(request);
+    return renderProject(request, access.project, 'simple', access.accessLevel);
+  };
+
   async function renderDeployments(request: FastifyRequest, project: ProjectRow, rows: Deployment[]) {
     const extras = await loadDeploymentExtras(cairn, project, rows);
     return rows.map((d) => presentDeployment(ctxOf(request), project, d, extras));
@@ -121,7 +128,8 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
       q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
     ]);
     setPaginationHeaders(request, reply, page, Number(total.n));
-    return rows.map(presentEnvironment);
+    const body = await projectBody(request);
+    return rows.map((e) => presentEnvironment(e, body));
   });
 
   app.get('/api/v4/projects/:id/environments/:environment_id', route({ matrix: 'readCode',
@@ -133,7 +141,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     const last = (await lastDeployments(cairn.db, [env.id])).get(env.id) ?? null;
     const extras = await loadDeploymentExtras(cairn, project, last ? [last] : []);
     extras.environments.set(env.id, env);
-    return presentEnvironmentDetail(ctxOf(request), project, env, last, extras);
+    return presentEnvironmentDetail(ctxOf(request), project, await projectBody(request), env, last, extras);
   });
 
   app.post('/api/v4/projects/:id/environments', route({ matrix: 'developer',
@@ -146,7 +154,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     const env = await createEnvironment(cairn.db, project.id, body.name, {
       externalUrl: body.external_url ?? null, tier: tierParam(body.tier), description: body.description ?? null,
     });
-    return reply.code(201).send(presentEnvironment(env));
+    return reply.code(201).send(presentEnvironment(env, await projectBody(request)));
   });
 
   app.put('/api/v4/projects/:id/environments/:environment_id', route({ matrix: 'developer',
@@ -159,7 +167,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     // GitLab no longer renames environments (a job's environment is found by its name).
     if (body.name !== undefined && body.name !== env.name) throw badRequest('name is not allowed to be changed');
     const updated = await updateEnvironment(cairn.db, env, { externalUrl: body.external_url, tier: tierParam(body.tier), description: body.description });
-    return presentEnvironment(updated);
+    return presentEnvironment(updated, await projectBody(request));
   });
 
   app.delete('/api/v4/projects/:id/environments/:environment_id', route({ matrix: { is: 'developer', fresh: ['environment_id'] },
@@ -183,7 +191,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     const env = await loadEnvironment(access.project.id, request.params.environment_id);
     await assertMayDeploy(access, env.name);
     const stopped = await stopEnvironment(cairn.db, stopJobRunner(cairn), env, access.user?.id ?? null, { force: request.body?.force === true });
-    return presentEnvironment(stopped);
+    return presentEnvironment(stopped, await projectBody(request));
   });
 
   app.post('/api/v4/projects/:id/environments/stop_stale', route({ matrix: 'developer',

@@ -2,6 +2,7 @@ import { Type } from 'typebox';
 import { Nullable, Timestamp, strict } from './common.js';
 import { JobSchema } from './ci.js';
 import { UserBasicSchema } from './users.js';
+import { ProjectSimpleSchema } from './projects.js';
 
 /** GitLab's Entities::EnvironmentBasic. */
 export const EnvironmentBasicSchema = Type.Object(
@@ -23,13 +24,12 @@ export const EnvironmentTierSchema = Type.Union(['production', 'staging', 'testi
 export const EnvironmentSchema = Type.Object(
   {
     ...EnvironmentBasicSchema.properties,
-    description: Nullable(Type.String()),
-    state: EnvironmentState,
     tier: EnvironmentTierSchema,
+    project: ProjectSimpleSchema,
+    state: EnvironmentState,
     auto_stop_at: Nullable(Timestamp),
+    description: Nullable(Type.String()),
     auto_stop_setting: Type.String(),
-    kubernetes_namespace: Type.Null(),
-    flux_resource_path: Type.Null(),
   },
   strict,
 );
