@@ -314,8 +314,14 @@ export async function stopExpiredEnvironments(cairn: Cairn, runner: StopJobRunne
     .orderBy('auto_stop_at').limit(AUTO_STOP_BATCH)
     .execute();
   for (const env of due) {
+    // Claimed by clearing its deadline: one process stops it, and once (a stop job that fails
+    // leaves the environment available, not stopped again every minute).
+    const claimed = await cairn.db.updateTable('environments').set({ auto_stop_at: null })
+      .where('id', '=', env.id).where('state', '=', 'available').where('auto_stop_at', '<=', now)
+      .returningAll().executeTakeFirst();
+    if (!claimed) continue;
     try {
-      await stopEnvironment(cairn.db, runner, env, await lastDeployerOf(cairn.db, env.id));
+      await stopEnvironment(cairn.db, runner, claimed, await lastDeployerOf(cairn.db, env.id));
     } catch (err) {
       console.error('auto-stop of environment failed', env.id, err);
     }
