@@ -92,6 +92,37 @@ describe('Environments and Deployments APIs', () => {
     assert.equal((await t.get(deps(), { token: developer.token, query: { updated_after: 'soon' } })).status, 400);
   });
 
+  it('never answers hostile input with a 5xx', async () => {
+    const env = (await t.post(envs(), { name: 'hostile-target' }, { token: developer.token })).body;
+    const dep = (await t.post(deps(), { environment: 'hostile-target', sha, ref: 'main', tag: false, status: 'failed' }, { token: developer.token })).body;
+    const hostile: unknown[] = ['', ' ', '\u0000', 'a\u0000b', '../../etc/passwd', '-rf', 'x'.repeat(5000), -1, 0, 2 ** 53, 1e308, true, null, [], ['a', 'b'], {}, { a: { b: 1 } }, '%', '_', '\\', "'; drop table environments; --", '2019-13-45T99:99:99Z'];
+    const targets: [string, string, string[]][] = [
+      ['GET', envs(), ['name', 'search', 'states', 'page', 'per_page']],
+      ['POST', envs(), ['name', 'external_url', 'tier', 'description']],
+      ['PUT', envs(`/${env.id}`), ['name', 'external_url', 'tier', 'description']],
+      ['POST', envs(`/${env.id}/stop`), ['force']],
+      ['POST', envs('/stop_stale'), ['before', 'limit']],
+      ['GET', deps(), ['order_by', 'sort', 'updated_after', 'updated_before', 'finished_after', 'finished_before', 'environment', 'status']],
+      ['POST', deps(), ['environment', 'sha', 'ref', 'tag', 'status']],
+      ['PUT', deps(`/${dep.id}`), ['status']],
+    ];
+    for (const [method, url, params] of targets) {
+      for (const param of params) {
+        for (const value of hostile) {
+          const opts = method === 'GET' ? { token: developer.token, query: { [param]: typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value) } } : { token: developer.token, body: { [param]: value } };
+          const res = await t.call(method, url, opts);
+          assert.ok(res.status < 500, `${method} ${url} ${param}=${JSON.stringify(value)?.slice(0, 40)}: ${res.status} ${res.text.slice(0, 200)}`);
+        }
+      }
+    }
+    for (const id of ['abc', '-1', '99999999999', '1.5', '%00']) {
+      for (const url of [envs(`/${id}`), deps(`/${id}`), envs(`/${id}/stop`)]) {
+        const res = await t.call(url.endsWith('/stop') ? 'POST' : 'GET', url, { token: developer.token });
+        assert.ok(res.status >= 400 && res.status < 500, `${url}: ${res.status}`);
+      }
+    }
+  });
+
   it('lists environments with name, search and states filters, paginated', async () => {
     const p = await t.createProject();
     await t.addMember(p, developer.user, 30);
