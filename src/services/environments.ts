@@ -237,7 +237,9 @@ async function startAfterDeployment(db: Database, environmentId: number, spec: C
   const set: Record<string, unknown> = { updated_at: sql`now()` };
   if (spec?.url && !externalUrlError(spec.url)) set.external_url = spec.url;
   if (spec?.deploymentTier) set.tier = spec.deploymentTier;
-  if (spec?.autoStopIn) {
+  if (spec?.autoStopIn === 'never') {
+    set.auto_stop_at = null;
+  } else if (spec?.autoStopIn) {
     const seconds = parseDuration(spec.autoStopIn);
     if (seconds !== null) set.auto_stop_at = new Date(Date.now() + seconds * 1000);
   }

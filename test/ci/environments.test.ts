@@ -13,6 +13,7 @@ import { getPage, webSignIn } from '../helpers/web.js';
 
 const YAML = `
 stages: [build, deploy]
+variables: { STOP_IN: 1 hour }
 build: { stage: build, script: [make] }
 prepare_db:
   stage: build
@@ -25,7 +26,7 @@ deploy_review:
     name: review/$CI_COMMIT_REF_SLUG
     url: https://$CI_ENVIRONMENT_SLUG.example.com
     on_stop: stop_review
-    auto_stop_in: 1 hour
+    auto_stop_in: $STOP_IN
 stop_review:
   stage: deploy
   script: [stop]

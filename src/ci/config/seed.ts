@@ -301,7 +301,12 @@ async function seedJob(
     const name = expandString(job.environment.name, ctx);
     // The URL may use the environment's own variables (GitLab expands it with the job's).
     const urlVars = { ...ctx, CI_ENVIRONMENT_NAME: name, CI_ENVIRONMENT_SLUG: environmentSlug(name) };
-    environment = { ...job.environment, name, url: job.environment.url === null ? null : expandString(job.environment.url, urlVars) };
+    environment = {
+      ...job.environment,
+      name,
+      url: job.environment.url === null ? null : expandString(job.environment.url, urlVars),
+      autoStopIn: job.environment.autoStopIn === null ? null : expandString(job.environment.autoStopIn, ctx),
+    };
   }
 
   let trigger: CompiledTrigger | null = null;
