@@ -10,7 +10,9 @@ export const UNWATCHED_TABLES = new Set(['background_jobs', 'rate_limit_counters
   // The runner protocol's hot tables (migration 0820).
   'ci_builds', 'ci_pending_builds', 'ci_build_trace_chunks', 'ci_job_artifacts',
   // Git write leases (migration 0940): taken and dropped around every push; no cached read uses them.
-  'repository_write_leases']);
+  'repository_write_leases',
+  // Deployments follow their jobs' statuses (migration 0980); no cached read uses them.
+  'environments', 'deployments']);
 
 /**
  * Called once a write to a watched table is committed; resolves when every cache has let go of

@@ -83,6 +83,13 @@ const buildsAvailable = (s: ProjectSubject) => {
 const readBuild: Rule<ProjectSubject> = (a, s) =>
   readProject(a, s) && buildsAvailable(s) && (s.accessLevel >= AccessLevel.REPORTER || (s.project.settings as Record<string, unknown> | null)?.public_jobs !== false);
 
+/** Environments: see policies on read_environment below. */
+const readEnvironment: Rule<ProjectSubject> = (a, s) =>
+  readProject(a, s) && featureAvailable(s, 'environments') && buildsAvailable(s)
+  && (s.accessLevel >= AccessLevel.REPORTER
+    || (s.project.visibility_level !== Visibility.PRIVATE && (s.project.settings as Record<string, unknown> | null)?.public_jobs !== false));
+const writeEnvironment: Rule<ProjectSubject> = (a, s) => member(AccessLevel.DEVELOPER)(a, s) && featureAvailable(s, 'environments') && !s.project.archived;
+
 /** Snippets: their feature on (a "private" feature is for members, guests included). */
 const readSnippets: Rule<ProjectSubject> = (a, s) => readProject(a, s) && featureAvailable(s, 'snippets');
 
@@ -187,6 +194,21 @@ const PROJECT_RULES = {
   read_sentry_issue: member(AccessLevel.REPORTER),
   /** Resolve, ignore or reopen tracked errors: reporters and up. */
   update_sentry_issue: (a, s) => member(AccessLevel.REPORTER)(a, s) && !s.project.archived,
+  /**
+   * Environments and deployments: the environments feature on, and reporters and up, or (a public
+   * or internal project whose jobs are public) whoever sees the project's pipelines.
+   */
+  read_environment: readEnvironment,
+  read_deployment: readEnvironment,
+  /** Create, edit, stop and delete (stopped) environments, report deployments: developers and up, not on archived projects. */
+  create_environment: writeEnvironment,
+  update_environment: writeEnvironment,
+  stop_environment: writeEnvironment,
+  destroy_environment: writeEnvironment,
+  create_deployment: writeEnvironment,
+  update_deployment: writeEnvironment,
+  /** Delete deployments: maintainers. */
+  destroy_deployment: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && featureAvailable(s, 'environments'),
   /** The project's snippets: its snippets feature on for the caller (each snippet's own visibility: policies/snippets.ts). */
   read_snippet: readSnippets,
   /** Create project snippets: reporters and up, not on archived projects. */

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 
 /** What an iid counts: issues and merge requests per project, milestones per project or group, epics per group. */
-export type InternalIdUsage = 'issues' | 'merge_requests' | 'project_milestones' | 'group_milestones' | 'epics' | 'ci_pipelines';
+export type InternalIdUsage = 'issues' | 'merge_requests' | 'project_milestones' | 'group_milestones' | 'epics' | 'ci_pipelines' | 'deployments';
 
 /**
  * The next iid of `usage` under `parentId`, in one statement: concurrent callers in any process get

@@ -585,7 +585,7 @@ stop:
     assert.equal(d.coverage, '/Total: (\\d+)%/');
     assert.deepEqual(d.environment, {
       name: 'review/main',
-      url: 'https://$CI_COMMIT_REF_NAME.example.com',
+      url: 'https://main.example.com',
       action: 'start',
       onStop: 'stop',
       autoStopIn: '1 day',

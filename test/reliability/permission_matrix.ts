@@ -148,6 +148,9 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
   const schedule = await ok(await t.post(`${P}/pipeline_schedules`, { description: 'nightly', ref: 'main', cron: '0 1 * * *' }), 'pipeline schedule');
   await ok(await t.post(`${P}/pipeline_schedules/${schedule.id}/variables`, { key: 'VAR1', value: 'v' }), 'schedule variable');
   const trigger = await ok(await t.post(`${P}/triggers`, { description: 'ci' }), 'trigger token');
+  // An environment with a deployment reported through the API (not the protected one).
+  const environment = await ok(await t.post(`${P}/environments`, { name: 'matrix-env' }), 'environment');
+  const deployment = await ok(await t.post(`${P}/deployments`, { environment: 'matrix-env', sha, ref: 'main', tag: false, status: 'success' }), 'deployment');
   const deployKey = await ok(await t.post(`${P}/deploy_keys`, { title: 'd', key: makeNodeSshKey('ed25519', 0, 'deploy').text }), 'deploy key');
   const victimKey = await ok(await t.post(`/api/v4/users/${users.victim.user.id}/keys`, { title: 'k', key: makeNodeSshKey('ed25519', 0, 'victim').text }), 'victim key');
   const ownKeys: Record<string, number> = {};
@@ -206,7 +209,7 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
     personalSnippet: personalSnippet.id, epic: epic.iid, epicId: epic.id, epicNote: epicNote.id, epicDisc: epicDisc.id, epicEvent: epicEvents[0]?.id ?? 0,
     deployKey: deployKey.id, victimKey: victimKey.id, impersonation: impersonation.id, application: application.id, clientKey: clientKey.id,
     shareGroup: shareGroup.id, other: other.id, runner: runnerId, pipeline: pipeline.id, job: jobs.test.id, runningJob: jobs.build.id,
-    schedule: schedule.id, trigger: trigger.id,
+    schedule: schedule.id, trigger: trigger.id, environment: environment.id, deployment: deployment.id,
   } as Record<string, string | number>;
   for (const [c, id] of Object.entries(ownKeys)) ids[`key:${c}`] = id;
   for (const [c, id] of Object.entries(ownTokens)) ids[`token:${c}`] = id;
@@ -327,6 +330,8 @@ function paramValue(t: TestContext, w: World, url: string, name: string, column:
     case 'target_group_id': return i.shareGroup;
     case 'pipeline_schedule_id': return i.schedule;
     case 'trigger_id': return i.trigger;
+    case 'environment_id': return i.environment;
+    case 'deployment_id': return i.deployment;
   }
   throw new Error(`no value for :${name} of ${url}`);
 }
@@ -385,6 +390,15 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
     }
     case 'pipeline_schedule_id': return (await body(t.post(`${P}/pipeline_schedules`, { description: 'fresh', ref: 'main', cron: '0 2 * * *' }), 'pipeline schedule')).id;
     case 'trigger_id': return (await body(t.post(`${P}/triggers`, { description: 'fresh' }), 'trigger token')).id;
+    case 'environment_id': {
+      // Only a stopped environment may be deleted.
+      const env = await body(t.post(`${P}/environments`, { name: t.unique('fresh-env') }), 'environment');
+      await body(t.post(`${P}/environments/${env.id}/stop`, {}), 'stopped environment');
+      return env.id;
+    }
+    case 'deployment_id':
+      // Neither running nor its environment's current deployment: deletable.
+      return (await body(t.post(`${P}/deployments`, { environment: 'matrix-env', sha: w.ids.sha, ref: 'main', tag: false, status: 'failed' }), 'deployment')).id;
     case 'pipeline_id': return (await body(t.post(`${P}/pipeline`, { ref: 'main' }), 'pipeline')).id;
     case 'job_id': {
       const p = await body(t.post(`${P}/pipeline`, { ref: 'main' }), 'pipeline');

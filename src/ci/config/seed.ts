@@ -19,6 +19,7 @@ import type {
   JobWhen,
 } from './types.js';
 import { expandAll, expandString } from './variables.js';
+import { environmentSlug } from '../../lib/environments.js';
 
 export const NO_JOBS_MESSAGE =
   'Pipeline will not run for the selected trigger. The rules configuration prevented any jobs from being added to the pipeline.';
@@ -296,7 +297,17 @@ async function seedJob(
   if (when !== 'delayed') startIn = null;
 
   let environment: CompiledEnvironment | null = null;
-  if (job.environment) environment = { ...job.environment, name: expandString(job.environment.name, ctx) };
+  if (job.environment) {
+    const name = expandString(job.environment.name, ctx);
+    // The URL may use the environment's own variables (GitLab expands it with the job's).
+    const urlVars = { ...ctx, CI_ENVIRONMENT_NAME: name, CI_ENVIRONMENT_SLUG: environmentSlug(name) };
+    environment = {
+      ...job.environment,
+      name,
+      url: job.environment.url === null ? null : expandString(job.environment.url, urlVars),
+      autoStopIn: job.environment.autoStopIn === null ? null : expandString(job.environment.autoStopIn, ctx),
+    };
+  }
 
   let trigger: CompiledTrigger | null = null;
   if (job.trigger) {

@@ -155,7 +155,7 @@ export interface CompiledCache {
 export interface CompiledEnvironment {
   /** Expanded with the job's variables, as GitLab does at pipeline creation. */
   name: string;
-  /** As written; GitLab expands it at deployment time. */
+  /** Expanded with the job's variables and CI_ENVIRONMENT_NAME / CI_ENVIRONMENT_SLUG. */
   url: string | null;
   action: 'start' | 'prepare' | 'stop' | 'verify' | 'access';
   onStop: string | null;

@@ -14,6 +14,7 @@ import type { CompiledJob } from '../config/index.js';
 import { readTrace } from '../trace.js';
 import { acquireResource, ASSIGN_RESOURCE_JOB, ensureResourceGroup, MAX_RESOURCE_GROUP_KEY, releaseResources, waitingJobs } from './resource_groups.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
+import { afterJobTransition, deploymentForRetry, registerStopJobRunner } from '../../services/environments.js';
 
 // The job state machine. Every transition is one guarded UPDATE (`where status = ...`), so two
 // Cairn processes racing on the same job cannot both move it; everything that looks at a
@@ -187,10 +188,12 @@ export const PROTECTED_ENVIRONMENT_FAILURE = 'protected_environment_failure';
  * protected environment for a user its deploy access levels do not admit, so no runner gets it.
  */
 async function failForProtectedEnvironment(db: Executor, buildId: number): Promise<CiBuild | null> {
-  return transition(db, JOB_MACHINE, buildId, 'drop', {
+  const failed = await transition(db, JOB_MACHINE, buildId, 'drop', {
     from: ['created', 'manual', 'scheduled'],
     set: { failure_reason: PROTECTED_ENVIRONMENT_FAILURE, finished_at: sql`now()` as any, token_digest: null, ...touched() },
   });
+  await afterJobTransition(db, failed);
+  return failed;
 }
 
 /**
@@ -211,6 +214,7 @@ export async function assignBuild(trx: Database, buildId: number, runnerId: numb
     set: { started_at: sql`now()` as any, runner_id: runnerId, token_digest: tokenDigest(token), timeout, ...touched() },
   });
   if (!build) return null;
+  await afterJobTransition(trx, build);
   await enqueue(trx, BUILD_TIMEOUT_JOB, { buildId }, { runAt: new Date(Date.now() + timeout * 1000) });
   await updateStatuses(trx, build.pipeline_id);
   return { build, token };
@@ -259,6 +263,7 @@ export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOpt
       },
     });
     if (!build) return null;
+    await afterJobTransition(trx, build);
     if (before.status !== 'running') await dropPending(trx, [build.id]);
     await releaseResources(trx, [build.id]);
     const retrying = failed && (await shouldAutoRetry(trx, build));
@@ -363,6 +368,7 @@ async function cloneForRetry(db: Executor, old: CiBuild, userId: number | null, 
     })
     .returningAll()
     .executeTakeFirstOrThrow();
+  await deploymentForRetry(db, copy);
   const needs = await db.selectFrom('ci_build_needs').selectAll().where('build_id', '=', old.id).execute();
   if (needs.length) {
     await db.insertInto('ci_build_needs').values(needs.map((n) => ({ build_id: copy.id, name: n.name, artifacts: n.artifacts, optional: n.optional }))).execute();
@@ -419,6 +425,7 @@ async function cancelBuildsLocked(db: Executor, buildIds: number[]): Promise<CiB
   const canceled = await transition(db, JOB_MACHINE, buildIds, 'cancel', { set: { finished_at: sql`now()` as any, token_digest: null, ...touched() } });
   await dropPending(db, canceled.map((b) => b.id));
   await releaseResources(db, canceled.map((b) => b.id));
+  for (const b of canceled) await afterJobTransition(db, b);
   return canceled;
 }
 
@@ -667,11 +674,15 @@ export async function afterPipelineCommit(cairn: Cairn, moved: PipelineTransitio
 }
 
 async function skip(db: Executor, id: number): Promise<CiStatus | null> {
-  return (await transition(db, JOB_MACHINE, id, 'skip', { set: { updated_at: sql`now()` as any } }))?.status ?? null;
+  const skipped = await transition(db, JOB_MACHINE, id, 'skip', { set: { updated_at: sql`now()` as any } });
+  await afterJobTransition(db, skipped);
+  return skipped?.status ?? null;
 }
 
 async function toManual(db: Executor, id: number): Promise<CiStatus | null> {
-  return (await transition(db, JOB_MACHINE, id, 'actionize', { set: { updated_at: sql`now()` as any } }))?.status ?? null;
+  const manual = await transition(db, JOB_MACHINE, id, 'actionize', { set: { updated_at: sql`now()` as any } });
+  await afterJobTransition(db, manual);
+  return manual?.status ?? null;
 }
 
 async function schedule(db: Executor, b: Row): Promise<CiStatus | null> {
@@ -836,3 +847,9 @@ export async function failTimedOut(cairn: Cairn, buildId: number, now = new Date
   }
   return finishBuild(cairn, buildId, { status: 'failed', failureReason: 'stuck_or_timeout_failure' });
 }
+
+// Stopping an environment plays its stop job (or runs it again), as the one who stops it.
+registerStopJobRunner((cairn) => ({
+  play: (buildId, userId) => playBuild(cairn, buildId, userId),
+  retry: (buildId, userId) => retryBuild(cairn, buildId, userId),
+}));

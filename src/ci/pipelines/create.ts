@@ -19,6 +19,7 @@ import { mergeRequestVariables, openMergeRequestsReference } from './lookup.js';
 import { CANCEL_REDUNDANT_PIPELINES_JOB } from './auto_cancel.js';
 import { enqueue } from '../../jobs/queue.js';
 import { notifyPipelineFinished } from '../../services/notify.js';
+import { createPipelineDeployments } from '../../services/environments.js';
 import { MR_STATE } from '../../db/work_item_states.js';
 
 // Pipeline creation: read .gitlab-ci.yml at the pipeline's sha, compile it (src/ci/config) with
@@ -348,6 +349,9 @@ export async function createPipeline(cairn: Cairn, input: CreatePipelineInput): 
     const idByName = new Map(builds.map((b) => [b.name, b.id]));
     const needs = ordered.flatMap((j) => (j.needs ?? []).map((n) => ({ build_id: idByName.get(j.name)!, name: n.name, artifacts: n.artifacts, optional: n.optional })));
     if (needs.length) await trx.insertInto('ci_build_needs').values(needs).execute();
+    // Jobs with `environment:` find or make it; deployment jobs get their `created` deployment.
+    await createPipelineDeployments(trx, { project_id: project.id, ref: input.ref, tag: input.tag, sha: input.sha, user_id: input.userId },
+      ordered.map((j) => ({ buildId: idByName.get(j.name)!, environment: j.environment })));
     // Older pipelines of the ref may now be redundant (auto_cancel.ts decides, after the commit).
     if (!input.parentPipelineId) await enqueue(trx, CANCEL_REDUNDANT_PIPELINES_JOB, { pipelineId: row.id });
     moved = await advancePipeline(cairn, trx, row.id);

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Cairn } from '../../context.js';
 import type { CiBuild, CiRunner } from '../../db/schema/ci.js';
 import type { Database } from '../../db/index.js';
+import { environmentSlug, guessTier } from '../../lib/environments.js';
 import { decryptSecret } from '../../lib/secrets.js';
 import { VISIBILITY_NAMES } from '../../policies/access.js';
 import { projectSettings } from '../../presenters/projects.js';
@@ -238,8 +239,16 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
     add('GITLAB_USER_NAME', user.name);
   }
   if (build.environment) {
+    // The environment's own slug (GitLab's 24-character rule), as stored when the pipeline made it.
+    const env = await db.selectFrom('environments').select(['slug', 'external_url', 'tier'])
+      .where('project_id', '=', build.project_id).where('name', '=', build.environment).executeTakeFirst();
+    const spec = job.environment;
     add('CI_ENVIRONMENT_NAME', build.environment);
-    add('CI_ENVIRONMENT_SLUG', slug(build.environment));
+    add('CI_ENVIRONMENT_SLUG', env?.slug ?? environmentSlug(build.environment));
+    const url = spec?.url ?? env?.external_url;
+    if (url) add('CI_ENVIRONMENT_URL', url);
+    add('CI_ENVIRONMENT_ACTION', spec?.action ?? 'start');
+    add('CI_ENVIRONMENT_TIER', spec?.deploymentTier ?? env?.tier ?? guessTier(build.environment));
   }
 
   // The file's variables (global ones inherited, job ones, matrix, rules:variables), as compiled.

@@ -1,5 +1,64 @@
 import { Type } from 'typebox';
 import { Nullable, Timestamp, strict } from './common.js';
+import { JobSchema } from './ci.js';
+import { UserBasicSchema } from './users.js';
+import { ProjectSimpleSchema } from './projects.js';
+
+/** GitLab's Entities::EnvironmentBasic. */
+export const EnvironmentBasicSchema = Type.Object(
+  {
+    id: Type.Integer(),
+    name: Type.String(),
+    slug: Type.String(),
+    external_url: Nullable(Type.String()),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  strict,
+);
+
+export const EnvironmentState = Type.Union([Type.Literal('available'), Type.Literal('stopping'), Type.Literal('stopped')]);
+export const EnvironmentTierSchema = Type.Union(['production', 'staging', 'testing', 'development', 'other'].map((t) => Type.Literal(t)));
+
+/** GitLab's Entities::Environment. */
+export const EnvironmentSchema = Type.Object(
+  {
+    ...EnvironmentBasicSchema.properties,
+    tier: EnvironmentTierSchema,
+    project: ProjectSimpleSchema,
+    state: EnvironmentState,
+    auto_stop_at: Nullable(Timestamp),
+    description: Nullable(Type.String()),
+    auto_stop_setting: Type.String(),
+  },
+  strict,
+);
+
+export const DeploymentStatusSchema = Type.Union(['created', 'running', 'success', 'failed', 'canceled', 'skipped', 'blocked'].map((t) => Type.Literal(t)));
+
+/** GitLab's Entities::Deployment. */
+export const DeploymentSchema = Type.Object(
+  {
+    id: Type.Integer(),
+    iid: Type.Integer(),
+    ref: Type.String(),
+    sha: Type.String(),
+    status: DeploymentStatusSchema,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    finished_at: Nullable(Timestamp),
+    user: Nullable(UserBasicSchema),
+    environment: EnvironmentBasicSchema,
+    deployable: Nullable(JobSchema),
+  },
+  strict,
+);
+
+/** The single environment (GET /environments/:id): with its last successful deployment. */
+export const EnvironmentDetailSchema = Type.Object({ ...EnvironmentSchema.properties, last_deployment: Nullable(DeploymentSchema) }, strict);
+
+/** A message answer (stop_stale). */
+export const EnvironmentMessageSchema = Type.Object({ message: Type.String() }, strict);
 
 /** Response schemas of protected environments and error tracking; contract tests check real responses against them. */
 export const DeployAccessLevelSchema = Type.Object(

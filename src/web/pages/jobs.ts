@@ -123,7 +123,7 @@ async function jobShow(ctx: PageContext, page: ProjectPage) {
     breadcrumbs: projectCrumbs(page, ['Jobs', `${base}/-/jobs`], [`#${job.id}`]),
     body: html`<div class="spread"><h1>${job.name} ${statusBadge(job.status, { live: true })}</h1>${actions}</div>
 ${latest ? html`<div class="alert warn">This job has been retried: see <a href="${jobHref(page, latest.id)}">its latest attempt, #${latest.id}</a>.</div>` : ''}
-${job.status === 'failed' ? html`<div class="alert error" role="alert">This job failed: ${(job.failure_reason ?? 'unknown_failure').replace(/_/g, ' ')}.</div>` : ''}
+${job.status === 'failed' ? html`<div class="alert error" role="alert">${failureMessage(job.failure_reason)}</div>` : ''}
 <div class="job-page"><div class="job-log">${stuckBlock}${note}
 <div class="spread log-head"><span class="muted small">${log.truncated ? 'Showing the end of the log.' : ''}</span><a class="button secondary small" href="${href}/raw">Raw log</a></div>
 ${pre}</div>
@@ -175,6 +175,18 @@ async function jobAction(ctx: PageContext, page: ProjectPage, action: 'retry' | 
     }
   }
   throw new PageRedirect(jobHref(page, target.id), 303);
+}
+
+/** Why a job failed, in words (GitLab's job failure messages for the reasons that need explaining). */
+function failureMessage(reason: string | null): string {
+  switch (reason) {
+    case 'protected_environment_failure':
+      return 'This job failed: the environment this job is deploying to is protected. Only users with permission may successfully run this job.';
+    case 'environment_creation_failure':
+      return 'This job failed: the environment this job deploys to could not be created.';
+    default:
+      return `This job failed: ${(reason ?? 'unknown_failure').replace(/_/g, ' ')}.`;
+  }
 }
 
 export function registerJobPages(pages: PageRegistry) {
