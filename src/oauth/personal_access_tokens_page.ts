@@ -13,7 +13,8 @@ import {
   revokeToken,
   tokenValidationErrors,
 } from '../services/tokens.js';
-import { errorPage, esc, layout } from './html.js';
+import { errorPage, esc, layout, PAGE_CSP } from './html.js';
+import { ASSETS } from '../web/layout.js';
 import { sendPage, signInRedirect } from './routes.js';
 import { csrfValid, loadSession, type LoadedSession } from './sessions.js';
 import { parseScopes } from './scopes.js';
@@ -42,8 +43,15 @@ const SCOPE_DESCRIPTIONS: Record<string, string> = {
 /** Scopes only administrators may give their tokens (GitLab shows them to administrators only). */
 const ADMIN_SCOPES = new Set(['sudo', 'admin_mode', 'read_service_ping']);
 
+/**
+ * The scopes the page offers: those Cairn honours. The API still accepts GitLab's others
+ * (k8s_proxy, the registry's, ai_features...) for clients that ask for them, but a person
+ * choosing here would get a scope that opens nothing.
+ */
+const HONOURED_SCOPES = new Set(['api', 'read_api', 'read_user', 'read_repository', 'write_repository', 'self_rotate', 'sudo', 'admin_mode']);
+
 export function scopesFor(user: User): string[] {
-  return PAT_SCOPES.filter((s) => user.admin || !ADMIN_SCOPES.has(s));
+  return PAT_SCOPES.filter((s) => HONOURED_SCOPES.has(s) && (user.admin || !ADMIN_SCOPES.has(s)));
 }
 
 const CSRF = Type.Optional(Type.String());
@@ -81,6 +89,8 @@ export function personalAccessTokensPage(opts: TokensPageOptions): string {
 <p><strong>Your new personal access token ${esc(opts.created.row.name)} has been created.</strong> Copy it now: it is shown only this once.</p>
 <label for="created-token">Your new personal access token</label>
 <input type="text" id="created-token" readonly value="${esc(opts.created.token)}" class="mono">
+<button type="button" class="secondary" data-copy="created-token">Copy token</button>
+<script src="${ASSETS.script.path}" defer></script>
 </div>`
     : '';
   const notice = opts.notice ? `<div class="alert notice" role="status">${esc(opts.notice)}</div>` : '';
@@ -168,8 +178,11 @@ export async function personalAccessTokenPages(fastify: FastifyInstance) {
   const cairn = app.cairn;
   const base = PERSONAL_ACCESS_TOKENS_PATH;
 
-  const render = async (reply: FastifyReply, status: number, loaded: LoadedSession, extra: Partial<TokensPageOptions> = {}) =>
-    sendPage(reply, status, personalAccessTokensPage({ user: loaded.user!, csrfToken: loaded.session.csrf_token, tokens: await activeTokens(cairn, loaded.user!.id), ...extra }));
+  const render = async (reply: FastifyReply, status: number, loaded: LoadedSession, extra: Partial<TokensPageOptions> = {}) => {
+    const html = personalAccessTokensPage({ user: loaded.user!, csrfToken: loaded.session.csrf_token, tokens: await activeTokens(cairn, loaded.user!.id), ...extra });
+    // The copy button's script: the site's own, nothing inline.
+    return sendPage(reply, status, html, extra.created ? { 'content-security-policy': `${PAGE_CSP}; script-src 'self'` } : {});
+  };
   const staleForm = (reply: FastifyReply, loaded: LoadedSession) =>
     sendPage(reply, 422, errorPage({
       title: 'The change you requested was rejected',

@@ -75,13 +75,14 @@ const ApplicationBody = Type.Object({
 /** `:id` stays a string: anything but an id of one's own application is the page's 404. */
 const ApplicationParams = Type.Object({ id: Type.String() });
 
-export function sendPage(reply: FastifyReply, status: number, html: string) {
+export function sendPage(reply: FastifyReply, status: number, html: string, headers: Record<string, string> = {}) {
   return reply
     .code(status)
     .headers({
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-store',
       ...PAGE_HEADERS,
+      ...headers,
     })
     .send(html);
 }

@@ -60,6 +60,9 @@ describe('personal access tokens page (HTTP)', () => {
     // Non-administrators are not offered the administrators' scopes.
     assert.match(page.text, /value="api"/);
     assert.doesNotMatch(page.text, /value="sudo"|value="admin_mode"/);
+    // Only scopes Cairn honours: none that would open nothing (no agent for Kubernetes, no registry, no AI).
+    const offered = [...page.text.matchAll(/name="scopes\[\]" value="([a-z_]+)"/g)].map((m) => m[1]);
+    assert.deepEqual(offered, ['api', 'read_api', 'read_user', 'read_repository', 'write_repository', 'self_rotate']);
   });
 
   it('creates a token (shown once, working), validates the form, and requires the CSRF token', async () => {
@@ -73,6 +76,12 @@ describe('personal access tokens page (HTTP)', () => {
     assert.equal(created.status, 201);
     const token = /id="created-token" readonly value="([^"]+)"/.exec(created.text)?.[1];
     assert.match(token ?? '', /^glpat-/);
+    // A copy button, run by the site's own script (the page's policy allows that one, nothing inline).
+    assert.match(created.text, /<button type="button" class="secondary" data-copy="created-token">Copy token<\/button>/);
+    const script = /<script src="(\/-\/assets\/cairn-[0-9a-f]+\.js)" defer><\/script>/.exec(created.text)?.[1];
+    assert.ok(script, 'the site script is loaded');
+    assert.match(String(created.headers['content-security-policy']), /script-src 'self'/);
+    assert.equal((await t.get(script!, { token: null })).status, 200);
     const self = await t.get('/api/v4/personal_access_tokens/self', { token: token! });
     assert.equal(self.status, 200);
     assert.equal(self.body.name, 'deploy script');
