@@ -168,7 +168,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   await registerRoutes(app);
 
   app.addHook('onClose', async () => {
-    for (let waited = 0; inFlight.size && waited < 10_000; waited += 20) await new Promise((r) => setTimeout(r, 20));
+    const drainMs = (config.shutdownTimeout ?? 30) * 1000;
+    for (let waited = 0; inFlight.size && waited < drainMs; waited += 20) await new Promise((r) => setTimeout(r, 20));
     for (const close of cairn.closers.reverse()) await close();
     if (!opts.database) await database.close();
   });

@@ -64,6 +64,8 @@ export interface Config {
   trustedProxies: string[];
   logLevel: string;
   logFormat: 'auto' | 'text' | 'json';
+  /** Seconds a stopping server gives requests in flight. */
+  shutdownTimeout: number;
   /** Git over HTTP accepts a user's password as well as tokens (GitLab's password_authentication_enabled_for_git). */
   gitPasswordAuthentication: boolean;
   /** Keep hot reads (tokens, projects) in memory, invalidated through PostgreSQL notifications (src/cache/). */
@@ -533,6 +535,7 @@ export const SETTINGS: Setting[] = [
     help: '`POST /oauth/token` and `/oauth/revoke` requests per minute from one address (`0` = unlimited); past it 429 `too_many_requests` with `Retry-After`, shared by all processes',
   }),
   def({ env: 'CAIRN_OAUTH_TOKEN_TTL', key: 'oauthAccessTokenTtl', type: duration({ min: 1 }), default: 7200, defaultText: '`7200`', help: 'OAuth access token lifetime, seconds' }),
+  def({ env: 'CAIRN_SHUTDOWN_TIMEOUT', key: 'shutdownTimeout', type: duration({ min: 1 }), default: 30, defaultText: '`30`', help: 'on SIGINT/SIGTERM, how long requests in flight may take to finish, seconds (the built-in runner reports its running jobs failed first); past it the process exits anyway. An idle server stops at once; a second signal stops it at once' }),
   def({ env: 'CAIRN_WORKERS', key: 'workers', type: bool(), default: true, defaultText: '`true`', help: '`false` disables the in-process background worker (run workers elsewhere)' }),
   def({
     env: 'CAIRN_TRUSTED_PROXIES',

@@ -13,6 +13,11 @@ export async function serve() {
   let builtin: BuiltinRunner | null = null;
   const shutdown = async (signal: string) => {
     app.log.info(`${signal}: shutting down`);
+    // Bounded: what is still running past the grace period (and the closing after it) is cut off.
+    setTimeout(() => {
+      app.log.warn(`still stopping after CAIRN_SHUTDOWN_TIMEOUT (${config.shutdownTimeout} s): exiting now`);
+      process.exit(1);
+    }, config.shutdownTimeout * 1000 + 5_000).unref();
     // The built-in runner reports its running jobs failed while the server can still take it.
     await builtin?.stop().catch(() => {});
     await app.close();

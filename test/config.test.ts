@@ -46,6 +46,7 @@ const BAD: Record<string, string[]> = {
   CAIRN_CACHE: ['maybe', 'enabled'],
   CAIRN_LOG_LEVEL: ['loud', 'verbose'],
   CAIRN_LOG_FORMAT: ['pretty', 'xml'],
+  CAIRN_SHUTDOWN_TIMEOUT: ['soon', '0'],
   CAIRN_GIT_PASSWORD_AUTH: ['sometimes'],
   CAIRN_VALIDATE_RESPONSES: ['always'],
   CAIRN_SECRET_KEY_BASE: ['too-short'],
