@@ -266,3 +266,38 @@ describe('cairn serve: settings as flags, and a prompt stop', () => {
     }
   });
 });
+
+describe('cairn check', () => {
+  const onPostgres = !!process.env.DATABASE_URL;
+  let dir: string;
+  before(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-check-'));
+  });
+  after(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('one line per check; a database without its migrations, an unwritable storage or an unreachable mail server fail it (exit 1), then it passes', { skip: onPostgres ? 'checks the embedded database' : false }, async () => {
+    const dataDir = path.join(dir, 'data');
+    const fresh = await cairn(['check', '--data-dir', dataDir]);
+    assert.equal(fresh.code, 1, fresh.stdout + fresh.stderr);
+    assert.match(fresh.stdout, /^FAILED {3}migrations: \d+ not applied \(0001_core, .*\): run cairn migrate, or start cairn serve$/m);
+    assert.match(fresh.stdout, /^ok {7}git: git 2\.\d+/m);
+    assert.match(fresh.stdout, /^1 check failed$/m);
+    assert.equal((await cairn(['migrate', '--data-dir', dataDir])).code, 0);
+    const good = await cairn(['check', '--deep', '--data-dir', dataDir]);
+    assert.equal(good.code, 0, good.stdout + good.stderr);
+    for (const name of ['settings', 'database', 'migrations', 'storage', 'git', 'secrets', 'object storage', 'external URL', 'CI sandbox', 'repositories']) {
+      assert.match(good.stdout, new RegExp(`^(ok {7}|warning {1})${name}: `, 'm'), name);
+    }
+    assert.match(good.stdout, /^all checks passed$/m);
+    // A storage under a regular file cannot be written; a mail server that answers nothing.
+    fs.writeFileSync(path.join(dir, 'a-file'), 'x');
+    const { freePort } = await import('./helpers/serve.js');
+    const bad = await cairn(['check', '--data-dir', dataDir, '--storages', `default:${path.join(dataDir, 'repositories')},broken:${path.join(dir, 'a-file', 'repos')}`, '--smtp-url', `smtp://127.0.0.1:${await freePort()}`]);
+    assert.equal(bad.code, 1, bad.stdout);
+    assert.match(bad.stdout, /^FAILED {3}storage: broken: .*a-file\/repos is not writable by this user \(ENOTDIR\)$/m);
+    assert.match(bad.stdout, /^FAILED {3}mail: 127\.0\.0\.1:\d+ does not accept connections \(ECONNREFUSED\)$/m);
+    assert.match(bad.stdout, /^2 checks failed$/m);
+  });
+});

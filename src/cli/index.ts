@@ -17,6 +17,9 @@ commands:
             creating it at first need; --reset replaces it
   storage move --from STORAGE --to STORAGE [--kind project|group|snippet] [--no-work]
             move every repository on one storage to another, with a progress bar
+  check [--deep]
+            check that this installation can run: database, migrations, storages, git, secrets,
+            object storage, mail, external URL, CI sandbox (--deep: every repository's integrity)
   token create --user USERNAME --scopes SCOPES [--name NAME] [--expires-at YYYY-MM-DD]
             create a personal access token for a user and print it once (cairn token --help)
   help      show this text (cairn help COMMAND, or cairn COMMAND --help, describes one)
@@ -98,6 +101,11 @@ async function main(argv: string[]) {
       process.exitCode = await storageCommand(argv.slice(1));
       return;
     }
+    case 'check': {
+      const { checkCommand } = await import('./check.js');
+      process.exitCode = await checkCommand(argv.slice(1));
+      return;
+    }
     case 'token': {
       const { tokenCommand } = await import('./token.js');
       process.exitCode = await tokenCommand(argv.slice(1));
@@ -114,7 +122,7 @@ async function main(argv: string[]) {
       // `cairn help serve` is `cairn serve --help`.
       const topic = command === 'help' ? argv[1] : undefined;
       if (topic && topic in COMMAND_HELP) console.log(COMMAND_HELP[topic]);
-      else if (topic === 'runner' || topic === 'token' || topic === 'storage') await main([topic, '--help']);
+      else if (topic === 'runner' || topic === 'token' || topic === 'storage' || topic === 'check') await main([topic, '--help']);
       else console.log(USAGE);
       return;
     }

@@ -22,6 +22,18 @@ async function allApplied(db: Database): Promise<boolean> {
   }
 }
 
+/** The migrations this code has that the database has not recorded (all of them on an empty one). */
+export async function pendingMigrations(db: Database): Promise<string[]> {
+  let applied = new Set<string>();
+  try {
+    const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
+    applied = new Set(rows.map((r) => r.name));
+  } catch {
+    /* no migration table yet */
+  }
+  return Object.keys(migrations).filter((name) => !applied.has(name));
+}
+
 /** Applies every pending migration; safe to run from several processes at once (Kysely locks). */
 export async function migrateToLatest(db: Database): Promise<string[]> {
   let results: Awaited<ReturnType<Migrator['migrateToLatest']>>['results'] = [];
