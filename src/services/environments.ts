@@ -234,7 +234,8 @@ export async function afterJobTransition(db: Database, build: CiBuild | null): P
 
 /** GitLab's UpdateEnvironmentService: the deployed environment takes the job's URL, tier and auto_stop_in, and is available. */
 async function startAfterDeployment(db: Database, environmentId: number, spec: CompiledEnvironment | null) {
-  const set: Record<string, unknown> = { updated_at: sql`now()` };
+  // A deployment keeps a review app that was scheduled for deletion.
+  const set: Record<string, unknown> = { updated_at: sql`now()`, auto_delete_at: null };
   if (spec?.url && !externalUrlError(spec.url)) set.external_url = spec.url;
   if (spec?.deploymentTier) set.tier = spec.deploymentTier;
   if (spec?.autoStopIn === 'never') {
@@ -349,7 +350,45 @@ export function stopJobRunner(cairn: Cairn): StopJobRunner {
 
 defineRecurring(AUTO_STOP_ENVIRONMENTS_JOB, AUTO_STOP_EVERY_SECONDS, async (cairn) => {
   await stopExpiredEnvironments(cairn, stopJobRunner(cairn));
+  await deleteScheduledEnvironments(cairn.db);
 });
+
+/** How long a review app scheduled for deletion is kept (GitLab's week). */
+export const REVIEW_APP_DELETION_DELAY_MS = 7 * 24 * 3600 * 1000;
+
+/**
+ * GitLab's Environments::ScheduleToDeleteReviewAppsService: stopped environments of the `review/`
+ * folder created before `before`, oldest first, at most `limit`. Those the user may not deploy to
+ * (protected) are unprocessable; the others are scheduled for deletion a week from now, unless
+ * it is a dry run.
+ */
+export async function scheduleReviewAppsDeletion(
+  db: Database,
+  projectId: number,
+  opts: { before: Date; limit: number; dryRun: boolean; mayDestroy: (env: Environment) => Promise<boolean> },
+): Promise<{ scheduled: Environment[]; unprocessable: Environment[] }> {
+  const candidates = await db.selectFrom('environments').selectAll()
+    .where('project_id', '=', projectId).where('state', '=', 'stopped').where('auto_delete_at', 'is', null)
+    .where('name', 'like', 'review/%').where('created_at', '<', opts.before)
+    .orderBy('created_at').orderBy('id').limit(opts.limit)
+    .execute();
+  const scheduled: Environment[] = [];
+  const unprocessable: Environment[] = [];
+  for (const env of candidates) (await opts.mayDestroy(env) ? scheduled : unprocessable).push(env);
+  if (!opts.dryRun && scheduled.length) {
+    await db.updateTable('environments')
+      .set({ auto_delete_at: new Date(Date.now() + REVIEW_APP_DELETION_DELAY_MS), updated_at: sql`now()` })
+      .where('id', 'in', scheduled.map((e) => e.id)).where('state', '=', 'stopped')
+      .execute();
+  }
+  return { scheduled, unprocessable };
+}
+
+/** Deletes the review apps whose scheduled deletion is due (still stopped: one started again is kept). */
+export async function deleteScheduledEnvironments(db: Database, now = new Date()): Promise<number> {
+  const gone = await db.deleteFrom('environments').where('auto_delete_at', '<=', now).where('state', '=', 'stopped').returning('id').execute();
+  return gone.length;
+}
 
 /**
  * GitLab's Environments::StopStaleService: available environments not updated, nor deployed to,

@@ -217,6 +217,48 @@ describe('Environments and Deployments APIs', () => {
     assert.deepEqual(states, { 'old-1': 'stopped', 'old-2': 'stopped', 'old-protected': 'available', fresh: 'available' });
   });
 
+  it('deletes stopped review apps: a dry run by default, then scheduled a week ahead and removed by the sweep; protected ones unprocessable', async () => {
+    const { deleteScheduledEnvironments } = await import('../../src/services/environments.js');
+    const p = await t.createProject();
+    await t.addMember(p, developer.user, 30);
+    await t.addMember(p, maintainer.user, 40);
+    const names = ['review/old-1', 'review/old-2', 'review/guarded', 'review/running', 'review/recent', 'production'];
+    for (const name of names) assert.equal((await t.post(envs('', p), { name }, { token: developer.token })).status, 201, name);
+    await t.post(`/api/v4/projects/${p.id}/protected_environments`, { name: 'review/guarded', deploy_access_levels: [{ access_level: 40 }] }, { token: maintainer.token });
+    const longAgo = new Date(Date.now() - 60 * 86400_000);
+    await t.db.updateTable('environments').set({ created_at: longAgo }).where('project_id', '=', p.id).where('name', '!=', 'review/recent').execute();
+    await t.db.updateTable('environments').set({ state: 'stopped' }).where('project_id', '=', p.id).where('name', '!=', 'review/running').execute();
+    const names_ = (list: { name: string }[]) => list.map((e) => e.name).sort();
+
+    const dry = await t.delete(envs('/review_apps', p), { token: developer.token });
+    assert.equal(dry.status, 200, JSON.stringify(dry.body));
+    assert.deepEqual(names_(dry.body.scheduled_entries), ['review/old-1', 'review/old-2']);
+    assert.deepEqual(names_(dry.body.unprocessable_entries), ['review/guarded']);
+    assert.deepEqual(Object.keys(dry.body.scheduled_entries[0]).sort(), ['created_at', 'external_url', 'id', 'name', 'slug', 'updated_at']);
+    assert.equal((await t.db.selectFrom('environments').select('id').where('project_id', '=', p.id).where('auto_delete_at', 'is not', null).execute()).length, 0, 'a dry run changes nothing');
+
+    const limited = await t.delete(envs('/review_apps', p), { token: developer.token, query: { dry_run: 'false', limit: 1 } });
+    assert.equal(limited.status, 200, JSON.stringify(limited.body));
+    assert.equal(limited.body.scheduled_entries.length, 1);
+    const rest = await t.delete(envs('/review_apps', p), { token: developer.token, query: { dry_run: false } });
+    assert.equal(rest.body.scheduled_entries.length, 1, 'the one already scheduled is not listed again');
+    // A week from now they go; not before.
+    assert.equal(await deleteScheduledEnvironments(t.db), 0);
+    assert.equal(await deleteScheduledEnvironments(t.db, new Date(Date.now() + 8 * 86400_000)), 2);
+    assert.deepEqual(names_((await t.get(envs('', p), { token: developer.token })).body), ['production', 'review/guarded', 'review/recent', 'review/running']);
+
+    // `before` moves the cut; bad values are 400; reporters may not.
+    const all = await t.delete(envs('/review_apps', p), { token: maintainer.token, query: { before: new Date(Date.now() + 86400_000).toISOString() } });
+    assert.deepEqual(names_(all.body.scheduled_entries), ['review/guarded', 'review/recent']);
+    for (const query of [{ limit: 0 }, { limit: 1001 }, { limit: 'many' }, { dry_run: 'maybe' }, { before: 'yesterday' }]) {
+      const bad = await t.delete(envs('/review_apps', p), { token: developer.token, query: query as Record<string, string | number> });
+      assert.equal(bad.status, 400, `${JSON.stringify(query)}: ${JSON.stringify(bad.body)}`);
+    }
+    await t.addMember(p, reporter.user, 20);
+    assert.equal((await t.delete(envs('/review_apps', p), { token: reporter.token })).status, 403);
+    assert.equal((await t.delete(envs('/review_apps', p), { token: outsider.token })).status, 404);
+  });
+
   it('permissions: outsiders 404, guests may not read a private project, reporters may not write', async () => {
     const env = (await t.post(envs(), { name: 'perm-env' }, { token: developer.token })).body;
     for (const url of [envs(), envs(`/${env.id}`), deps()]) {

@@ -17,10 +17,11 @@ import { apiError, badRequest, forbidden, invalidParam, missingParam, notFound }
 import { pageParams, setPaginationHeaders } from '../../plugins/pagination.js';
 import { canDeployTo } from '../../policies/environments.js';
 import type { ProjectAccess } from '../../policies/projects.js';
-import { presentDeployment, presentEnvironment, presentEnvironmentDetail } from '../../presenters/environments.js';
+import { presentDeployment, presentEnvironment, presentEnvironmentBasic, presentEnvironmentDetail } from '../../presenters/environments.js';
 import type { ProjectRow } from '../../presenters/projects.js';
 import {
   DeploymentSchema,
+  EnvironmentBasicSchema,
   EnvironmentDetailSchema,
   EnvironmentMessageSchema,
   EnvironmentSchema,
@@ -31,6 +32,7 @@ import {
   ensureEnvironment,
   environmentNameErrorBody,
   reportDeploymentStatus,
+  scheduleReviewAppsDeletion,
   stopEnvironment,
   stopJobRunner,
   stopStaleEnvironments,
@@ -54,6 +56,7 @@ const EnvironmentsQuery = Type.Object({ name: Str, search: Str, states: Str });
 const EnvironmentBody = Type.Object({ name: Str, external_url: NullableStr, tier: Str, description: NullableStr });
 const StopBody = Type.Object({ force: Type.Optional(Type.Boolean()) });
 const StopStaleBody = Type.Object({ before: Str, limit: Type.Optional(Type.Union([Type.Integer(), Type.String()])) });
+const ReviewAppsQuery = Type.Object({ before: Str, limit: Type.Optional(Type.Union([Type.Integer(), Type.String()])), dry_run: Type.Optional(Type.Union([Type.Boolean(), Type.String()])) });
 const DeploymentsQuery = Type.Object({
   order_by: Str,
   sort: Str,
@@ -192,6 +195,31 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     await assertMayDeploy(access, env.name);
     const stopped = await stopEnvironment(cairn.db, stopJobRunner(cairn), env, access.user?.id ?? null, { force: request.body?.force === true });
     return presentEnvironment(stopped, await projectBody(request));
+  });
+
+  // Before the :environment_id routes' handlers run, the static path wins (find-my-way).
+  app.delete('/api/v4/projects/:id/environments/review_apps', route({ matrix: 'developer',
+    access: { project: 'destroy_environment', signedIn: true },
+    schema: {
+      params: IdParams,
+      querystring: ReviewAppsQuery,
+      response: { 200: Type.Object({ scheduled_entries: Type.Array(EnvironmentBasicSchema), unprocessable_entries: Type.Array(EnvironmentBasicSchema) }) },
+    },
+  }), async (request) => {
+    const access = projectOf(request);
+    const q = request.query;
+    const before = q.before === undefined || q.before === '' ? new Date(Date.now() - 30 * 24 * 3600 * 1000) : timestampParam('before', q.before)!;
+    const limit = q.limit === undefined || q.limit === '' ? 100 : /^\d{1,9}$/.test(String(q.limit)) ? Number(q.limit) : NaN;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw invalidParam('limit', 'does not have a valid value');
+    const dryRun = q.dry_run === undefined || q.dry_run === '' ? true : /^(true|1)$/i.test(String(q.dry_run)) ? true : /^(false|0)$/i.test(String(q.dry_run)) ? false : null;
+    if (dryRun === null) throw invalidParam('dry_run');
+    const result = await scheduleReviewAppsDeletion(cairn.db, access.project.id, {
+      before,
+      limit,
+      dryRun,
+      mayDestroy: (env) => canDeployTo(cairn.db, access.project.id, env.name, access.user, access.accessLevel),
+    });
+    return { scheduled_entries: result.scheduled.map(presentEnvironmentBasic), unprocessable_entries: result.unprocessable.map(presentEnvironmentBasic) };
   });
 
   app.post('/api/v4/projects/:id/environments/stop_stale', route({ matrix: 'developer',

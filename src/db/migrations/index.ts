@@ -33,6 +33,7 @@ import * as ciResourceGroups from './0965_ci_resource_groups.js';
 import * as pipelineSchedulesTriggers from './0970_pipeline_schedules_triggers.js';
 import * as ciCaches from './0975_ci_caches.js';
 import * as environments from './0980_environments.js';
+import * as environmentAutoDelete from './0985_environment_auto_delete.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -71,4 +72,5 @@ export const migrations: Record<string, Migration> = {
   '0970_pipeline_schedules_triggers': pipelineSchedulesTriggers,
   '0975_ci_caches': ciCaches,
   '0980_environments': environments,
+  '0985_environment_auto_delete': environmentAutoDelete,
 };

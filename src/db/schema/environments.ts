@@ -39,6 +39,8 @@ export interface EnvironmentsTable {
   state: Generated<EnvironmentState>;
   tier: Generated<EnvironmentTier>;
   auto_stop_at: NullableTimestamp;
+  /** Scheduled deletion of a stopped review app (migration 0985). */
+  auto_delete_at: NullableTimestamp;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
