@@ -250,8 +250,9 @@ describe('Environments and Deployments APIs', () => {
     // `before` moves the cut; bad values are 400; reporters may not.
     const all = await t.delete(envs('/review_apps', p), { token: maintainer.token, query: { before: new Date(Date.now() + 86400_000).toISOString() } });
     assert.deepEqual(names_(all.body.scheduled_entries), ['review/guarded', 'review/recent']);
-    for (const query of [{ limit: 0 }, { limit: 1001 }, { limit: 'many' }, { dry_run: 'maybe' }, { before: 'yesterday' }]) {
-      const bad = await t.delete(envs('/review_apps', p), { token: developer.token, query: query as Record<string, string | number> });
+    const badQueries: Record<string, string | number>[] = [{ limit: 0 }, { limit: 1001 }, { limit: 'many' }, { dry_run: 'maybe' }, { before: 'yesterday' }];
+    for (const query of badQueries) {
+      const bad = await t.delete(envs('/review_apps', p), { token: developer.token, query });
       assert.equal(bad.status, 400, `${JSON.stringify(query)}: ${JSON.stringify(bad.body)}`);
     }
     await t.addMember(p, reporter.user, 20);
