@@ -8,7 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { sql } from 'kysely';
-import { ConfigError, loadConfig, settingsFromFlags, type Config } from '../config.js';
+import { ConfigError, loadConfig, setting, settingsFromFlags, type Config } from '../config.js';
 import { openDatabase, type OpenedDatabase } from '../db/index.js';
 import { pendingMigrations } from '../db/migrate.js';
 import { decryptSecret } from '../lib/secrets.js';
@@ -102,7 +102,7 @@ function externalUrl(config: Config): Outcome {
 }
 
 async function sandbox(): Promise<Outcome> {
-  if (!/^(1|true|yes|on)$/i.test(process.env.CAIRN_BUILTIN_RUNNER ?? 'true')) return ok('the built-in runner is off (CAIRN_BUILTIN_RUNNER)');
+  if (!setting<boolean>('CAIRN_BUILTIN_RUNNER')) return ok('the built-in runner is off (CAIRN_BUILTIN_RUNNER)');
   const { detectSandbox } = await import('../runner/sandbox.js');
   const s = detectSandbox();
   return s.available ? ok(`bubblewrap (${s.bwrap}): CI jobs are isolated`) : warning(`the built-in runner will not run jobs: ${s.reason}`);
