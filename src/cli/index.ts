@@ -1,5 +1,5 @@
 // `cairn <command>` (bin/cairn.mjs runs this module): the dispatcher. Each command that is more
-// than a few lines lives beside it (token.ts, storage.ts, registration_token.ts); the runner's
+// than a few lines lives beside it (token.ts, storage.ts, registration_token.ts, check.ts); the runner's
 // commands belong to the runner (src/runner/cli.ts). Commands load their modules on use.
 import { checkSettings, ConfigError, loadConfig, settingFlag, settingsFromFlags, settingsHelp } from '../config.js';
 import { openDatabase } from '../db/index.js';
