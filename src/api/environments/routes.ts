@@ -56,6 +56,12 @@ const EnvironmentsQuery = Type.Object({ name: Str, search: Str, states: Str });
 const EnvironmentBody = Type.Object({ name: Str, external_url: NullableStr, tier: Str, description: NullableStr });
 const StopBody = Type.Object({ force: Type.Optional(Type.Boolean()) });
 const StopStaleBody = Type.Object({ before: Str, limit: Type.Optional(Type.Union([Type.Integer(), Type.String()])) });
+/** `limit` of the bulk environment operations: 1 to 1000, 100 when absent (GitLab's). */
+function limitParam(raw: number | string | undefined): number {
+  const limit = raw === undefined ? 100 : typeof raw === 'number' ? raw : /^\d{1,9}$/.test(raw) ? Number(raw) : NaN;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw invalidParam('limit', 'does not have a valid value');
+  return limit;
+}
 const ReviewAppsQuery = Type.Object({ before: Str, limit: Type.Optional(Type.Union([Type.Integer(), Type.String()])), dry_run: Type.Optional(Type.Union([Type.Boolean(), Type.String()])) });
 const DeploymentsQuery = Type.Object({
   order_by: Str,
@@ -209,8 +215,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     const access = projectOf(request);
     const q = request.query;
     const before = q.before === undefined || q.before === '' ? new Date(Date.now() - 30 * 24 * 3600 * 1000) : timestampParam('before', q.before)!;
-    const limit = q.limit === undefined || q.limit === '' ? 100 : /^\d{1,9}$/.test(String(q.limit)) ? Number(q.limit) : NaN;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw invalidParam('limit', 'does not have a valid value');
+    const limit = limitParam(q.limit === '' ? undefined : q.limit);
     const dryRun = q.dry_run === undefined || q.dry_run === '' ? true : /^(true|1)$/i.test(String(q.dry_run)) ? true : /^(false|0)$/i.test(String(q.dry_run)) ? false : null;
     if (dryRun === null) throw invalidParam('dry_run');
     const result = await scheduleReviewAppsDeletion(cairn.db, access.project.id, {
@@ -230,9 +235,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     const body = request.body ?? {};
     if (body.before === undefined || body.before === '') throw missingParam('before');
     const before = timestampParam('before', body.before)!;
-    const limitRaw = body.limit ?? 100;
-    const limit = typeof limitRaw === 'number' ? limitRaw : /^\d{1,9}$/.test(limitRaw) ? Number(limitRaw) : NaN;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw invalidParam('limit', 'does not have a valid value');
+    const limit = limitParam(body.limit);
     const now = Date.now();
     const week = 7 * 24 * 3600 * 1000;
     if (before.getTime() > now - week || before.getTime() < now - 10 * 365 * 24 * 3600 * 1000) throw apiError(400, 'Invalid Date');
