@@ -252,4 +252,26 @@ describe('cairn runner against a Cairn server', () => {
       await builtin.stop();
     }
   });
+
+  test('a built-in runner that starts again fails the jobs its dead process was running (runner system failure)', async () => {
+    const port = Number(new URL(url).port);
+    // The job a process took just before it was killed: picked with the built-in runner's token.
+    const saved = JSON.parse(fs.readFileSync(path.join(t.tmpDir, 'runner', 'builtin.json'), 'utf8')) as { token: string; id: number };
+    await commitFiles(t, project, { '.gitlab-ci.yml': ['orphan:', '  script:', '    - sleep 600', ''].join('\n') });
+    const job = (await jobsByName(t, (await latestPipeline(t, project.id)).id)).orphan;
+    const picked = await fetch(`${url}/api/v4/jobs/request`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: saved.token }) });
+    assert.equal(picked.status, 201);
+    assert.equal(((await picked.json()) as { id: number }).id, job.id);
+    const messages: string[] = [];
+    const builtin = await startServeBuiltinRunner(t.app.cairn, { port, env: { CAIRN_RUNNER_ALLOW_UNISOLATED: sandbox.available ? '' : '1' }, log: (m) => messages.push(m) });
+    assert.ok(builtin, messages.join('\n'));
+    try {
+      assert.equal(builtin.id, saved.id, 'the same runner, with its saved token');
+      const row = await t.db.selectFrom('ci_builds').select(['status', 'failure_reason']).where('id', '=', job.id).executeTakeFirstOrThrow();
+      assert.deepEqual(row, { status: 'failed', failure_reason: 'runner_system_failure' });
+      assert.ok(messages.some((m) => /1 job this runner was running when its process died/.test(m)), messages.join('\n'));
+    } finally {
+      await builtin.stop();
+    }
+  });
 });
