@@ -18,8 +18,8 @@ export async function freePort(): Promise<number> {
  * A real `cairn serve` process on `databaseUrl` and `dataDir`, with root's token `rootToken`,
  * answering once its readiness probe does. The built-in runner is off unless `env` turns it on.
  */
-export async function startServe(opts: { databaseUrl?: string; dataDir: string; rootToken: string; env?: NodeJS.ProcessEnv }): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
+export async function startServe(opts: { databaseUrl?: string; dataDir: string; rootToken: string; env?: NodeJS.ProcessEnv; /** Default: a free one. */ port?: number }): Promise<{ url: string; child: ChildProcess }> {
+  const port = opts.port ?? (await freePort());
   const child = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), 'serve'], {
     env: {
       ...process.env,
