@@ -65,6 +65,12 @@ export class NotificationHub {
   private warned = false;
   /** The listening connection's server process (PostgreSQL), 0 while down. */
   backendPid = 0;
+  /**
+   * The listening connection's statements, one after the other: a pg client runs one at a time,
+   * and one issued while another runs is deprecated (refused from pg 9). Sends, LISTENs of new
+   * subscriptions and the connect's own statements would otherwise overlap. One chain per connection.
+   */
+  private tail: Promise<unknown> = Promise.resolve();
 
   private constructor(
     private readonly database: Pick<OpenedDatabase, 'pglite' | 'url'>,
@@ -138,7 +144,7 @@ export class NotificationHub {
     }
     const c = this.client;
     if (!c || !this.ready) throw new Error('the notification connection is down');
-    await c.query('select pg_notify($1, $2)', [channel, payload]);
+    await this.query(c, 'select pg_notify($1, $2)', [channel, payload]);
   }
 
   /**
@@ -194,10 +200,16 @@ export class NotificationHub {
 
   private async listen(c: pg.Client, channel: string) {
     if (this.listened.has(channel)) return;
-    await c.query(`LISTEN ${channel}`);
+    await this.query(c, `LISTEN ${channel}`);
     if (this.client !== c || this.listened.has(channel)) return;
     this.listened.add(channel);
     this.announceListening(channel);
+  }
+
+  private query<R extends pg.QueryResultRow = pg.QueryResultRow>(c: pg.Client, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    const run = this.tail.then(() => c.query<R>(text, values));
+    this.tail = run.catch(() => undefined);
+    return run;
   }
 
   private async connect() {
@@ -205,16 +217,17 @@ export class NotificationHub {
     if (this.closing) return;
     const c = new pg.Client({ connectionString: this.database.url, application_name: 'cairn listener', keepAlive: true });
     this.client = c;
+    this.tail = Promise.resolve(); // a statement stuck on the lost connection must not hold up this one
     this.ready = false;
     c.on('notification', (msg) => this.dispatch(msg.channel, msg.payload ?? ''));
     c.on('error', (err) => this.down(err, c));
     c.on('end', () => this.down(new Error('listening connection ended'), c));
     try {
       await c.connect();
-      const pid = (await c.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
+      const pid = (await this.query<{ pid: number }>(c, 'select pg_backend_pid() as pid')).rows[0].pid;
       // Map iteration sees channels subscribed while this runs.
       for (const channel of this.handlers.keys()) {
-        await c.query(`LISTEN ${channel}`);
+        await this.query(c, `LISTEN ${channel}`);
         if (this.client !== c) return;
         this.listened.add(channel);
       }
