@@ -211,7 +211,8 @@ export async function refreshMergeRequest(cairn: Cairn, mr: MergeRequest, target
       .where('sha', '=', headSha).where('parent_pipeline_id', 'is', null)
       .where((eb) => eb.or([
         eb.and([eb('project_id', '=', sourceProjectId), eb('ref', '=', mr.source_branch), eb('tag', '=', false)]),
-        eb.and([eb('project_id', '=', mr.target_project_id), eb('merge_request_id', '=', mr.id), eb('source', '=', 'merge_request_event')]),
+        // In the target, or in the fork for a merge request from one.
+        eb.and([eb('merge_request_id', '=', mr.id), eb('source', '=', 'merge_request_event')]),
       ]))
       .orderBy('id', 'desc').limit(1).executeTakeFirst();
     if (pipeline && pipeline.id !== mr.head_pipeline_id) set.head_pipeline_id = pipeline.id;

@@ -110,6 +110,37 @@ describe('merge request pipelines', () => {
     assert.equal((await pipelinesOf(t, project.id))[0].source, 'push');
   });
 
+  it('from a fork: runs in the fork, on the source branch, on opening and on each push; the target runs none', async () => {
+    const upstream = await projectWith(MR_ONLY);
+    const forked = await t.post(api(upstream, '/fork'), { path: `fork-${upstream.path}`, name: `fork-${upstream.path}` }, { token: developer.token });
+    assert.equal(forked.status, 201, JSON.stringify(forked.body));
+    const fork = forked.body as Project;
+    const upstreamBefore = (await pipelinesOf(t, upstream.id)).length;
+    await commitFiles(t, fork.id, { 'forked.txt': 'x\n' }, { branch: 'from-fork', startBranch: 'main', token: developer.token });
+    const opened = await t.post(api(fork, '/merge_requests'), { source_branch: 'from-fork', target_branch: 'main', target_project_id: upstream.id, title: 'from a fork' }, { token: developer.token });
+    assert.equal(opened.status, 201, JSON.stringify(opened.body));
+    const mr = opened.body;
+    const [first] = await pipelinesOf(t, fork.id);
+    assert.equal(first.source, 'merge_request_event');
+    assert.equal(first.ref, 'from-fork', "the fork has no refs/merge-requests of the target's");
+    assert.equal(first.sha, mr.sha);
+    assert.equal(first.merge_request_id, mr.id);
+    assert.equal(first.user_id, developer.user.id);
+    assert.equal((await pipelinesOf(t, upstream.id)).length, upstreamBefore, "the target's jobs and secrets are not run for a fork");
+    assert.equal(mr.head_pipeline?.id, first.id);
+    assert.deepEqual(Object.keys(await jobsByName(t, first.id)), ['test']);
+    const sha = await commitFiles(t, fork.id, { 'more.txt': 'more\n' }, { branch: 'from-fork', token: developer.token });
+    const [second] = await pipelinesOf(t, fork.id);
+    assert.notEqual(second.id, first.id);
+    assert.equal(second.sha, sha);
+    assert.equal(second.source, 'merge_request_event');
+    const read = await t.get(api(upstream, `/merge_requests/${mr.iid}`), { token: developer.token });
+    assert.equal(read.body.head_pipeline.id, second.id);
+    assert.equal(read.body.head_pipeline.project_id, fork.id);
+    const listed = await t.get(api(upstream, `/merge_requests/${mr.iid}/pipelines`), { token: developer.token });
+    assert.deepEqual(listed.body.map((p: { id: number }) => p.id), [second.id, first.id]);
+  });
+
   it('creates nothing for a configuration without merge request jobs, and nothing without a configuration', async () => {
     const project = await projectWith('build: { script: [make] }\n');
     const mr = await openMergeRequest(project, 'plain');
