@@ -182,6 +182,9 @@ const PROJECT_RULES = {
   update_build: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
   /** Erase any job (its log and artifacts): maintainers; a developer may erase the jobs they started (checked where the job is loaded). */
   erase_build: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
+  /** Resource groups (resource_group:): see them and the jobs that hold or wait for them, change their process mode: developers and up. */
+  read_resource_group: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s),
+  update_resource_group: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
   /** The project's runners: list, enable and disable them (GitLab's admin_runner on a project): maintainers. */
   admin_project_runners: member(RUNNER_MANAGER.min),
   /** Delete a job's artifacts, expire a project's artifacts in bulk: maintainers. */

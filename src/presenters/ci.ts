@@ -1,5 +1,6 @@
 import type { CiBuild, CiJobArtifact, CiPipeline, CiRunner, CiVariable } from '../db/schema/ci.js';
 import type { User } from '../db/schema/core.js';
+import type { CiResourceGroup } from '../db/schema/ci_resource_groups.js';
 import type { ParsedCommit } from '../git/catfile.js';
 import { presentCommit } from './commits.js';
 import { presentProjectIdentity, projectFullPath, projectSettings, type ProjectRow } from './projects.js';
@@ -152,6 +153,19 @@ export function presentJob(ctx: PresentContext, project: ProjectRow, b: CiBuild,
     runner: runner ? presentRunner(runner) : null,
     runner_manager: null,
   };
+}
+
+/** GitLab's Entities::Ci::JobBasic (a job as resource groups list it). */
+export function presentJobBasic(ctx: PresentContext, project: ProjectRow, b: CiBuild, x: JobExtras) {
+  return {
+    ...jobCommon(ctx, project, b, x),
+    ...(b.status === 'failed' ? { failure_reason: b.failure_reason ?? 'unknown_failure' } : {}),
+  };
+}
+
+/** GitLab's Entities::Ci::ResourceGroup. */
+export function presentResourceGroup(g: CiResourceGroup) {
+  return { id: g.id, key: g.key, process_mode: g.process_mode, created_at: iso(g.created_at)!, updated_at: iso(g.updated_at)! };
 }
 
 /**

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import yazl from 'yazl';
 import { assignBuild } from '../../src/ci/jobs/state.js';
+import { ensureResourceGroup } from '../../src/ci/jobs/resource_groups.js';
 import { columnsOf, expectedCell, specOf, tokenColumn, USER_COLUMNS, type Expect, type TokenColumn, type WorldName } from '../../src/api/permissions.js';
 import type { Namespace, Project } from '../../src/db/schema/core.js';
 import type { RouteRecord } from '../../src/plugins/responses.js';
@@ -151,6 +152,8 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
   // An environment with a deployment reported through the API (not the protected one).
   const environment = await ok(await t.post(`${P}/environments`, { name: 'matrix-env' }), 'environment');
   const deployment = await ok(await t.post(`${P}/deployments`, { environment: 'matrix-env', sha, ref: 'main', tag: false, status: 'success' }), 'deployment');
+  // A resource group, as a job's `resource_group:` makes it.
+  await ensureResourceGroup(t.db, project.id, 'matrix-rg');
   const deployKey = await ok(await t.post(`${P}/deploy_keys`, { title: 'd', key: makeNodeSshKey('ed25519', 0, 'deploy').text }), 'deploy key');
   const victimKey = await ok(await t.post(`/api/v4/users/${users.victim.user.id}/keys`, { title: 'k', key: makeNodeSshKey('ed25519', 0, 'victim').text }), 'victim key');
   const ownKeys: Record<string, number> = {};
@@ -306,7 +309,7 @@ function paramValue(t: TestContext, w: World, url: string, name: string, column:
       if (under('/deploy_keys/')) return i.deployKey;
       if (under('/client_keys/')) return i.clientKey;
       return 1;
-    case 'key': return 'VAR1';
+    case 'key': return under('/resource_groups/') ? 'matrix-rg' : 'VAR1';
     case 'file_path': return url.includes('/snippets/') ? (url.startsWith('/api/v4/projects') ? 'a.txt' : 'p.txt') : 'README.md';
     case 'ref': return 'main';
     case 'branch': return 'feature';

@@ -103,6 +103,15 @@ export const JobSchema = Type.Object(
   strict,
 );
 
+/** GitLab's Entities::Ci::JobBasic. */
+export const JobBasicSchema = Type.Object({ ...jobCommon, failure_reason: Type.Optional(Type.String()) }, strict);
+
+/** GitLab's Entities::Ci::ResourceGroup. */
+export const ResourceGroupSchema = Type.Object(
+  { id: Type.Integer(), key: Type.String(), process_mode: Type.String(), created_at: Timestamp, updated_at: Timestamp },
+  strict,
+);
+
 export const BridgeSchema = Type.Object(
   {
     ...jobCommon,
