@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Project } from '../../src/db/schema/core.js';
 import { EnvironmentDetailSchema, EnvironmentSchema, DeploymentSchema } from '../../src/presenters/schemas/environments.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
-import { commitFiles } from '../helpers/ci.js';
+import { commitFiles, ProtocolRunner } from '../helpers/ci.js';
 import { assertMatches } from '../helpers/contract.js';
 
 describe('Environments and Deployments APIs', () => {
@@ -283,5 +283,34 @@ describe('Environments and Deployments APIs', () => {
     assert.equal((await t.get(envs(`/${pub.body.id}`, publicProject), { token: outsider.token })).status, 200);
     assert.equal((await t.get(deps('', publicProject), { token: null })).status, 200);
     assert.equal((await t.post(envs(`/${pub.body.id}/stop`, publicProject), {}, { token: outsider.token })).status, 403);
+  });
+
+  it('a CI job token works on both APIs, with the rights of the job\'s user, in its own project', async () => {
+    // A job a developer's push started: its token acts as that developer.
+    const own = await t.createProject();
+    await t.addMember(own, developer.user, 30);
+    await commitFiles(t, own, { 'README.md': 'hi\n' });
+    const jobSha = await commitFiles(t, own, { '.gitlab-ci.yml': 'job: { script: [x] }\n' }, { branch: 'dev', startBranch: 'main', token: developer.token });
+    const runner = await ProtocolRunner.register(t);
+    const job = await runner.takeJob();
+    assert.ok(job);
+    const as = { token: null, headers: { 'job-token': job.token } };
+    const env = await t.post(envs('', own), { name: 'from-ci' }, as);
+    assert.equal(env.status, 201, JSON.stringify(env.body));
+    assert.equal((await t.get(envs('', own), as)).body.length, 1);
+    const dep = await t.post(deps('', own), { environment: 'from-ci', sha: jobSha, ref: 'dev', tag: false, status: 'running' }, as);
+    assert.equal(dep.status, 201, JSON.stringify(dep.body));
+    assert.equal(dep.body.user.id, developer.user.id);
+    assert.equal((await t.put(deps(`/${dep.body.id}`, own), { status: 'success' }, as)).body.status, 'success');
+    assert.equal((await t.get(deps(`/${dep.body.id}`, own), as)).status, 200);
+    // Deleting a deployment is for maintainers; the developer's token may not.
+    assert.equal((await t.delete(deps(`/${dep.body.id}`, own), as)).status, 403);
+    assert.equal((await t.post(envs(`/${env.body.id}/stop`, own), {}, as)).status, 200);
+    const dry = await t.delete(envs('/review_apps', own), as);
+    assert.equal(dry.status, 200, JSON.stringify(dry.body));
+    // Another project is out of the token's reach (no allowlist entry), even one its user may read.
+    assert.equal((await t.get(envs('', project), as)).status, 404);
+    // Elsewhere in the API a job token is still refused.
+    assert.equal((await t.get(`/api/v4/projects/${own.id}/issues`, as)).status, 401);
   });
 });

@@ -45,7 +45,9 @@ import { NoContent, projectOf, route } from '../route.js';
 
 // Environments and Deployments APIs (GitLab's): reporters (and, for public jobs, whoever sees the
 // project's pipelines) read them; developers create, change and stop environments and report
-// deployments, within the project's protected environments; maintainers delete deployments.
+// deployments, within the project's protected environments; maintainers delete deployments. A CI
+// job token works on all of them (GitLab 16.2+), with its user's rights, in its own project and
+// those whose job token allowlist admits it.
 
 const EnvironmentParams = Type.Object({ id: Type.String(), environment_id: RowId });
 const DeploymentParams = Type.Object({ id: Type.String(), deployment_id: RowId });
@@ -121,6 +123,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   // ---- environments ----------------------------------------------------------------------------
 
   app.get('/api/v4/projects/:id/environments', route({ matrix: 'readCode',
+    config: { jobToken: true },
     access: { project: 'read_environment' },
     paginated: true,
     schema: { params: IdParams, querystring: EnvironmentsQuery, response: { 200: Type.Array(EnvironmentSchema) } },
@@ -142,6 +145,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   });
 
   app.get('/api/v4/projects/:id/environments/:environment_id', route({ matrix: 'readCode',
+    config: { jobToken: true },
     access: { project: 'read_environment' },
     schema: { params: EnvironmentParams, response: { 200: EnvironmentDetailSchema } },
   }), async (request) => {
@@ -154,6 +158,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   });
 
   app.post('/api/v4/projects/:id/environments', route({ matrix: 'developer',
+    config: { jobToken: true },
     access: { project: 'create_environment', signedIn: true },
     schema: { params: IdParams, body: EnvironmentBody, response: { 201: EnvironmentSchema } },
   }), async (request, reply) => {
@@ -167,6 +172,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   });
 
   app.put('/api/v4/projects/:id/environments/:environment_id', route({ matrix: 'developer',
+    config: { jobToken: true },
     access: { project: 'update_environment', signedIn: true },
     schema: { params: EnvironmentParams, body: EnvironmentBody, response: { 200: EnvironmentSchema } },
   }), async (request) => {
@@ -180,6 +186,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   });
 
   app.delete('/api/v4/projects/:id/environments/:environment_id', route({ matrix: { is: 'developer', fresh: ['environment_id'] },
+    config: { jobToken: true },
     access: { project: 'destroy_environment', signedIn: true },
     schema: { params: EnvironmentParams, response: { 204: NoContent } },
   }), async (request, reply) => {
@@ -193,6 +200,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   });
 
   app.post('/api/v4/projects/:id/environments/:environment_id/stop', route({ matrix: 'developer',
+    config: { jobToken: true },
     access: { project: 'stop_environment', signedIn: true },
     schema: { params: EnvironmentParams, body: StopBody, response: { 200: EnvironmentSchema } },
   }), async (request) => {
@@ -204,7 +212,8 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   });
 
   // Before the :environment_id routes' handlers run, the static path wins (find-my-way).
-  app.delete('/api/v4/projects/:id/environments/review_apps', route({ matrix: 'developer',
+  app.delete('/api/v4/projects/:id/environments/review_apps', route({ matrix: { is: 'developer', fresh: [] }, // a dry run unless asked: the world's project serves
+    config: { jobToken: true },
     access: { project: 'destroy_environment', signedIn: true },
     schema: {
       params: IdParams,
@@ -228,6 +237,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   });
 
   app.post('/api/v4/projects/:id/environments/stop_stale', route({ matrix: 'developer',
+    config: { jobToken: true },
     access: { project: 'stop_environment', signedIn: true },
     schema: { params: IdParams, body: StopStaleBody, response: { 200: EnvironmentMessageSchema } },
   }), async (request) => {
@@ -246,6 +256,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   // ---- deployments -----------------------------------------------------------------------------
 
   app.get('/api/v4/projects/:id/deployments', route({ matrix: 'readCode',
+    config: { jobToken: true },
     access: { project: 'read_deployment' },
     paginated: true,
     schema: { params: IdParams, querystring: DeploymentsQuery, response: { 200: Type.Array(DeploymentSchema) } },
@@ -282,6 +293,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   });
 
   app.get('/api/v4/projects/:id/deployments/:deployment_id', route({ matrix: 'readCode',
+    config: { jobToken: true },
     access: { project: 'read_deployment' },
     schema: { params: DeploymentParams, response: { 200: DeploymentSchema } },
   }), async (request) => {
@@ -292,6 +304,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   });
 
   app.post('/api/v4/projects/:id/deployments', route({ matrix: 'developer',
+    config: { jobToken: true },
     access: { project: 'create_deployment', signedIn: true },
     schema: { params: IdParams, body: DeploymentBody, response: { 201: DeploymentSchema } },
   }), async (request, reply) => {
@@ -316,6 +329,7 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
   });
 
   app.put('/api/v4/projects/:id/deployments/:deployment_id', route({ matrix: 'developer',
+    config: { jobToken: true },
     access: { project: 'update_deployment', signedIn: true },
     schema: { params: DeploymentParams, body: DeploymentUpdateBody, response: { 200: DeploymentSchema } },
   }), async (request) => {
@@ -332,7 +346,8 @@ export default async function environmentRoutes(fastify: FastifyInstance) {
     return (await renderDeployments(request, access.project, [updated]))[0];
   });
 
-  app.delete('/api/v4/projects/:id/deployments/:deployment_id', route({ matrix: { is: 'maintainer', fresh: ['deployment_id'] },
+  app.delete('/api/v4/projects/:id/deployments/:deployment_id', route({ matrix: { is: 'maintainer', fresh: ['deployment_id'], job: 403 },
+    config: { jobToken: true },
     access: { project: 'destroy_deployment', signedIn: true },
     schema: { params: DeploymentParams, response: { 204: NoContent } },
   }), async (request, reply) => {
