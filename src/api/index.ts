@@ -41,6 +41,7 @@ import commitStatusRoutes from './commit_statuses/routes.js';
 import protectedEnvironmentRoutes from './protected_environments/routes.js';
 import environmentRoutes from './environments/routes.js';
 import resourceGroupRoutes from './resource_groups/routes.js';
+import releaseRoutes from './releases/routes.js';
 import errorTrackingRoutes from './error_tracking/routes.js';
 import notificationSettingRoutes from './notification_settings/routes.js';
 import snippetRoutes from './snippets/routes.js';
@@ -93,6 +94,7 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(protectedEnvironmentRoutes);
   await app.register(environmentRoutes);
   await app.register(resourceGroupRoutes);
+  await app.register(releaseRoutes);
   await app.register(errorTrackingRoutes);
   await app.register(notificationSettingRoutes);
   await app.register(snippetRoutes);

@@ -13,6 +13,7 @@ import type { JobTokenScopeTables } from './schema/job_token_scope.js';
 import type { KeysTables } from './schema/keys.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { PipelineScheduleTables } from './schema/pipeline_schedules.js';
+import type { ReleaseTables } from './schema/releases.js';
 import type { UsersAreaTables } from './schema/users.js';
 import type { NoteTables } from './schema/notes.js';
 import type { NotificationTables } from './schema/notifications.js';
@@ -36,6 +37,7 @@ export interface DB
     CiEngineTables,
     CiResourceGroupTables,
     EnvironmentTables,
+    ReleaseTables,
     ErrorTrackingTables,
     NotificationTables,
     SnippetTables,

@@ -106,3 +106,23 @@ export async function findMilestone(db: Database, parent: { projectId: number } 
   const row = await ('projectId' in parent ? q.where('m.project_id', '=', parent.projectId) : q.where('m.group_id', '=', parent.groupId)).executeTakeFirst();
   return row as MilestoneRow | undefined;
 }
+
+/** Milestones of a scope by title (a release names its milestones by title), with their paths. */
+export async function milestonesByTitle(db: Database, scope: MilestoneScope, titles: string[]): Promise<MilestoneRow[]> {
+  if (!titles.length) return [];
+  const rows = await milestoneRows(db)
+    .selectAll('m')
+    .select(fullPaths)
+    .where((eb) => eb.or([inList(sql`m.project_id`, scope.projectIds), inList(sql`m.group_id`, scope.groupIds)]))
+    .where('m.title', 'in', titles)
+    .orderBy('m.id')
+    .execute();
+  return rows as MilestoneRow[];
+}
+
+/** Milestones by id with their paths, in any project or group (the caller has scoped the ids). */
+export async function milestonesByIds(db: Database, ids: number[]): Promise<MilestoneRow[]> {
+  if (!ids.length) return [];
+  const rows = await milestoneRows(db).selectAll('m').select(fullPaths).where('m.id', 'in', ids).orderBy('m.id').execute();
+  return rows as MilestoneRow[];
+}

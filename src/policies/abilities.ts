@@ -182,6 +182,12 @@ const PROJECT_RULES = {
   update_build: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,
   /** Erase any job (its log and artifacts): maintainers; a developer may erase the jobs they started (checked where the job is loaded). */
   erase_build: (a, s) => member(AccessLevel.MAINTAINER)(a, s) && buildsAvailable(s),
+  /** Releases: whoever sees the project and its releases feature (a release's code, only who may download it: presenters/releases.ts). */
+  read_release: (a, s) => readProject(a, s) && featureAvailable(s, 'releases'),
+  /** Create, edit and delete releases and their links: developers and up, not on archived projects. */
+  create_release: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && featureAvailable(s, 'releases') && !s.project.archived,
+  update_release: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && featureAvailable(s, 'releases') && !s.project.archived,
+  destroy_release: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && featureAvailable(s, 'releases') && !s.project.archived,
   /** Resource groups (resource_group:): see them and the jobs that hold or wait for them, change their process mode: developers and up. */
   read_resource_group: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s),
   update_resource_group: (a, s) => member(AccessLevel.DEVELOPER)(a, s) && buildsAvailable(s) && !s.project.archived,

@@ -11,13 +11,16 @@ export interface TagView {
   protected: boolean;
 }
 
-export function presentTag(t: TagView, ctx: CommitContext) {
+/** The tag's release as GitLab's tag entity shows it (null without one, or for who may not read releases). */
+export type TagRelease = { tag_name: string; description: string } | null;
+
+export function presentTag(t: TagView, ctx: CommitContext, release: TagRelease = null) {
   return {
     name: t.name,
     message: t.annotation ? t.annotation.message.replace(/\n$/, '') : '',
     target: t.target,
     commit: t.commit ? presentCommit(ctx, t.commit) : null,
-    release: null,
+    release,
     protected: t.protected,
     created_at: t.annotation?.tagger ? signatureDate(t.annotation.tagger) : null,
   };

@@ -83,6 +83,8 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
   await ok(await t.post(`${P}/repository/branches`, { branch: 'feature', ref: 'main' }), 'branch');
   await commitFiles(t, project, { 'feature.txt': 'feature\n' }, { branch: 'feature' });
   await ok(await t.post(`${P}/repository/tags`, { tag_name: 'v1', ref: 'main' }), 'tag');
+  // The tag's release, with a link whose permanent path is the one wildcard routes are given.
+  const release = await ok(await t.post(`${P}/releases`, { tag_name: 'v1', assets: { links: [{ name: 'matrix', url: 'https://example.com/a', direct_asset_path: '/a.txt' }] } }), 'release');
   await ok(await t.post(`${P}/protected_branches`, { name: 'prot-*' }), 'protected branch');
   await ok(await t.post(`${P}/protected_environments`, { name: 'production', deploy_access_levels: [{ access_level: 40 }] }), 'protected environment');
 
@@ -213,6 +215,7 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
     deployKey: deployKey.id, victimKey: victimKey.id, impersonation: impersonation.id, application: application.id, clientKey: clientKey.id,
     shareGroup: shareGroup.id, other: other.id, runner: runnerId, pipeline: pipeline.id, job: jobs.test.id, runningJob: jobs.build.id,
     schedule: schedule.id, trigger: trigger.id, environment: environment.id, deployment: deployment.id,
+    releaseLink: release.assets.links[0].id,
   } as Record<string, string | number>;
   for (const [c, id] of Object.entries(ownKeys)) ids[`key:${c}`] = id;
   for (const [c, id] of Object.entries(ownTokens)) ids[`token:${c}`] = id;
@@ -335,6 +338,7 @@ function paramValue(t: TestContext, w: World, url: string, name: string, column:
     case 'trigger_id': return i.trigger;
     case 'environment_id': return i.environment;
     case 'deployment_id': return i.deployment;
+    case 'link_id': return i.releaseLink;
   }
   throw new Error(`no value for :${name} of ${url}`);
 }
@@ -376,7 +380,12 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
     case 'tag_name': {
       const tag = t.unique('t');
       await body(t.post(`${P}/repository/tags`, { tag_name: tag, ref: 'main' }), 'tag');
+      if (url.includes('/releases/')) await body(t.post(`${P}/releases`, { tag_name: tag }), 'release');
       return tag;
+    }
+    case 'link_id': {
+      const name = t.unique('link');
+      return (await body(t.post(`${P}/releases/v1/assets/links`, { name, url: `https://example.com/${name}` }), 'release link')).id;
     }
     case 'key': {
       if (url.includes('/custom_attributes/')) {

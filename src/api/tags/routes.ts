@@ -7,6 +7,9 @@ import { presentTag } from '../../presenters/tags.js';
 import { TagSchema } from '../../presenters/schemas/branches.js';
 import { linkContext } from '../../services/repository.js';
 import { createTag, deleteTag, findTag, listTags } from '../../services/tags.js';
+import { can } from '../../policies/abilities.js';
+import type { ProjectAccess } from '../../policies/projects.js';
+import type { TagRelease } from '../../presenters/tags.js';
 import { IdParams } from '../params.js';
 import { NoContent, projectOf, route } from '../route.js';
 
@@ -23,6 +26,13 @@ const CreateBody = Type.Object({ tag_name: Type.String(), ref: Type.String(), me
 export default async function tagRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const cairn = app.cairn;
+
+  /** The releases of these tags, by tag name, for a caller who may read releases (one statement). */
+  async function releasesOf(access: ProjectAccess, names: string[]): Promise<Map<string, TagRelease>> {
+    if (!names.length || !can(access.user, 'read_release', access)) return new Map();
+    const rows = await cairn.db.selectFrom('releases').select(['tag', 'description']).where('project_id', '=', access.project.id).where('tag', 'in', names).execute();
+    return new Map(rows.map((r) => [r.tag, { tag_name: r.tag, description: r.description }]));
+  }
   const read = { project: 'download_code' } as const;
 
   app.get('/api/v4/projects/:id/repository/tags', route({ matrix: 'readCode',
@@ -34,7 +44,9 @@ export default async function tagRoutes(fastify: FastifyInstance) {
     const q = request.query;
     const tags = await listTags(cairn, project, { search: q.search, orderBy: q.order_by, sort: q.sort });
     const ctx = linkContext(cairn, project);
-    return paginateArray(request, reply, tags).map((t) => presentTag(t, ctx));
+    const page = paginateArray(request, reply, tags);
+    const releases = await releasesOf(projectOf(request), page.map((t) => t.name));
+    return page.map((t) => presentTag(t, ctx, releases.get(t.name) ?? null));
   });
 
   app.get('/api/v4/projects/:id/repository/tags/:tag_name', route({ matrix: 'readCode',
@@ -42,7 +54,9 @@ export default async function tagRoutes(fastify: FastifyInstance) {
     schema: { params: TagParams, response: { 200: TagSchema } },
   }), async (request) => {
     const { project } = projectOf(request);
-    return presentTag(await findTag(cairn, project, request.params.tag_name), linkContext(cairn, project));
+    const tag = await findTag(cairn, project, request.params.tag_name);
+    const releases = await releasesOf(projectOf(request), [tag.name]);
+    return presentTag(tag, linkContext(cairn, project), releases.get(tag.name) ?? null);
   });
 
   app.post('/api/v4/projects/:id/repository/tags', route({ matrix: 'developer',

@@ -24,8 +24,7 @@ export const TagSchema = Type.Object(
     message: Type.String(),
     target: Type.String({ pattern: '^[0-9a-f]{40}$' }),
     commit: Nullable(CommitSchema),
-    /** Cairn has no releases yet. */
-    release: Type.Null(),
+    release: Nullable(Type.Object({ tag_name: Type.String(), description: Type.String() }, strict)),
     protected: Type.Boolean(),
     created_at: Nullable(Timestamp),
   },

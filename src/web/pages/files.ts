@@ -3,7 +3,9 @@ import { lastCommitForPath, pathEntry } from '../../git/commits.js';
 import { listRefs, listTree, readCommit, type PathEntry } from '../../git/refs.js';
 import { renderMarkdown } from '../../lib/markdown.js';
 import { blameFile, validFilePath } from '../../services/files.js';
-import { isTextBlob } from '../../services/repository.js';
+import { ARCHIVE_FORMATS } from '../../git/archive.js';
+import { checkRateLimit } from '../../plugins/rate_limit.js';
+import { isTextBlob, projectArchive } from '../../services/repository.js';
 import { pageNotFound, PageRedirect, requireAbility, type PageContext, type ProjectPage } from '../context.js';
 import { highlightLines } from '../highlight.js';
 import { esc, html, pathUrl, timeAgo, trusted, type SafeHtml } from '../html.js';
@@ -431,6 +433,25 @@ async function rawPage(ctx: PageContext, page: ProjectPage) {
     .send(blob.data);
 }
 
+/**
+ * GitLab's source archive URL, `/-/archive/<ref>/<project>-<ref>.<format>` (a release's source
+ * assets link here): the API's archive of that ref, under the same per-user rate limit.
+ */
+async function archivePage(ctx: PageContext, page: ProjectPage) {
+  requireAbility(ctx, page, 'download_code');
+  const parts = ctx.params['*'].split('/');
+  const file = parts.pop()!;
+  const ref = parts.join('/');
+  const suffix = Object.keys(ARCHIVE_FORMATS).sort((a, b) => b.length - a.length).find((ext) => file.endsWith(`.${ext}`));
+  if (!ref || !suffix || ref.length > 1024 || /[\u0000-\u001f\u007f]/.test(ref)) throw pageNotFound();
+  await checkRateLimit(ctx.request, { name: 'archive', limit: ctx.cairn.config.archiveRateLimit });
+  const { stream, filename } = await projectArchive(ctx.cairn, page.project, { sha: ref, format: ARCHIVE_FORMATS[suffix] });
+  return ctx.reply
+    .code(200)
+    .headers({ 'content-type': 'application/octet-stream', 'content-disposition': `attachment; ${dispositionName(filename)}`, 'x-content-type-options': 'nosniff', 'cache-control': 'private, no-cache' })
+    .send(stream);
+}
+
 async function blamePage(ctx: PageContext, page: ProjectPage) {
   requireAbility(ctx, page, 'download_code');
   const { ref, path, commit, entry, gitDir } = await loadFile(ctx, page, ctx.params['*']);
@@ -488,4 +509,5 @@ export function registerFilesPages(pages: PageRegistry) {
   pages.projectPage('GET', 'blob/*', blobPage);
   pages.projectPage('GET', 'raw/*', rawPage);
   pages.projectPage('GET', 'blame/*', blamePage);
+  pages.projectPage('GET', 'archive/*', archivePage);
 }
