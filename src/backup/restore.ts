@@ -61,12 +61,17 @@ const REGULAR = new Set(['0', '\0', '7']);
  * The first pass: every check, nothing written. Returns the manifest when the archive is whole,
  * a backup, and readable by this Cairn; throws a BackupError naming the first problem otherwise.
  */
-export async function verifyArchive(file: string, config: Config): Promise<Manifest> {
+function readableFile(file: string): void {
   try {
     if (!fs.statSync(file).isFile()) throw new Error();
+    fs.accessSync(file, fs.constants.R_OK);
   } catch {
     throw new BackupError(`${file} is not a readable file`);
   }
+}
+
+export async function verifyArchive(file: string, config: Config): Promise<Manifest> {
+  readableFile(file);
   const seen: ManifestEntry[] = [];
   const names = new Set<string>();
   let manifestText: Buffer | null = null;
@@ -142,6 +147,7 @@ function emptyOrAbsent(dir: string): boolean {
 /** Restores the archive into this (empty) instance. */
 export async function restoreBackup(config: Config, file: string, opts: RestoreOptions = {}): Promise<Manifest> {
   const log = opts.log ?? (() => {});
+  readableFile(file);
   if (!config.databaseUrl) {
     const holder = dataDirHolder(config.dataDir);
     if (holder !== null) throw new BackupError(`the embedded database in ${config.dataDir} is in use by a running process (pid ${holder}); stop cairn serve first`);
