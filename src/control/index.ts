@@ -170,7 +170,7 @@ export function callControl(dataDir: string, pid: number, req: ControlRequest, i
       }
     });
     socket.on('error', (err: NodeJS.ErrnoException) =>
-      reject(new ControlError(`the embedded database in ${dataDir} is in use by cairn serve (pid ${pid}), which does not answer on ${file} (${err.code ?? err.message}); stop it, or run this where it can answer`)),
+      reject(new ControlError(`the embedded database in ${dataDir} is in use by another process (pid ${pid}), which does not answer on the control socket ${file} (${err.code ?? err.message}); stop it first, or start it as cairn serve`)),
     );
     socket.on('close', () => {
       if (exit === null) reject(new ControlError(`cairn serve (pid ${pid}) closed the control connection before the command ended`));

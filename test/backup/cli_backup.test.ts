@@ -10,6 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { controlSocketPath } from '../../src/control/index.js';
 import { openDatabase } from '../../src/db/index.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
 import { runCairn } from '../helpers/cli.js';
 import { createEmptyDatabase, openTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { startServe } from '../helpers/serve.js';
@@ -30,6 +31,11 @@ describe('cairn backup and cairn token create beside a running server', () => {
     if (sourceUrl) {
       source = await openTestDatabase();
       await source.database.close();
+    } else {
+      // The embedded database made here, without startServe's deadline (initdb is slow on a busy machine).
+      const made = await openDatabase({ databaseUrl: null, dataDir });
+      await migrateToLatest(made.db);
+      await made.close();
     }
     server = await startServe({ databaseUrl: source?.databaseUrl ?? undefined, dataDir, rootToken: ROOT_TOKEN });
   });
