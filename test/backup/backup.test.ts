@@ -185,7 +185,11 @@ describe('cairn backup: create while writes run, restore on a fresh instance', (
           for (const x of pipelines) execFileSync('git', ['--git-dir', dir, 'cat-file', '-e', `${x.sha}^{commit}`]);
           assert.ok(!refs.some(([, oid]) => oid === lateCommit), 'the push that waited is not in the backup');
         }
-        // The quiet project is exactly as it was.
+        // The quiet project is exactly as it was: its refs (but the push that waited), HEAD, rows.
+        const source = await readRefsSnapshot(projectRepoPath(t.app.cairn, quiet));
+        const copy = await readRefsSnapshot(projectRepoPath({ config: target.config } as any, quiet));
+        assert.deepEqual(copy, { head: source.head, refs: source.refs.filter(([, oid]) => oid !== lateCommit) });
+        assert.ok(copy.refs.length >= 1);
         for (const table of ['issues', 'notes', 'ci_pipelines', 'ci_job_artifacts'] as const) {
           assert.deepEqual(await rows(db, table, [quiet.id]).then((r) => r.filter((x: any) => table !== 'ci_pipelines' || x.sha !== lateCommit)), await rows(t.db, table, [quiet.id]).then((r) => r.filter((x: any) => x.sha !== lateCommit)), table);
         }
