@@ -152,29 +152,46 @@ export async function restoreBackup(config: Config, file: string, opts: RestoreO
     const holder = dataDirHolder(config.dataDir);
     if (holder !== null) throw new BackupError(`the embedded database in ${config.dataDir} is in use by a running process (pid ${holder}); stop cairn serve first`);
   }
-  const manifest = await verifyArchive(file, config);
-  log(`archive verified: Cairn ${manifest.cairnVersion}, made ${manifest.createdAt}, ${manifest.entries.length} entries`);
-
   // The places a restore writes must be empty: the embedded database's data directory (which
-  // holds the default storage and local objects), every storage, the object storage.
+  // holds the default storage and local objects), every storage, the object storage, the
+  // database. Checked before the archive is read: a refusal costs nothing.
   const dirs = [...new Set([...(config.databaseUrl ? [] : [config.dataDir]), ...Object.values(config.storages)])];
   const wasAbsent = new Map<string, boolean>();
   for (const dir of dirs) {
     if (!emptyOrAbsent(dir)) throw new BackupError(`${dir} is not empty: restore only into an empty ${dir === config.dataDir ? 'data directory' : 'repository storage'}`);
     wasAbsent.set(dir, !fs.existsSync(dir));
   }
-  const secretFile = path.join(config.dataDir, 'secret_key_base');
-  if (manifest.secretKeyBase === 'file' && fs.existsSync(secretFile)) throw new BackupError(`${secretFile} exists: restore only into an empty data directory`);
   const store = artifactStore(config);
   for await (const key of store.keys()) throw new BackupError(`the object storage is not empty (it holds ${key}): restore only into an empty one`);
-
   let database: OpenedDatabase | null = null;
+  if (config.databaseUrl) {
+    database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+    const empty = await databaseIsEmpty(database.db).catch(async (err) => {
+      await database!.close();
+      throw err;
+    });
+    if (!empty) {
+      await database.close();
+      throw new BackupError('the database is not empty: restore only into an empty database (a new one, never migrated)');
+    }
+  }
+
+  let manifest: Manifest;
+  const secretFile = path.join(config.dataDir, 'secret_key_base');
+  try {
+    manifest = await verifyArchive(file, config);
+    if (manifest.secretKeyBase === 'file' && fs.existsSync(secretFile)) throw new BackupError(`${secretFile} exists: restore only into an empty data directory`);
+  } catch (err) {
+    await database?.close();
+    throw err;
+  }
+  log(`archive verified: Cairn ${manifest.cairnVersion}, made ${manifest.createdAt}, ${manifest.entries.length} entries`);
+
   const putKeys: string[] = [];
   let wroteSecret = false;
   let ok = false;
   try {
-    database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-    if (!(await databaseIsEmpty(database.db))) throw new BackupError('the database is not empty: restore only into an empty database (a new one, never migrated)');
+    database ??= await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
     const db = database.db;
     await db.transaction().execute(async (trx) => {
       await migrateTo(trx, manifest.database.migrations);
@@ -250,7 +267,7 @@ export async function restoreBackup(config: Config, file: string, opts: RestoreO
       if (wroteSecret) fs.rmSync(secretFile, { force: true });
       for (const dir of dirs) {
         if (wasAbsent.get(dir)) fs.rmSync(dir, { recursive: true, force: true });
-        else for (const name of fs.readdirSync(dir)) if (name !== LOCK_FILE) fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+        else for (const name of fs.existsSync(dir) ? fs.readdirSync(dir) : []) if (name !== LOCK_FILE) fs.rmSync(path.join(dir, name), { recursive: true, force: true });
       }
     }
   }
