@@ -43,7 +43,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import { sql, type Kysely } from 'kysely';
 import type { Config } from '../config.js';
-import type { Database } from '../db/index.js';
+import { openDatabase, type Database } from '../db/index.js';
 import { hashedDiskPath, repositoryExists, repositoryPath } from '../git/repository.js';
 import { formatRefsSnapshot, packSnapshot, readRefsSnapshot, type RefsSnapshot } from '../git/snapshot.js';
 import { setting } from '../config.js';
@@ -120,7 +120,7 @@ async function waitForNoLeases(db: Kysely<any>, deadline: number): Promise<void>
  * Runs `inWindow` at a point where no write holds a lease and none can start, with the database
  * snapshot taken at that point, then `after` in the same snapshot once writes may go on.
  */
-async function atQuietPoint<T>(db: Database, kind: 'postgres' | 'pglite', deadline: number, inWindow: (snap: Kysely<any>) => Promise<void>, after: (snap: Kysely<any>) => Promise<T>): Promise<T> {
+async function atQuietPoint<T>(db: Database, kind: 'postgres' | 'pglite', databaseUrl: string | null, deadline: number, inWindow: (snap: Kysely<any>) => Promise<void>, after: (snap: Kysely<any>) => Promise<T>): Promise<T> {
   for (;;) {
     if (kind === 'pglite') {
       // One connection: whoever holds it is the only one using the database.
@@ -139,7 +139,13 @@ async function atQuietPoint<T>(db: Database, kind: 'postgres' | 'pglite', deadli
         await snap.release();
       }
     } else {
-      const gate = await holdConnection(db);
+      // The gate on a connection of its own: with the snapshot's, the backup never needs two of one pool.
+      if (!databaseUrl) throw new BackupError('a PostgreSQL backup needs DATABASE_URL');
+      const gateDb = await openDatabase({ databaseUrl, dataDir: '' });
+      const gate = await holdConnection(gateDb.db).catch(async (err) => {
+        await gateDb.close();
+        throw err;
+      });
       let snap: Awaited<ReturnType<typeof holdConnection>> | null = null;
       try {
         await sql`begin`.execute(gate.conn);
@@ -159,6 +165,7 @@ async function atQuietPoint<T>(db: Database, kind: 'postgres' | 'pglite', deadli
       } finally {
         await sql`rollback`.execute(gate.conn).catch(() => {});
         await gate.release();
+        await gateDb.close();
       }
       if (snap) {
         let ok = false;
@@ -236,6 +243,7 @@ export async function createBackup(src: BackupSource, file: string, opts: Backup
     await atQuietPoint(
       src.db,
       src.dbKind,
+      src.config.databaseUrl,
       deadline,
       async (snap) => {
         snapshots.length = 0;

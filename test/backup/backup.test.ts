@@ -21,6 +21,7 @@ import { openDatabase, type OpenedDatabase } from '../../src/db/index.js';
 import { checkRepository } from '../../src/git/repository.js';
 import { readRefsSnapshot } from '../../src/git/snapshot.js';
 import { projectRepoPath } from '../../src/services/projects.js';
+import { acquireWriteLease, releaseWriteLease } from '../../src/services/repository_writes.js';
 import { artifactStore } from '../../src/storage/index.js';
 import { createTestContext, ROOT_TOKEN, type TestContext } from '../helpers/app.js';
 import { createEmptyDatabase } from '../helpers/database.js';
@@ -144,16 +145,23 @@ describe('cairn backup: create while writes run, restore on a fresh instance', (
     const late = await Pusher.make(t, base, quiet);
     const lateSha = await late.commit();
     let latePush: Promise<string> | null = null;
+    let grant: ReturnType<typeof acquireWriteLease> | null = null;
     archive = path.join(t.tmpDir, 'one.tar');
     const result = await createBackup(t.app.cairn, archive, {
       inWindow: async () => {
         latePush = late.push('late').catch((err) => err);
-        await new Promise((r) => setTimeout(r, 700));
+        // A write lease (what every push, API commit and merge takes first) is not granted here.
+        grant = acquireWriteLease(t.db, { type: 'Project', id: quiet.id });
+        const waited = await Promise.race([grant.then(() => 'granted'), new Promise((r) => setTimeout(() => r('waiting'), 700))]);
+        assert.equal(waited, 'waiting', 'a write lease was granted inside the quiet point');
         const { refs } = await readRefsSnapshot(projectRepoPath(t.app.cairn, quiet));
         assert.ok(!refs.some(([, oid]) => oid === lateSha), 'a push landed inside the quiet point');
       },
     });
     manifest = result.manifest;
+    const lease = await grant!;
+    assert.ok(lease, 'the lease is granted once the refs are read');
+    await releaseWriteLease(t.db, lease.id);
     stop = true;
     await Promise.all([pushes, issues]);
     assert.equal(await latePush, '', 'the push that waited went through afterwards');
