@@ -7,6 +7,7 @@
 // rows go in, and every sequence is set to the value it had.
 import fs from 'node:fs';
 import readline from 'node:readline';
+import { Readable } from 'node:stream';
 import { once } from 'node:events';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { migrations } from '../db/migrations/index.js';
@@ -15,7 +16,7 @@ import { migrations } from '../db/migrations/index.js';
 const MIGRATION_TABLES = new Set(['kysely_migration', 'kysely_migration_lock']);
 /**
  * Held by processes of the instance that was backed up, none of which exists after a restore
- * (and the backup is taken when none is held: see snapshot.ts).
+ * (and the backup is taken when none is held: see create.ts).
  */
 export const TRANSIENT_TABLES = new Set(['repository_write_leases']);
 
@@ -154,7 +155,7 @@ export async function loadTable(trx: Transaction<any>, table: string, lines: Asy
     batch = [];
     bytes = 0;
   };
-  const rl = readline.createInterface({ input: (await import('node:stream')).Readable.from(lines), crlfDelay: Infinity });
+  const rl = readline.createInterface({ input: Readable.from(lines), crlfDelay: Infinity });
   for await (const line of rl) {
     if (!line) continue;
     if (line[0] !== '{') throw new Error(`a row of ${table} is not a JSON object`);

@@ -131,7 +131,7 @@ export async function verifyArchive(file: string, config: Config): Promise<Manif
   return manifest;
 }
 
-/** Is `dir` absent or an empty directory (a lock file and nothing else counts as empty too when `lockOk`)? */
+/** Is `dir` absent or an empty directory? */
 function emptyOrAbsent(dir: string): boolean {
   let names: string[];
   try {

@@ -6,7 +6,8 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { once } from 'node:events';
-import type { Readable, Writable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
 
 const BLOCK = 512;
 
@@ -259,7 +260,6 @@ async function arrayOf<T>(it: AsyncIterable<T>): Promise<T[]> {
 
 /** The archive's bytes, gunzipped when they start with gzip's magic number. */
 export async function* archiveBytes(stream: Readable): AsyncGenerator<Buffer> {
-  const { createGunzip } = await import('node:zlib');
   const it = stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   const first = await it.next();
   if (first.done) return;
@@ -273,9 +273,8 @@ export async function* archiveBytes(stream: Readable): AsyncGenerator<Buffer> {
   })();
   const head = first.value as Buffer;
   if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) {
-    const { Readable: R } = await import('node:stream');
     const gunzip = createGunzip();
-    const src = R.from(rest);
+    const src = Readable.from(rest);
     src.on('error', (err) => gunzip.destroy(err));
     yield* src.pipe(gunzip) as AsyncIterable<Buffer>;
   } else {
