@@ -26,6 +26,9 @@
 // the restore as after a crash, and replaying is idempotent). The window is short: one
 // for-each-ref per repository; writes that arrive in it wait (a lease grant blocks), none fail.
 //
+// On the embedded database the snapshot transaction holds its one connection: the server's own
+// database work waits while the tables are dumped too (the repositories are packed after).
+//
 // After the window the tables are dumped from the snapshot (a cursor, in batches) and each
 // repository's objects reachable from its snapshot refs are packed (`pack-objects --revs`); git
 // never changes an object, and housekeeping prunes only what has been unreachable for two weeks,
