@@ -62,7 +62,7 @@ export async function dumpTable(db: Db, table: string, file: string): Promise<nu
   const closed = once(out, 'close');
   let rows = 0;
   try {
-    await sql`declare cairn_backup_rows no scroll cursor for select row_to_json(t)::text as r from ${sql.table(table)} t`.execute(db);
+    await sql`declare cairn_backup_rows no scroll cursor for select row_to_json(cairn_backup_row)::text as r from ${sql.table(table)} cairn_backup_row`.execute(db);
     for (;;) {
       const batch = await sql<{ r: string }>`fetch ${sql.raw(String(FETCH_ROWS))} from cairn_backup_rows`.execute(db);
       if (!batch.rows.length) break;
