@@ -36,6 +36,13 @@ export async function serve() {
     app.cairn.closers.push(stop);
   }
   await app.listen({ host: config.host, port: config.port });
+  // On the embedded database this process owns the data directory: commands that need the
+  // database (cairn token create, cairn backup create) ask it through this socket.
+  if (app.cairn.dbKind === 'pglite') {
+    const { startControlServer } = await import('./control/index.js');
+    const stopControl = await startControlServer(app.cairn, app.log);
+    if (stopControl) app.cairn.closers.push(stopControl);
+  }
   // CI jobs reach this server through their own listener (no trusted-proxy status, no metrics).
   const jobs = await startJobListener(app, { port: config.jobPort });
   app.log.info(`job listener on 127.0.0.1:${jobs.port} (CI jobs' own requests: client address 100::1, no X-Forwarded-For, no metrics)`);

@@ -22,6 +22,9 @@ commands:
             object storage, mail, external URL, CI sandbox (--deep: every repository's integrity)
   token create --user USERNAME --scopes SCOPES [--name NAME] [--expires-at YYYY-MM-DD]
             create a personal access token for a user and print it once (cairn token --help)
+  backup create [FILE] [--gzip] | backup restore FILE
+            write one archive of the database, repositories, object storage and secrets (while
+            the server runs), or restore one into an empty instance (cairn backup --help)
   help      show this text (cairn help COMMAND, or cairn COMMAND --help, describes one)
 
 options:
@@ -106,6 +109,11 @@ async function main(argv: string[]) {
       process.exitCode = await checkCommand(argv.slice(1));
       return;
     }
+    case 'backup': {
+      const { backupCommand } = await import('./backup.js');
+      process.exitCode = await backupCommand(argv.slice(1));
+      return;
+    }
     case 'token': {
       const { tokenCommand } = await import('./token.js');
       process.exitCode = await tokenCommand(argv.slice(1));
@@ -122,7 +130,7 @@ async function main(argv: string[]) {
       // `cairn help serve` is `cairn serve --help`.
       const topic = command === 'help' ? argv[1] : undefined;
       if (topic && topic in COMMAND_HELP) console.log(COMMAND_HELP[topic]);
-      else if (topic === 'runner' || topic === 'token' || topic === 'storage' || topic === 'check') await main([topic, '--help']);
+      else if (topic === 'runner' || topic === 'token' || topic === 'storage' || topic === 'check' || topic === 'backup') await main([topic, '--help']);
       else console.log(USAGE);
       return;
     }

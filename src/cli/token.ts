@@ -1,7 +1,9 @@
 import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
 import { loadConfig } from '../config.js';
-import { openDatabase } from '../db/index.js';
+import { callControl, ControlError } from '../control/index.js';
+import { dataDirHolder } from '../db/data_dir_lock.js';
+import { openDatabase, type Database } from '../db/index.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { dateAfterDays, expiryDateError, insertPersonalAccessToken, MAX_TOKEN_LIFETIME_DAYS, PAT_SCOPES, tokenValidationErrors, fullMessages } from '../services/tokens.js';
 
@@ -10,7 +12,8 @@ export const TOKEN_USAGE = `usage: cairn token create --user USERNAME --scopes S
 Creates a personal access token for a user and prints it on stdout, once: Cairn keeps only its
 digest. Use it for the first token of an instance (root's), for automation, or for a user who
 cannot sign in to the web page. It opens the database as \`cairn serve\` does (DATABASE_URL, or
-the embedded database in CAIRN_DATA_DIR).
+the embedded database in CAIRN_DATA_DIR); while \`cairn serve\` runs on the embedded database,
+the server creates the token (asked through its control socket in the data directory).
 
 options:
   --user USERNAME         the user the token belongs to (username, any case)
@@ -33,8 +36,13 @@ export interface TokenCommandIo {
 
 const consoleIo: TokenCommandIo = { out: (l) => console.log(l), err: (l) => console.error(l) };
 
+export interface TokenCommandOptions {
+  /** Run against this database (inside `cairn serve`, asked through the control socket). */
+  db?: Database;
+}
+
 /** `cairn token ...`; returns the exit code. */
-export async function tokenCommand(argv: string[], io: TokenCommandIo = consoleIo): Promise<number> {
+export async function tokenCommand(argv: string[], io: TokenCommandIo = consoleIo, opts: TokenCommandOptions = {}): Promise<number> {
   const [sub, ...rest] = argv;
   if (!sub || sub === 'help' || sub === '--help' || sub === '-h' || rest.includes('--help') || rest.includes('-h')) {
     io.out(TOKEN_USAGE);
@@ -42,9 +50,9 @@ export async function tokenCommand(argv: string[], io: TokenCommandIo = consoleI
   }
   try {
     if (sub !== 'create') throw new UsageError(`unknown command "token ${sub}" (see cairn token --help)`);
-    return await create(rest, io);
+    return await create(rest, io, opts);
   } catch (err) {
-    if (err instanceof UsageError) {
+    if (err instanceof UsageError || err instanceof ControlError) {
       io.err(`cairn token: ${err.message}`);
       return 1;
     }
@@ -71,7 +79,7 @@ function options(args: string[]) {
   }
 }
 
-async function create(args: string[], io: TokenCommandIo): Promise<number> {
+async function create(args: string[], io: TokenCommandIo, opts: TokenCommandOptions): Promise<number> {
   const v = options(args);
   if (!v.user) throw new UsageError('--user is required');
   if (!v.scopes) throw new UsageError(`--scopes is required (some of: ${PAT_SCOPES.join(', ')})`);
@@ -88,18 +96,32 @@ async function create(args: string[], io: TokenCommandIo): Promise<number> {
   const errors = tokenValidationErrors({ name, scopes, expiresAt });
   if (Object.keys(errors).length) throw new UsageError(fullMessages(errors));
 
-  const config = loadConfig();
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  let db = opts.db;
+  let close = async () => {};
+  if (!db) {
+    const config = loadConfig();
+    const server = config.databaseUrl ? null : dataDirHolder(config.dataDir);
+    // The running server owns the embedded database: it makes the token.
+    if (server !== null) return callControl(config.dataDir, server, { command: 'token', argv: ['create', ...args], cwd: process.cwd() }, io);
+    const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+    close = () => database.close();
+    db = database.db;
+    try {
+      await migrateToLatest(db);
+    } catch (err) {
+      await close();
+      throw err;
+    }
+  }
   try {
-    await migrateToLatest(database.db);
-    const user = await database.db
+    const user = await db
       .selectFrom('users')
       .select(['id', 'username', 'state'])
       .where(sql<string>`lower(username)`, '=', v.user.toLowerCase())
       .executeTakeFirst();
     if (!user) throw new UsageError(`no user "${v.user}"`);
     if (user.state !== 'active') throw new UsageError(`user "${user.username}" is ${user.state}: its tokens would not work`);
-    const { token } = await insertPersonalAccessToken(database.db, {
+    const { token } = await insertPersonalAccessToken(db, {
       userId: user.id,
       name,
       description: v.description ?? null,
@@ -110,6 +132,6 @@ async function create(args: string[], io: TokenCommandIo): Promise<number> {
     io.err(`personal access token "${name}" for @${user.username} (${scopes.join(', ')}), expires ${expiresAt}; it is not shown again`);
     return 0;
   } finally {
-    await database.close();
+    await close();
   }
 }

@@ -108,3 +108,14 @@ export function lockDataDir(dataDir: string): () => void {
   }
   throw new ConfigError(`CAIRN_DATA_DIR: could not take the lock ${file} (other processes keep taking it)`, 'CAIRN_DATA_DIR');
 }
+
+/**
+ * The pid of the live process holding the lock of the embedded database in `dataDir`, or null
+ * (no lock, or one left by a process that is gone). Used by commands that, when a server holds
+ * the database, ask it instead (src/control/) or refuse (restore).
+ */
+export function dataDirHolder(dataDir: string): number | null {
+  const text = readText(path.join(dataDir, LOCK_FILE));
+  const holder = text === null ? null : parse(text);
+  return holder && alive(holder) ? holder.pid : null;
+}

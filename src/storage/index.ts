@@ -30,6 +30,8 @@ export interface ObjectStore {
   delete(key: string): Promise<void>;
   /** Size in bytes, or null when absent. */
   size(key: string): Promise<number | null>;
+  /** Every stored key (in no particular order): what a backup copies. */
+  keys(): AsyncIterable<string>;
 }
 
 
@@ -83,6 +85,29 @@ export class LocalObjectStore implements ObjectStore {
 
   async delete(key: string): Promise<void> {
     await fs.promises.rm(this.file(key), { force: true });
+  }
+
+  /**
+   * Walks the directory without following links; a put's temporary file (`<name>.<hex>.tmp`) and
+   * anything that is not a regular file under a valid key is no object.
+   */
+  async *keys(): AsyncGenerator<string> {
+    const walk = async function* (dir: string, prefix: string): AsyncGenerator<string> {
+      let entries: fs.Dirent[];
+      try {
+        entries = await fs.promises.readdir(dir, { withFileTypes: true });
+      } catch (err: any) {
+        if (err?.code === 'ENOENT') return;
+        throw err;
+      }
+      entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      for (const e of entries) {
+        const key = prefix ? `${prefix}/${e.name}` : e.name;
+        if (e.isDirectory()) yield* walk(path.join(dir, e.name), key);
+        else if (e.isFile() && !/\.[0-9a-f]{12}\.tmp$/.test(e.name)) yield key;
+      }
+    };
+    yield* walk(this.root, '');
   }
 
   async size(key: string): Promise<number | null> {

@@ -172,6 +172,16 @@ export class S3ObjectStore implements ObjectStore {
     }
   }
 
+  async *keys(): AsyncGenerator<string> {
+    const { client, s3 } = await this.sdk();
+    let token: string | undefined;
+    do {
+      const page = await client.send(new s3.ListObjectsV2Command({ Bucket: this.settings.bucket, Prefix: this.settings.prefix || undefined, ContinuationToken: token }));
+      for (const o of page.Contents ?? []) if (o.Key && o.Key.startsWith(this.settings.prefix)) yield o.Key.slice(this.settings.prefix.length);
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+  }
+
   /**
    * Aborts multipart uploads under this store's prefix begun before `before`: a put cut off by a
    * crash leaves its parts stored (and billed) until aborted. Called by the leftover sweep

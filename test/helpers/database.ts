@@ -137,3 +137,13 @@ export async function openTestDatabase(): Promise<TestDatabase> {
     },
   };
 }
+
+/** A new, empty PostgreSQL database beside DATABASE_URL's (never migrated): a restore's target. */
+export async function createEmptyDatabase(databaseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `cairn_empty_${process.pid}_${crypto.randomBytes(4).toString('hex')}`;
+  await withAdmin(databaseUrl, (c) => c.query(`create database "${name}"`));
+  return {
+    url: adminUrl(databaseUrl, name),
+    drop: () => withAdmin(databaseUrl, (c) => c.query(`drop database if exists "${name}" with (force)`)).then(() => {}),
+  };
+}

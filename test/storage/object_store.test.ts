@@ -84,6 +84,17 @@ function storeCases(name: string, make: () => ObjectStore) {
       assert.equal((await readAll(await store.get('p/3/old'))).toString(), 'old bytes');
     });
 
+    test('keys lists every stored object (what a backup copies), and none that is gone', async () => {
+      const store = make();
+      await store.put('p/5/a', Readable.from([Buffer.from('a')]));
+      await store.put('p/5/deep/b', Readable.from([Buffer.from('b')]));
+      await store.put('p/5/gone', Readable.from([Buffer.from('c')]));
+      await store.delete('p/5/gone');
+      const keys: string[] = [];
+      for await (const k of store.keys()) keys.push(k);
+      assert.deepEqual(keys.filter((k) => k.startsWith('p/5/')).sort(), ['p/5/a', 'p/5/deep/b']);
+    });
+
     test('keys that could climb out are refused', async () => {
       const store = make();
       for (const key of ['../x', 'a/../../b', '/abs', 'a//b', 'a/./b', 'nul\0', '']) {
