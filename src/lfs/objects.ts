@@ -1,10 +1,10 @@
 import crypto from 'node:crypto';
-import { Transform, type Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
 import { defineJob, enqueue } from '../jobs/queue.js';
-import { artifactStore, type ObjectStore } from '../storage/index.js';
+import { artifactStore, ContentMismatchError, type ObjectStore } from '../storage/index.js';
 
 /**
  * Git LFS objects: content-addressed (oid = sha256 of the bytes), stored once in the artifacts'
@@ -59,29 +59,6 @@ function lockOid(trx: Database, oid: string) {
 }
 
 /**
- * A pass-through that counts and hashes the bytes: it fails the stream (so the store discards
- * what it wrote) as soon as there are more than `size` bytes, and at the end unless there were
- * exactly `size` bytes whose sha256 is `oid`.
- */
-function verifying(oid: string, size: number): Transform {
-  const hash = crypto.createHash('sha256');
-  let seen = 0;
-  return new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      seen += chunk.length;
-      if (seen > size) return cb(new LfsError(422, `The object is larger than its declared size of ${size} bytes.`));
-      hash.update(chunk);
-      cb(null, chunk);
-    },
-    flush(cb) {
-      if (seen !== size) return cb(new LfsError(422, `The object has ${seen} bytes, not its declared size of ${size}.`));
-      if (hash.digest('hex') !== oid) return cb(new LfsError(422, 'The object content does not match its oid (sha256).'));
-      cb();
-    },
-  });
-}
-
-/**
  * Stores an uploaded object for the project: the body streams through the size and sha256 checks
  * into the store (whose put is atomic: a failure leaves nothing behind), then the object's row
  * and the project's link are made. The object's bytes are written again even when another
@@ -94,22 +71,24 @@ export async function storeLfsObject(cairn: Cairn, projectId: number, oid: strin
   if (size > cairn.config.maxLfsObjectSize) throw new LfsError(413, `The object is larger than the limit of ${cairn.config.maxLfsObjectSize} bytes.`);
   const store = lfsStore(cairn);
   const key = lfsObjectKey(oid);
-  const check = verifying(oid, size);
-  body.on('error', (err) => check.destroy(err));
-  body.pipe(check);
-  let failure: unknown;
-  check.on('error', (err) => {
-    failure ??= err;
-    // The client may still be sending: read on (and drop) so that it hears the answer.
-    body.unpipe(check);
-    body.resume();
-  });
+  // The store may destroy what it reads from when the bytes are wrong: a pass-through, so that the
+  // request itself is only unpiped and drained (the client then reads the refusal, not a reset).
+  const input = new PassThrough({ highWaterMark: 1024 * 1024 });
+  body.on('error', (err) => input.destroy(err));
+  body.pipe(input);
   try {
-    await store.put(key, check);
+    // The store hashes and counts the bytes as they stream in, and keeps them only if they match.
+    await store.put(key, input, { expect: { size, sha256: oid } });
   } catch (err) {
-    throw failure instanceof LfsError ? failure : err instanceof LfsError ? err : new LfsError(400, 'The upload was interrupted.');
+    body.unpipe(input);
+    body.resume();
+    if (err instanceof ContentMismatchError) {
+      if (err.reason === 'sha256') throw new LfsError(422, 'The object content does not match its oid (sha256).');
+      throw new LfsError(422, err.reason === 'too_large' ? `The object is larger than its declared size of ${size} bytes.` : `The object is not ${size} bytes long (${err.message}).`);
+    }
+    if (body.errored || (body.destroyed && !body.readableEnded)) throw new LfsError(400, 'The upload was interrupted.');
+    throw err;
   }
-  if (failure) throw failure instanceof LfsError ? failure : new LfsError(400, 'The upload was interrupted.');
   await cairn.db.transaction().execute(async (trx) => {
     await lockOid(trx, oid);
     // A prune that ran between the put and this lock took the bytes away: the client retries.

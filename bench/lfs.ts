@@ -1,0 +1,210 @@
+// Git LFS benchmark (issue #31): one large object (BENCH_LFS_MB, 200 MB) uploaded and downloaded
+// through the LFS batch API's basic transfer, against a `cairn serve` process, beside a plain `cp`
+// of the same file on the same disk (the floor: the server's upload writes the bytes once, its
+// download reads them once). Ratio = floor seconds over Cairn's seconds (>= 0.5 is the target).
+//
+// Upload: POST .../info/lfs/objects/batch (operation upload), then PUT of the file to the action's
+// href, streamed from disk (what git-lfs's basic adapter does); the server hashes and counts the
+// bytes as they stream into the object store. Download: the batch (operation download), then GET
+// of the href written to a file. Also `git lfs push` / `git lfs pull` with Debian's git-lfs client
+// when it is installed (BENCH_LFS_CLIENT=0 skips them). On local disk, then on S3 (an s3rver started
+// here) when BENCH_LFS_S3=1. BENCH_LFS_ROUNDS (3) rounds each; the best is printed beside the floor.
+//
+// Run: `node --import tsx bench/lfs.ts` or `BENCH_ONLY=lfs npm run bench`.
+import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { api, BENCH_TOKEN, startServer, type BenchServer } from './lib.js';
+
+const MB = Number(process.env.BENCH_LFS_MB || 200);
+const ROUNDS = Number(process.env.BENCH_LFS_ROUNDS || 3);
+const LFS_TYPE = 'application/vnd.git-lfs+json';
+
+export interface LfsRow {
+  name: string;
+  seconds: number;
+  mbPerSecond: number;
+  /** floor seconds / these seconds */
+  ratio?: number;
+}
+
+const auth = 'Basic ' + Buffer.from(`oauth2:${BENCH_TOKEN}`).toString('base64');
+
+async function makeFile(file: string): Promise<string> {
+  const hash = crypto.createHash('sha256');
+  const chunk = crypto.randomBytes(1024 * 1024);
+  const out = fs.createWriteStream(file);
+  for (let i = 0; i < MB; i++) {
+    // Each MiB differs (its index in front), so nothing repeats.
+    const c = Buffer.from(chunk);
+    c.writeUInt32BE(i, 0);
+    hash.update(c);
+    if (!out.write(c)) await new Promise((r) => out.once('drain', r));
+  }
+  await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+  return hash.digest('hex');
+}
+
+async function batch(server: BenchServer, fullPath: string, operation: 'upload' | 'download', oid: string, size: number) {
+  const res = await fetch(`${server.url}/${fullPath}.git/info/lfs/objects/batch`, {
+    method: 'POST',
+    headers: { authorization: auth, 'content-type': LFS_TYPE, accept: LFS_TYPE },
+    body: JSON.stringify({ operation, transfers: ['basic'], objects: [{ oid, size }] }),
+  });
+  const body = (await res.json()) as any;
+  if (res.status !== 200) throw new Error(`batch ${operation}: ${res.status} ${JSON.stringify(body)}`);
+  return body.objects[0];
+}
+
+async function timed(fn: () => Promise<void> | void): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  await fn();
+  return Number(process.hrtime.bigint() - t0) / 1e9;
+}
+
+function dropCopy(file: string) {
+  fs.rmSync(file, { force: true });
+}
+
+async function measure(server: BenchServer, label: string, src: string, oid: string, work: string): Promise<LfsRow[]> {
+  const size = fs.statSync(src).size;
+  const group = await api(server, 'POST', '/groups', { name: `lfs-bench-${label.replace(/\W+/g, '-')}`, path: `lfs-bench-${crypto.randomBytes(4).toString('hex')}` });
+  const rows: LfsRow[] = [];
+  const best = (name: string, times: number[]) => {
+    const seconds = Math.min(...times);
+    rows.push({ name: `${label}: ${name}`, seconds, mbPerSecond: size / 1024 / 1024 / seconds });
+  };
+  const uploads: number[] = [];
+  const downloads: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    // A new project each round: the object is uploaded anew (it is not linked there yet).
+    const project = await api(server, 'POST', '/projects', { name: `lfs-${round}`, namespace_id: group.id });
+    const fullPath = project.path_with_namespace as string;
+    uploads.push(
+      await timed(async () => {
+        const obj = await batch(server, fullPath, 'upload', oid, size);
+        const up = obj.actions.upload;
+        const res = await fetch(up.href, {
+          method: 'PUT',
+          headers: { ...up.header, 'content-length': String(size) },
+          body: Readable.toWeb(fs.createReadStream(src, { highWaterMark: 1024 * 1024 })) as any,
+          duplex: 'half',
+        } as RequestInit);
+        await res.arrayBuffer();
+        if (res.status !== 200) throw new Error(`upload: ${res.status}`);
+      }),
+    );
+    const out = path.join(work, 'download.bin');
+    downloads.push(
+      await timed(async () => {
+        const obj = await batch(server, fullPath, 'download', oid, size);
+        const res = await fetch(obj.actions.download.href, { headers: obj.actions.download.header });
+        if (res.status !== 200 || !res.body) throw new Error(`download: ${res.status}`);
+        await pipeline(Readable.fromWeb(res.body as any), fs.createWriteStream(out, { highWaterMark: 1024 * 1024 }));
+      }),
+    );
+    if (fs.statSync(out).size !== size) throw new Error('download: wrong size');
+    dropCopy(out);
+  }
+  best('upload (batch + PUT)', uploads);
+  best('download (batch + GET)', downloads);
+
+  if (process.env.BENCH_LFS_CLIENT !== '0' && fs.existsSync('/usr/bin/git-lfs')) {
+    const home = path.join(work, 'home');
+    fs.mkdirSync(home, { recursive: true });
+    const env = { ...process.env, HOME: home, GIT_CONFIG_GLOBAL: path.join(home, '.gitconfig'), GIT_CONFIG_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0' };
+    fs.writeFileSync(env.GIT_CONFIG_GLOBAL, '');
+    const git = (cwd: string, ...args: string[]) => {
+      const r = spawnSync('git', ['-c', 'user.name=Bench', '-c', 'user.email=bench@example.com', '-c', 'init.defaultBranch=main', ...args], { cwd, env, encoding: 'utf8' });
+      if (r.status !== 0) throw new Error(`git ${args.join(' ')}: ${r.stderr}`);
+    };
+    const project = await api(server, 'POST', '/projects', { name: 'lfs-client', namespace_id: group.id });
+    const remote = `${server.url.replace('://', `://oauth2:${BENCH_TOKEN}@`)}/${project.path_with_namespace}.git`;
+    const repo = path.join(work, 'client');
+    fs.mkdirSync(repo);
+    git(repo, 'init', '-q');
+    git(repo, 'lfs', 'install', '--local');
+    git(repo, 'remote', 'add', 'origin', remote);
+    git(repo, 'lfs', 'track', '*.bin');
+    fs.copyFileSync(src, path.join(repo, 'big.bin'));
+    git(repo, 'add', '.');
+    git(repo, 'commit', '-q', '-m', 'big');
+    const push = await timed(() => git(repo, 'push', '-q', 'origin', 'main'));
+    rows.push({ name: `${label}: git push (git-lfs client)`, seconds: push, mbPerSecond: size / 1024 / 1024 / push });
+    const clone = path.join(work, 'clone');
+    fs.mkdirSync(clone);
+    git(clone, 'init', '-q');
+    git(clone, 'lfs', 'install', '--local');
+    git(clone, 'remote', 'add', 'origin', remote);
+    git(clone, 'fetch', '-q', 'origin');
+    const pull = await timed(() => git(clone, 'checkout', '-q', '-b', 'main', 'origin/main'));
+    rows.push({ name: `${label}: checkout with smudge (git-lfs client)`, seconds: pull, mbPerSecond: size / 1024 / 1024 / pull });
+    if (fs.statSync(path.join(clone, 'big.bin')).size !== size) throw new Error('clone: wrong size');
+    fs.rmSync(repo, { recursive: true, force: true });
+    fs.rmSync(clone, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+export async function runLfsBench(): Promise<LfsRow[]> {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-bench-lfs-'));
+  const rows: LfsRow[] = [];
+  try {
+    const src = path.join(work, 'object.bin');
+    const oid = await makeFile(src);
+    const size = fs.statSync(src).size;
+    // The floor: the same bytes copied on this disk, page cache warm as for the server.
+    const copies: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const dst = path.join(work, 'copy.bin');
+      copies.push(
+        await timed(() => {
+          const r = spawnSync('cp', ['--', src, dst], { stdio: 'inherit' });
+          if (r.status !== 0) throw new Error('cp failed');
+        }),
+      );
+      dropCopy(dst);
+    }
+    const floor = Math.min(...copies);
+    rows.push({ name: 'floor: cp of the same file', seconds: floor, mbPerSecond: size / 1024 / 1024 / floor });
+    const local = await startServer();
+    try {
+      rows.push(...(await measure(local, 'local disk', src, oid, work)));
+    } finally {
+      await local.stop();
+    }
+    if (process.env.BENCH_LFS_S3 === '1') {
+      const { startS3 } = await import('../test/helpers/s3.js');
+      const s3 = await startS3();
+      const server = await startServer({ CAIRN_OBJECT_STORE_URL: s3.url });
+      try {
+        rows.push(...(await measure(server, 'S3 (s3rver)', src, oid, work)));
+      } finally {
+        await server.stop();
+        await s3.close();
+      }
+    }
+    for (const r of rows) if (!r.name.startsWith('floor')) r.ratio = floor / r.seconds;
+    return rows;
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
+
+export function printLfsResult(rows: LfsRow[]): boolean {
+  console.log(`${'what'.padEnd(52)} ${'s'.padStart(7)} ${'MB/s'.padStart(8)} ${'ratio'.padStart(6)}`);
+  for (const r of rows) {
+    console.log(`${r.name.padEnd(52)} ${r.seconds.toFixed(2).padStart(7)} ${r.mbPerSecond.toFixed(1).padStart(8)} ${(r.ratio === undefined ? '' : r.ratio.toFixed(2)).padStart(6)}`);
+  }
+  // The target is on the API transfers (the git-lfs client's own work is not the server's).
+  return rows.some((r) => r.ratio !== undefined && /\((batch|PUT|GET)/.test(r.name) && r.ratio < 0.5);
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  console.log(`## Git LFS: one ${MB} MB object, upload and download through the batch API's basic transfer, beside cp (ratio = cp seconds / seconds, target >= 0.5)`);
+  printLfsResult(await runLfsBench());
+}
