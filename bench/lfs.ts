@@ -43,7 +43,7 @@ async function makeFile(file: string): Promise<string> {
     const c = Buffer.from(chunk);
     c.writeUInt32BE(i, 0);
     hash.update(c);
-    if (!out.write(c)) await new Promise((r) => out.once('drain', r));
+    if (!out.write(c)) await new Promise<void>((r) => out.once('drain', () => r()));
   }
   await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
   return hash.digest('hex');

@@ -115,7 +115,7 @@ interface BatchObject {
   oid: string;
   size: number;
   authenticated?: boolean;
-  actions?: Record<string, { href: string; header?: Record<string, string>; expires_in: number }>;
+  actions?: Partial<Record<'download' | 'upload' | 'verify', { href: string; header?: Record<string, string>; expires_in: number }>>;
   error?: { code: number; message: string };
 }
 
@@ -136,7 +136,7 @@ async function batch(request: FastifyRequest, reply: FastifyReply) {
   const linked = await linkedObjects(cairn.db, ctx.project.id, wanted.map((o) => o.oid).filter(isOid));
   const base = objectsUrl(request, ctx);
   const limit = cairn.config.maxLfsObjectSize;
-  const out: BatchObject[] = wanted.map(({ oid, size }) => {
+  const out = wanted.map(({ oid, size }): BatchObject => {
     const shownOid = typeof oid === 'string' ? oid.slice(0, 128) : '';
     const shownSize = typeof size === 'number' && Number.isFinite(size) ? size : 0;
     if (!isOid(oid)) return { oid: shownOid, size: shownSize, error: { code: 422, message: 'The oid must be 64 lowercase hexadecimal digits (a sha256).' } };
