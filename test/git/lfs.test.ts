@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Namespace, Project } from '../../src/db/schema/core.js';
 import { drainJobs } from '../../src/jobs/queue.js';
 import { lfsObjectKey, lfsObjectsSize, lfsStore } from '../../src/lfs/objects.js';
+import { startS3 } from '../helpers/s3.js';
 import { createTestContext, ROOT_TOKEN, type TestContext, type TestUser } from '../helpers/app.js';
 
 // Git LFS over HTTP with Debian's real git-lfs client: push, clone with smudge, locks, and the
@@ -354,5 +355,48 @@ describe('Git LFS over HTTP', () => {
     await removeProject(other.id, ROOT_TOKEN);
     assert.equal(await lfsStore(t.app.cairn).size(lfsObjectKey(oid)), null);
     assert.equal((await t.db.selectFrom('lfs_objects').select('id').where('oid', '=', oid).execute()).length, 0);
+  });
+});
+
+describe('Git LFS objects on S3 object storage (streamed through Cairn)', () => {
+  let t: TestContext;
+  let s3: Awaited<ReturnType<typeof startS3>>;
+  let dev: TestUser;
+  let fullPath: string;
+  before(async () => {
+    s3 = await startS3();
+    t = await createTestContext({ objectStoreUrl: s3.url });
+    dev = await t.createUser();
+    const group = await t.createGroup();
+    await t.addMember(group, dev.user, 30);
+    const project = await t.createProject({ group });
+    fullPath = `${group.full_path}/${project.path}`;
+  });
+  after(async () => {
+    await t.close();
+    await s3.close();
+  });
+
+  it('uploads, refuses a wrong checksum without leaving an object, and downloads', async () => {
+    const auth = 'Basic ' + Buffer.from(`oauth2:${dev.token}`).toString('base64');
+    const bytes = crypto.randomBytes(9 * 1024 * 1024 + 3);
+    const oid = sha256(bytes);
+    const put = (payload: Buffer) =>
+      t.app.inject({ method: 'PUT', url: `/${fullPath}.git/gitlab-lfs/objects/${oid}/${bytes.length}`, headers: { 'content-type': 'application/octet-stream', authorization: auth }, payload });
+    const wrong = Buffer.from(bytes);
+    wrong[wrong.length - 1] ^= 0xff;
+    assert.equal((await put(wrong)).statusCode, 422);
+    assert.equal(await lfsStore(t.app.cairn).size(lfsObjectKey(oid)), null);
+    assert.equal((await put(bytes)).statusCode, 200);
+    const res = await t.app.inject({
+      method: 'POST',
+      url: `/${fullPath}.git/info/lfs/objects/batch`,
+      headers: { 'content-type': LFS_TYPE, authorization: auth },
+      payload: JSON.stringify({ operation: 'download', objects: [{ oid, size: bytes.length }] }),
+    });
+    const href = new URL(res.json().objects[0].actions.download.href);
+    const got = await t.app.inject({ method: 'GET', url: href.pathname, headers: { authorization: auth } });
+    assert.equal(got.statusCode, 200);
+    assert.ok(got.rawPayload.equals(bytes));
   });
 });
