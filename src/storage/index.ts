@@ -72,7 +72,7 @@ export class LocalObjectStore implements ObjectStore {
         await handle.close();
         return Readable.from([]);
       }
-      return handle.createReadStream(range ? { start: range.start, end: range.end - 1 } : {});
+      return handle.createReadStream({ highWaterMark: 1024 * 1024, ...(range ? { start: range.start, end: range.end - 1 } : {}) });
     } catch (err: any) {
       if (err?.code === 'ENOENT') return null;
       throw err;
