@@ -1,14 +1,17 @@
 // Git LFS benchmark (issue #31): one large object (BENCH_LFS_MB, 200 MB) uploaded and downloaded
 // through the LFS batch API's basic transfer, against a `cairn serve` process, beside a plain `cp`
-// of the same file on the same disk (the floor: the server's upload writes the bytes once, its
-// download reads them once). Ratio = floor seconds over Cairn's seconds (>= 0.5 is the target).
+// of the same file on the same disk (the floor the issue names: the server's upload writes the bytes
+// once, its download reads them once). Ratio = cp seconds over these seconds (target >= 0.5).
+// `cp` copies inside the kernel's page cache (copy_file_range), so a second floor is printed too: a
+// plain node:http process doing the same transfers (GET streams the file, PUT streams into a file
+// through sha256), which is what any Node server pays for HTTP on this machine.
 //
-// Upload: POST .../info/lfs/objects/batch (operation upload), then PUT of the file to the action's
-// href, streamed from disk (what git-lfs's basic adapter does); the server hashes and counts the
-// bytes as they stream into the object store. Download: the batch (operation download), then GET
-// of the href written to a file. Also `git lfs push` / `git lfs pull` with Debian's git-lfs client
-// when it is installed (BENCH_LFS_CLIENT=0 skips them). On local disk, then on S3 (an s3rver started
-// here) when BENCH_LFS_S3=1. BENCH_LFS_ROUNDS (3) rounds each; the best is printed beside the floor.
+// Upload: POST .../info/lfs/objects/batch (operation upload), then the PUT of the file to the
+// action's href (curl -T, as git-lfs's basic adapter does); the server hashes and counts the bytes
+// as they stream into the object store. Download: the batch (operation download), then the GET of
+// the href into a file (curl). Also `git push` / a checkout with the smudge filter through Debian's
+// git-lfs client when it is installed (BENCH_LFS_CLIENT=0 skips them). On local disk, then on S3
+// (an s3rver started here) when BENCH_LFS_S3=1. BENCH_LFS_ROUNDS (3) rounds; the best is printed.
 //
 // Run: `node --import tsx bench/lfs.ts` or `BENCH_ONLY=lfs npm run bench`.
 import { spawn, spawnSync } from 'node:child_process';
