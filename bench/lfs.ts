@@ -155,29 +155,34 @@ async function measure(server: BenchServer, label: string, src: string, oid: str
     fs.mkdirSync(home, { recursive: true });
     const env = { ...process.env, HOME: home, GIT_CONFIG_GLOBAL: path.join(home, '.gitconfig'), GIT_CONFIG_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0' };
     fs.writeFileSync(env.GIT_CONFIG_GLOBAL, '');
-    const git = (cwd: string, ...args: string[]) => {
-      const r = spawnSync('git', ['-c', 'user.name=Bench', '-c', 'user.email=bench@example.com', '-c', 'init.defaultBranch=main', ...args], { cwd, env, encoding: 'utf8' });
-      if (r.status !== 0) throw new Error(`git ${args.join(' ')}: ${r.stderr}`);
-    };
+    // Asynchronous: the S3 server (s3rver) runs in this process and must keep answering.
+    const git = (cwd: string, ...args: string[]) =>
+      new Promise<void>((resolve, reject) => {
+        const child = spawn('git', ['-c', 'user.name=Bench', '-c', 'user.email=bench@example.com', '-c', 'init.defaultBranch=main', ...args], { cwd, env, stdio: ['ignore', 'ignore', 'pipe'] });
+        let stderr = '';
+        child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+        child.on('error', reject);
+        child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`git ${args.join(' ')}: ${stderr}`))));
+      });
     const project = await api(server, 'POST', '/projects', { name: 'lfs-client', namespace_id: group.id });
     const remote = `${server.url.replace('://', `://oauth2:${BENCH_TOKEN}@`)}/${project.path_with_namespace}.git`;
     const repo = path.join(work, 'client');
     fs.mkdirSync(repo);
-    git(repo, 'init', '-q');
-    git(repo, 'lfs', 'install', '--local');
-    git(repo, 'remote', 'add', 'origin', remote);
-    git(repo, 'lfs', 'track', '*.bin');
+    await git(repo, 'init', '-q');
+    await git(repo, 'lfs', 'install', '--local');
+    await git(repo, 'remote', 'add', 'origin', remote);
+    await git(repo, 'lfs', 'track', '*.bin');
     fs.copyFileSync(src, path.join(repo, 'big.bin'));
-    git(repo, 'add', '.');
-    git(repo, 'commit', '-q', '-m', 'big');
+    await git(repo, 'add', '.');
+    await git(repo, 'commit', '-q', '-m', 'big');
     const push = await timed(() => git(repo, 'push', '-q', 'origin', 'main'));
     rows.push({ name: `${label}: git push (git-lfs client)`, seconds: push, mbPerSecond: size / 1024 / 1024 / push });
     const clone = path.join(work, 'clone');
     fs.mkdirSync(clone);
-    git(clone, 'init', '-q');
-    git(clone, 'lfs', 'install', '--local');
-    git(clone, 'remote', 'add', 'origin', remote);
-    git(clone, 'fetch', '-q', 'origin');
+    await git(clone, 'init', '-q');
+    await git(clone, 'lfs', 'install', '--local');
+    await git(clone, 'remote', 'add', 'origin', remote);
+    await git(clone, 'fetch', '-q', 'origin');
     const pull = await timed(() => git(clone, 'checkout', '-q', '-b', 'main', 'origin/main'));
     rows.push({ name: `${label}: checkout with smudge (git-lfs client)`, seconds: pull, mbPerSecond: size / 1024 / 1024 / pull });
     if (fs.statSync(path.join(clone, 'big.bin')).size !== size) throw new Error('clone: wrong size');
