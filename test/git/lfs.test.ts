@@ -150,6 +150,11 @@ describe('Git LFS over HTTP', () => {
     assert.equal(res.headers['content-type'], LFS_TYPE);
     const obj = res.json().objects[0];
     assert.equal(obj.actions, undefined);
+    // HEAD of an object: its size, no body.
+    const head = await t.app.inject({ method: 'HEAD', url: `/${projectPath}.git/gitlab-lfs/objects/${sha256(files.get('small/f0.bin')!)}`, headers: { authorization: basic('oauth2', reporter.token) } });
+    assert.equal(head.statusCode, 200);
+    assert.equal(head.headers['content-length'], String(files.get('small/f0.bin')!.length));
+    assert.equal(head.rawPayload.length, 0);
   });
 
   it('the raw file endpoint resolves a pointer with ?lfs=true', async () => {
