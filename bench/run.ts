@@ -10,6 +10,8 @@
 //   created per second on push, and a 200 MB cache's restore throughput beside a plain copy.
 // - artifacts (bench/artifacts.ts): one file out of a 100 MB artifact, throughput and the
 //   server's RSS during the download, on local disk and S3.
+// - lfs (bench/lfs.ts): one 200 MB Git LFS object uploaded and downloaded through the batch API
+//   beside a plain `cp` of the same file and a plain node:http server doing the same transfers.
 // - pages (bench/pages.ts): render time of the project page, a 2,000-line file's page, a merge
 //   request's 50-file changes and a commit's 50-file diff, signed in.
 // - web_mr (bench/web_merge_request.ts): a merge request's changes tab with 50 files (10 with
@@ -18,6 +20,7 @@
 import { runApiBench } from './api.js';
 import { CI_P99_TARGET_MS, printCiResult, runCiBench } from './ci.js';
 import { printArtifactsResult, runArtifactsBench } from './artifacts.js';
+import { printLfsResult, runLfsBench } from './lfs.js';
 import { printMemoryResult, runMemoryBench } from './memory.js';
 import { PAGES_P99_TARGET_MS, printPagesResult, runPagesBench } from './pages.js';
 import { printTable } from './lib.js';
@@ -27,7 +30,7 @@ import { runWebMergeRequestBench, WEB_MR_P99_TARGET_MS } from './web_merge_reque
 
 console.log(`database: ${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite (embedded)'}`);
 const only = process.env.BENCH_ONLY;
-const SECTIONS = ['memory', 'api', 'merge_requests', 'ci', 'artifacts', 'pages', 'web_mr'];
+const SECTIONS = ['memory', 'api', 'merge_requests', 'ci', 'artifacts', 'lfs', 'pages', 'web_mr'];
 // Any other BENCH_ONLY value selects rows of the peers benchmark (bench/peers.ts: raw,clone...).
 const selected = (name: string) => !only || only === name || (name === 'api' && !SECTIONS.includes(only));
 let missed: boolean | number = false;
@@ -54,6 +57,10 @@ if (selected('ci')) {
 if (selected('artifacts')) {
   console.log('\n## Artifacts: one file out of a 100 MB artifact (throughput; server RSS before and at its peak during the download)');
   printArtifactsResult(await runArtifactsBench());
+}
+if (selected('lfs')) {
+  console.log('\n## Git LFS: one large object through the batch API (ratio = cp seconds over seconds; target >= 0.5 for the API transfers)');
+  if (printLfsResult(await runLfsBench())) missed = true;
 }
 if (selected('pages')) {
   console.log(`\n## Web pages: render time, signed in (target p99 < ${PAGES_P99_TARGET_MS} ms one request at a time; then 4 connections)`);

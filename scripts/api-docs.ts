@@ -108,7 +108,7 @@ function rowsOf(routeTable: RouteRecord[]): Row[] {
   }
   for (const [key, counts] of depths) {
     const row = rows.get(key)!;
-    row.who = `${row.who}; the repository path is ${Math.min(...counts)} to ${Math.max(...counts)} segments (a project's full path, or a snippet's)`;
+    row.who = `${row.who}; the repository path is ${Math.min(...counts)} to ${Math.max(...counts)} segments (${/lfs\//.test(row.url) ? "a project's full path" : "a project's full path, or a snippet's"})`;
   }
   const areaRank = (area: string) => (OTHER_AREAS.includes(area) ? `1${OTHER_AREAS.indexOf(area)}` : `0${area}`);
   return [...rows.values()].sort((a, b) =>

@@ -78,6 +78,8 @@ export interface Config {
   maxTraceSize: number;
   /** Largest artifact file a job may upload, in bytes (413 beyond it); also the largest archived file sent inflated (406 beyond it). */
   maxArtifactsSize: number;
+  /** Largest Git LFS object a client may upload, in bytes (413 beyond it). */
+  maxLfsObjectSize: number;
   /** Artifacts without expire_in expire after this many seconds (0 = never). */
   defaultArtifactsExpireIn: number;
   /** Largest CI cache archive a job may upload, in bytes (413 beyond it). */
@@ -604,6 +606,14 @@ export const SETTINGS: Setting[] = [
     default: 100 * 1024 ** 2,
     defaultText: '`100MB`',
     help: "largest artifact file a job may upload (GitLab's default 100 MiB); 413 beyond it. Also the largest file of an archive inflated for a client that does not take gzip (a client that does gets it as stored); 406 beyond it",
+  }),
+  def({
+    env: 'CAIRN_MAX_LFS_OBJECT_SIZE',
+    key: 'maxLfsObjectSize',
+    type: bytes({ min: 1 }),
+    default: 5 * 1024 ** 3,
+    defaultText: '`5GB`',
+    help: 'largest Git LFS object a client may upload (kept in the artifacts object storage); the batch API refuses a larger one per object, an upload beyond it answers 413',
   }),
   def({
     env: 'CAIRN_ARTIFACTS_EXPIRE_IN',

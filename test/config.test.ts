@@ -53,6 +53,7 @@ const BAD: Record<string, string[]> = {
   CAIRN_RUNNER_POLL_TIMEOUT: ['0', 'long'],
   CAIRN_MAX_TRACE_SIZE: ['0', 'a lot'],
   CAIRN_MAX_ARTIFACTS_SIZE: ['0', '100 parsecs'],
+  CAIRN_MAX_LFS_OBJECT_SIZE: ['0', 'huge'],
   CAIRN_ARTIFACTS_EXPIRE_IN: ['never', '-1'],
   CAIRN_MAX_CACHE_SIZE: ['0', 'huge'],
   CAIRN_CI_CACHE_EXPIRE_IN: ['never', '2 weeks'],

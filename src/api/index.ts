@@ -19,6 +19,7 @@ import namespaceRoutes from './namespaces/routes.js';
 import commitRoutes from './commits/routes.js';
 import fileRoutes from './files/routes.js';
 import gitHttpRoutes from './git_http/routes.js';
+import lfsRoutes from './git_http/lfs.js';
 import mergeRequestRoutes from './merge_requests/routes.js';
 import labelRoutes from './labels/routes.js';
 import milestoneRoutes from './milestones/routes.js';
@@ -73,6 +74,7 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(fileRoutes);
   await app.register(mergeRequestRoutes);
   await app.register(gitHttpRoutes);
+  await app.register(lfsRoutes);
   await app.register(labelRoutes);
   await app.register(milestoneRoutes);
   await app.register(noteRoutes);

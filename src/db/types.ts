@@ -11,6 +11,7 @@ import type { ForkTables } from './schema/forks.js';
 import type { GroupsTables } from './schema/groups.js';
 import type { JobTokenScopeTables } from './schema/job_token_scope.js';
 import type { KeysTables } from './schema/keys.js';
+import type { LfsTables } from './schema/lfs.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { PipelineScheduleTables } from './schema/pipeline_schedules.js';
 import type { ReleaseTables } from './schema/releases.js';
@@ -43,4 +44,5 @@ export interface DB
     SnippetTables,
     StorageMoveTables,
     JobTokenScopeTables,
-    PipelineScheduleTables {}
+    PipelineScheduleTables,
+    LfsTables {}

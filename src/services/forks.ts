@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { linkForkLfsObjects } from '../lfs/objects.js';
 import { sql } from 'kysely';
 import { transition } from '../db/state_machine.js';
 import { MERGE_REQUEST_MACHINE } from '../db/work_item_states.js';
@@ -131,6 +132,7 @@ export async function forkProject(cairn: Cairn, input: { user: User; source: Pro
       {
         repository: async (trx, project, gitDir) => {
           await joinForkNetwork(trx, source.id, project.id);
+          await linkForkLfsObjects(trx, source.id, project.id);
           await moveRepository(tmp, gitDir);
         },
       },

@@ -11,6 +11,7 @@ import { createRootCommit, hasRefs, rootReadme } from '../git/plumbing.js';
 import { branchExists, setHead } from '../git/refs.js';
 import { isValidBranchName } from '../git/validate.js';
 import { scheduleRepositoryRemoval } from './repository_removal.js';
+import { scheduleLfsPrune } from '../lfs/objects.js';
 import { deleteProjectsSnippets } from './snippets.js';
 import { storageRoot } from './storages.js';
 import { pathError, pathFromName } from '../lib/paths.js';
@@ -333,6 +334,8 @@ export async function deleteProjectRows(trx: Database, projects: Pick<Project, '
   await trx.deleteFrom('members').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
   await trx.deleteFrom('notification_settings').where('source_type', '=', 'Project').where('source_id', 'in', ids).execute();
   await deleteProjectsSnippets(trx, ids);
+  // Their LFS links go with the rows (cascade); objects nobody links then leave the store.
+  await scheduleLfsPrune(trx, ids);
   await trx.deleteFrom('projects').where('id', 'in', ids).execute();
   await scheduleRepositoryRemoval(trx, projects);
 }

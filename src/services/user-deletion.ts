@@ -4,6 +4,7 @@ import type { Database } from '../db/index.js';
 import type { DB } from '../db/types.js';
 import type { Namespace, User } from '../db/schema/core.js';
 import { scheduleRepositoryRemoval } from './repository_removal.js';
+import { scheduleLfsPrune } from '../lfs/objects.js';
 import { deleteAuthorSnippets, deleteProjectsSnippets } from './snippets.js';
 import { conflict } from '../plugins/errors.js';
 import { insertUser } from './users.js';
@@ -109,6 +110,8 @@ export async function deleteUser(cairn: Cairn, user: User, opts: { hardDelete: b
     // and so do those of the projects that go with them.
     await deleteAuthorSnippets(trx, user.id);
     await deleteProjectsSnippets(trx, doomed.map((p) => p.id));
+    // The projects' LFS links go with them (cascade); objects nobody links then leave the store.
+    await scheduleLfsPrune(trx, doomed.map((p) => p.id));
     if (groupIds.length) await trx.deleteFrom('namespaces').where('id', 'in', groupIds).execute();
     await trx.deleteFrom('users').where('id', '=', user.id).execute();
     await scheduleRepositoryRemoval(trx, doomed);

@@ -5,6 +5,9 @@ import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { checkKey } from './keys.js';
 import { S3ObjectStore } from './s3.js';
+import { countingStream, type PutOptions } from './counting.js';
+
+export { ContentMismatchError, countingStream, type PutOptions } from './counting.js';
 
 export { checkKey };
 
@@ -24,7 +27,7 @@ export interface ObjectStore {
    * Stores the stream under key (replacing what was there) and returns the bytes written.
    * Atomic for readers: until it resolves, a get sees the old object or none, never a part.
    */
-  put(key: string, stream: Readable): Promise<{ size: number; sha256: string }>;
+  put(key: string, stream: Readable, opts?: PutOptions): Promise<{ size: number; sha256: string }>;
   /** The stored bytes (or only those of `range`), or null when there is no such key. */
   get(key: string, range?: ByteRange): Promise<Readable | null>;
   delete(key: string): Promise<void>;
@@ -48,24 +51,19 @@ export class LocalObjectStore implements ObjectStore {
     return path.join(this.root, ...key.split('/'));
   }
 
-  async put(key: string, stream: Readable): Promise<{ size: number; sha256: string }> {
+  async put(key: string, stream: Readable, opts: PutOptions = {}): Promise<{ size: number; sha256: string }> {
     const target = this.file(key);
     await fs.promises.mkdir(path.dirname(target), { recursive: true });
     const tmp = `${target}.${crypto.randomBytes(6).toString('hex')}.tmp`;
-    const hash = crypto.createHash('sha256');
-    let size = 0;
-    stream.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      hash.update(chunk);
-    });
+    const counted = countingStream(opts.expect);
     try {
-      await pipeline(stream, fs.createWriteStream(tmp));
+      await pipeline(stream, counted.stream, fs.createWriteStream(tmp, { highWaterMark: 1024 * 1024 }));
       await fs.promises.rename(tmp, target);
     } catch (err) {
       await fs.promises.rm(tmp, { force: true });
       throw err;
     }
-    return { size, sha256: hash.digest('hex') };
+    return counted.result();
   }
 
   async get(key: string, range?: ByteRange): Promise<Readable | null> {
@@ -76,7 +74,7 @@ export class LocalObjectStore implements ObjectStore {
         await handle.close();
         return Readable.from([]);
       }
-      return handle.createReadStream(range ? { start: range.start, end: range.end - 1 } : {});
+      return handle.createReadStream({ highWaterMark: 1024 * 1024, ...(range ? { start: range.start, end: range.end - 1 } : {}) });
     } catch (err: any) {
       if (err?.code === 'ENOENT') return null;
       throw err;

@@ -1,8 +1,8 @@
-import crypto from 'node:crypto';
-import { PassThrough, Readable, Transform } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { checkKey } from './keys.js';
 import type { ByteRange, ObjectStore } from './index.js';
+import { countingStream, type PutOptions } from './counting.js';
 
 export interface S3Settings {
   /** http(s)://host:port of an S3-compatible server; null = AWS's own endpoint for the region. */
@@ -99,16 +99,8 @@ export class S3ObjectStore implements ObjectStore {
     return this.settings.prefix + key;
   }
 
-  async put(key: string, stream: Readable): Promise<{ size: number; sha256: string }> {
-    const hash = crypto.createHash('sha256');
-    let size = 0;
-    const counted = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        size += chunk.length;
-        hash.update(chunk);
-        cb(null, chunk);
-      },
-    });
+  async put(key: string, stream: Readable, opts: PutOptions = {}): Promise<{ size: number; sha256: string }> {
+    const { stream: counted, result } = countingStream(opts.expect);
     // An error of the source must reach the upload (which then aborts), not vanish.
     stream.on('error', (err) => counted.destroy(err));
     stream.pipe(counted);
@@ -131,7 +123,7 @@ export class S3ObjectStore implements ObjectStore {
       await upload.abort().catch(() => {});
       throw err;
     }
-    return { size, sha256: hash.digest('hex') };
+    return result();
   }
 
   async get(key: string, range?: ByteRange): Promise<Readable | null> {

@@ -3,6 +3,7 @@
 // each column of src/api/permissions.ts.
 import { ASSETS } from '../../src/web/layout.js';
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import { Readable } from 'node:stream';
 import yazl from 'yazl';
 import { assignBuild } from '../../src/ci/jobs/state.js';
@@ -13,6 +14,8 @@ import type { RouteRecord } from '../../src/plugins/responses.js';
 import { issueAccessToken } from '../../src/oauth/tokens.js';
 import { insertPersonalAccessToken } from '../../src/services/tokens.js';
 import { artifactStore } from '../../src/storage/index.js';
+import { loadProjectForUser } from '../../src/finders/authorize.js';
+import { lfsObjectKey } from '../../src/lfs/objects.js';
 import type { TestContext, TestUser } from '../helpers/app.js';
 import { commitFiles, jobsByName, latestPipeline, runJob, testRunner } from '../helpers/ci.js';
 import { makeNodeSshKey } from '../helpers/ssh-keys.js';
@@ -238,6 +241,39 @@ async function gitPath(t: TestContext, w: World, depth: number): Promise<string[
   const path = [...groups, sub.path, `${project.path}.git`];
   w.gitPaths.set(depth, path);
   return path;
+}
+
+/** The LFS object every git path's project links (its bytes in the store once). */
+const MATRIX_LFS = Buffer.from('permission matrix LFS object\n');
+const MATRIX_LFS_OID = crypto.createHash('sha256').update(MATRIX_LFS).digest('hex');
+/** An upload the matrix may repeat: the empty object. */
+const EMPTY_OID = crypto.createHash('sha256').update('').digest('hex');
+
+/** Fills the LFS params of a git path (oid, size, lock_id) for the project at `segments`. */
+async function lfsParams(t: TestContext, w: World, url: string, segments: string[], column: string, expected: Expect): Promise<string> {
+  const fullPath = segments.join('/').replace(/\.git$/, '');
+  const project = await loadProjectForUser(t.app.cairn, undefined, fullPath);
+  if (!project) throw new Error(`no project at ${fullPath}`);
+  if (url.includes(':oid/:size')) return url.replace(':oid', EMPTY_OID).replace(':size', '0');
+  if (url.includes(':oid')) {
+    const store = artifactStore(t.app.cairn.config);
+    if ((await store.size(lfsObjectKey(MATRIX_LFS_OID))) === null) await store.put(lfsObjectKey(MATRIX_LFS_OID), Readable.from([MATRIX_LFS]));
+    await t.db.insertInto('lfs_objects').values({ oid: MATRIX_LFS_OID, size: MATRIX_LFS.length }).onConflict((oc) => oc.column('oid').doNothing()).execute();
+    const obj = await t.db.selectFrom('lfs_objects').select('id').where('oid', '=', MATRIX_LFS_OID).executeTakeFirstOrThrow();
+    await t.db.insertInto('lfs_objects_projects').values({ lfs_object_id: obj.id, project_id: project.id }).onConflict((oc) => oc.columns(['project_id', 'lfs_object_id']).doNothing()).execute();
+    return url.replace(':oid', MATRIX_LFS_OID);
+  }
+  if (url.includes(':lock_id')) {
+    // The caller's own lock where they may unlock it; the admin's otherwise (refused before it is looked at).
+    const owner = expected === 'ok' ? w.columns[column]?.user?.user ?? w.users.admin.user : w.users.admin.user;
+    const lock = await t.db
+      .insertInto('lfs_file_locks')
+      .values({ project_id: project.id, user_id: owner.id, path: `matrix/${crypto.randomUUID()}` })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    return url.replace(':lock_id', String(lock.id));
+  }
+  return url;
 }
 
 /** The column whose resources a "self" param names (token columns: their user's). */
@@ -583,8 +619,11 @@ async function callCell(t: TestContext, w: World, route: RouteRecord, spec: Retu
       const expected = expectedCell({ method: route.method, access: route.access, matrix: route.matrix, config: route.config }, column, w.name);
       let url = route.url;
       if (git) {
-        const segments = await gitPath(t, w, names.length);
-        names.forEach((n, k) => (url = url.replace(`:${n}`, segments[k])));
+        const depthNames = names.filter((n) => /^p\d+$/.test(n));
+        const segments = await gitPath(t, w, depthNames.length);
+        depthNames.forEach((n, k) => (url = url.replace(`:${n}`, segments[k])));
+        // Git LFS routes: an object the project links, an empty upload, a lock of the caller's.
+        if (names.length > depthNames.length) url = await lfsParams(t, w, url, segments, column, expected);
       } else {
         const consumes = expected === 'ok' && (route.method === 'DELETE' || spec.fresh?.length);
         const freshNames = new Set(spec.fresh ?? (route.method === 'DELETE' && names.length ? [names[names.length - 1]] : []));
@@ -616,7 +655,9 @@ async function callCell(t: TestContext, w: World, route: RouteRecord, spec: Retu
       }
       const query: Record<string, string> = {};
       if (git && route.url.endsWith('/info/refs')) query.service = spec.is === 'git:write' ? 'git-receive-pack' : 'git-upload-pack';
-      if (git && route.method === 'POST') headers['content-type'] = `application/x-${route.url.endsWith('git-upload-pack') ? 'git-upload-pack' : 'git-receive-pack'}-request`;
+      const lfs = git && /\/(info\/lfs|gitlab-lfs)\//.test(route.url);
+      if (lfs && route.method !== 'GET') headers['content-type'] = route.method === 'PUT' ? 'application/octet-stream' : 'application/vnd.git-lfs+json';
+      else if (git && route.method === 'POST') headers['content-type'] = `application/x-${route.url.endsWith('git-upload-pack') ? 'git-upload-pack' : 'git-receive-pack'}-request`;
       const withBody = route.method === 'POST' || route.method === 'PUT' || route.method === 'PATCH';
       const payload = BODIES.find(([re, m]) => m === route.method && re.test(route.url))?.[2](w);
       const res = await t.app.inject({

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import yazl from 'yazl';
-import { LocalObjectStore, type ObjectStore } from '../../src/storage/index.js';
+import { ContentMismatchError, LocalObjectStore, type ObjectStore } from '../../src/storage/index.js';
 import { parseObjectStoreUrl, S3ObjectStore } from '../../src/storage/s3.js';
 import { openZipEntry, validArtifactPath } from '../../src/storage/zip.js';
 import { startS3 } from '../helpers/s3.js';
@@ -93,6 +93,23 @@ function storeCases(name: string, make: () => ObjectStore) {
       const keys: string[] = [];
       for await (const k of store.keys()) keys.push(k);
       assert.deepEqual(keys.filter((k) => k.startsWith('p/5/')).sort(), ['p/5/a', 'p/5/deep/b']);
+    });
+
+    test('a put with expect stores only the expected bytes (size and sha256); a mismatch leaves the old object', async () => {
+      const store = make();
+      const good = crypto.randomBytes(3 * 1024 * 1024 + 7);
+      const sha256 = crypto.createHash('sha256').update(good).digest('hex');
+      const expect = { size: good.length, sha256 };
+      await store.put('p/4/old', Readable.from([Buffer.from('old bytes')]));
+      const wrong = Buffer.from(good);
+      wrong[12345] ^= 1;
+      await assert.rejects(store.put('p/4/old', Readable.from([wrong]), { expect }), (e: any) => e instanceof ContentMismatchError && e.reason === 'sha256');
+      await assert.rejects(store.put('p/4/old', Readable.from([good, Buffer.from('x')]), { expect }), (e: any) => e instanceof ContentMismatchError && e.reason === 'too_large');
+      await assert.rejects(store.put('p/4/old', Readable.from([good.subarray(1)]), { expect }), (e: any) => e instanceof ContentMismatchError && e.reason === 'size');
+      assert.equal((await readAll(await store.get('p/4/old'))).toString(), 'old bytes');
+      assert.equal(await store.size('p/4/new'), null);
+      assert.deepEqual(await store.put('p/4/new', Readable.from([good]), { expect }), { size: good.length, sha256 });
+      assert.ok((await readAll(await store.get('p/4/new'))).equals(good));
     });
 
     test('keys that could climb out are refused', async () => {

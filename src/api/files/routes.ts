@@ -7,6 +7,8 @@ import { fileHeaders, presentBlameRange, presentFile } from '../../presenters/co
 import { BlameRangeSchema, FileWriteSchema, RepositoryFileSchema } from '../../presenters/schemas/files.js';
 import { createCommit } from '../../services/commits.js';
 import { blameFile, readFile, validFilePath } from '../../services/files.js';
+import { openLfsObject, parseLfsPointer } from '../../lfs/objects.js';
+import { projectSettings } from '../../presenters/projects.js';
 import { NoContent, projectOf, RawBody, route } from '../route.js';
 
 const FileParams = Type.Object({ id: Type.String(), file_path: Type.String() });
@@ -90,6 +92,15 @@ export default async function fileRoutes(fastify: FastifyInstance) {
     reply.headers(fileHeaders(file));
     reply.header('content-disposition', `inline; filename="${name.replace(/[^\x20-\x7e]|["\\]/g, '_')}"; filename*=UTF-8''${encodeURIComponent(name)}`);
     reply.header('x-content-type-options', 'nosniff');
+    // ?lfs=true: a Git LFS pointer is answered with the object it points to (when the project has it).
+    const pointer = request.query.lfs && projectSettings(project).lfs_enabled ? parseLfsPointer(file.content) : null;
+    const object = pointer ? await openLfsObject(cairn, project.id, pointer.oid) : null;
+    if (object) {
+      reply.raw.on('close', () => {
+        if (!reply.raw.writableFinished) object.stream.destroy();
+      });
+      return reply.type('application/octet-stream').header('content-length', String(object.size)).send(object.stream);
+    }
     return reply.type(rawContentType(file.content)).send(file.content);
   });
 

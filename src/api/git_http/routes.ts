@@ -42,7 +42,7 @@ import { authenticateGitClient, GitHttpError } from './auth.js';
  */
 
 /** A group may nest 20 levels deep, so a project path has up to 21 segments. */
-const MAX_PATH_SEGMENTS = 21;
+export const MAX_PATH_SEGMENTS = 21;
 
 const NO_CACHE = {
   'cache-control': 'no-cache, max-age=0, must-revalidate',
@@ -61,7 +61,7 @@ interface GitRequestContext {
   gitProtocol: string | undefined;
 }
 
-function projectPathOf(request: FastifyRequest): string {
+export function projectPathOf(request: FastifyRequest): string {
   const params = request.params as Record<string, string>;
   const segments: string[] = [];
   for (let i = 0; i < MAX_PATH_SEGMENTS && params[`p${i}`] !== undefined; i++) segments.push(params[`p${i}`]);
@@ -70,7 +70,7 @@ function projectPathOf(request: FastifyRequest): string {
   return segments.join('/');
 }
 
-function header(request: FastifyRequest, name: string): string | undefined {
+export function header(request: FastifyRequest, name: string): string | undefined {
   const v = request.headers[name];
   return Array.isArray(v) ? v[0] : v;
 }

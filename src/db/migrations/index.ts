@@ -34,6 +34,7 @@ import * as pipelineSchedulesTriggers from './0970_pipeline_schedules_triggers.j
 import * as ciCaches from './0975_ci_caches.js';
 import * as environments from './0980_environments.js';
 import * as environmentAutoDelete from './0985_environment_auto_delete.js';
+import * as lfs from './0990_lfs.js';
 import * as releases from './1000_releases.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
@@ -74,5 +75,6 @@ export const migrations: Record<string, Migration> = {
   '0975_ci_caches': ciCaches,
   '0980_environments': environments,
   '0985_environment_auto_delete': environmentAutoDelete,
+  '0990_lfs': lfs,
   '1000_releases': releases,
 };
