@@ -88,7 +88,10 @@ export interface JobOutcome {
 }
 
 const ALWAYS_SUPPORTED = new Set(['script_failure', 'runner_system_failure', 'job_execution_timeout']);
-const COMPAT: Record<string, string> = { image_pull_failure: 'runner_system_failure', runner_configuration_error: 'script_failure' };
+// A job its runner's shutdown stopped is a runner system failure to a server without
+// runner_interrupted (GitLab's): `retry: when: runner_system_failure` runs it again, as it runs a
+// job whose runner's process died (src/runner/serve.ts failOrphanedJobs).
+const COMPAT: Record<string, string> = { image_pull_failure: 'runner_system_failure', runner_configuration_error: 'script_failure', runner_interrupted: 'runner_system_failure' };
 
 /** gitlab-runner's rule: a reason the server does not list is replaced by one it knows. */
 export function supportedFailureReason(reason: string, supported: string[] | undefined): string {

@@ -181,7 +181,7 @@ export class Runner {
 
   /**
    * Stops asking for jobs and waits for the running ones to finish; with `killJobs`, kills
-   * them instead (each is reported failed, runner_interrupted where the server knows it).
+   * them instead (each is reported failed: runner_interrupted where the server knows it, else runner_system_failure).
    */
   async stop(opts: { killJobs?: boolean } = {}) {
     this.stopping = true;

@@ -127,6 +127,8 @@ describe('failure reasons', () => {
     assert.equal(supportedFailureReason('job_canceled', undefined), 'unknown_failure');
     assert.equal(supportedFailureReason('image_pull_failure', ['script_failure']), 'runner_system_failure');
     assert.equal(supportedFailureReason('runner_interrupted', ['runner_interrupted']), 'runner_interrupted');
+    // GitLab lists no runner_interrupted: a job stopped by its runner's shutdown is a system failure there (retry: when).
+    assert.equal(supportedFailureReason('runner_interrupted', ['unknown_failure', 'script_failure', 'runner_system_failure']), 'runner_system_failure');
   });
 });
 
