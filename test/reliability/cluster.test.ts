@@ -335,6 +335,6 @@ describe('three nodes behind HAProxy, restarted and killed mid-way', { skip: !pr
     const count = (kind: string, ok?: boolean) => outcomes.filter((o) => o.kind === kind && (ok === undefined || o.ok === ok)).length;
     const summary = ['push', 'clone', 'api write', 'api read'].map((k) => `${k}: ${count(k)} (${count(k, false)} failed)`).join(', ');
     const recover = kills.map((k) => `${k.signal} ${((k.back - k.at) / 1000).toFixed(1)} s`).join(', ');
-    t.diagnostic(`${(RUN_MS / 1000).toFixed(0)} s, ${kills.length} stops: ${summary}; ${jobs.length} jobs (${orphaned} failed with their dead node, retried); from stop to serving again: ${recover}`);
+    t.diagnostic(`${(RUN_MS / 1000).toFixed(0)} s, ${kills.length} stops: ${summary}; ${jobs.length} jobs (${orphaned} failed with their stopped node, retried); from stop to serving again: ${recover}`);
   });
 });
