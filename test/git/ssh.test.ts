@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import type { PostReceiveEvent } from '../../src/context.js';
 import type { Namespace, Project } from '../../src/db/schema/core.js';
 import { projectRepoPath } from '../../src/services/projects.js';
+import { sshRepoUrl } from '../../src/presenters/users.js';
 import { parseSshCommand } from '../../src/ssh/command.js';
 import { hostKeysDir, loadHostKeys } from '../../src/ssh/host_keys.js';
 import { startSshServer, type SshServer } from '../../src/ssh/server.js';
@@ -348,5 +349,13 @@ describe('ssh host keys', () => {
     } finally {
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('ssh clone URLs', () => {
+  it('name the port unless it is 22 (or SSH is off), as GitLab shows them', () => {
+    assert.equal(sshRepoUrl('https://git.example.com', 2222, 'g/p'), 'ssh://git@git.example.com:2222/g/p.git');
+    assert.equal(sshRepoUrl('https://git.example.com:8443/', 22, 'g/sub/p'), 'git@git.example.com:g/sub/p.git');
+    assert.equal(sshRepoUrl('http://127.0.0.1:8080', 0, 'g/p'), 'git@127.0.0.1:g/p.git');
   });
 });
