@@ -74,7 +74,7 @@ async function startSshd(dir: string, publicKey: string, gitDir: string): Promis
     ].join('\n'),
   );
   fs.mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
-  const child = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', config], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn('/usr/sbin/sshd', ['-D', '-f', config], { stdio: 'ignore' });
   await waitForPort(port);
   return { port, child };
 }
@@ -100,11 +100,18 @@ export async function runSshCloneBench(runs = Number(process.env.BENCH_CLONE_RUN
   try {
     const { project, gitDir, importMs } = await createBigRepository(server, 'bench-ssh-clone');
     console.log(`repository: ${process.env.BENCH_COMMITS || 10_000} commits imported in ${importMs} ms`);
+    // A fresh connection: the import takes about as long as the server keeps an idle one open.
     const added = await fetch(`${server.url}/api/v4/user/keys`, {
       method: 'POST',
-      headers: { 'private-token': BENCH_TOKEN, 'content-type': 'application/json' },
+      headers: { 'private-token': BENCH_TOKEN, 'content-type': 'application/json', connection: 'close' },
       body: JSON.stringify({ title: 'bench', key: publicKey }),
-    });
+    }).catch(() =>
+      fetch(`${server.url}/api/v4/user/keys`, {
+        method: 'POST',
+        headers: { 'private-token': BENCH_TOKEN, 'content-type': 'application/json', connection: 'close' },
+        body: JSON.stringify({ title: 'bench', key: publicKey }),
+      }),
+    );
     if (added.status !== 201) throw new Error(`adding the key: ${added.status} ${await added.text()}`);
     const started = await startSshd(tmp, publicKey, gitDir);
     sshd = started.child;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -13,7 +14,8 @@ import { hostKeysDir, loadHostKeys } from '../../src/ssh/host_keys.js';
 import { startSshServer, type SshServer } from '../../src/ssh/server.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 import { generateHistory } from '../helpers/repo.js';
-import { freePort } from '../helpers/serve.js';
+import { openTestDatabase } from '../helpers/database.js';
+import { freePort, startServe } from '../helpers/serve.js';
 import { cleanupSshKeys, makeSshKey, SSH_KEYGEN } from '../helpers/ssh-keys.js';
 
 interface Run {
@@ -148,6 +150,12 @@ describe('git over SSH', { skip: HAS_SSH ? false : 'needs the OpenSSH client (ss
     assert.equal(await ok(keys.get('dev')!, ['rev-parse', 'HEAD'], v2), tip);
     assert.equal(await ok(keys.get('dev')!, ['rev-list', '--count', 'HEAD'], v2), '3000');
     await ok(keys.get('dev')!, ['fsck', '--no-progress'], v2);
+
+    // Protocol v2 was spoken: GIT_PROTOCOL came through the env request.
+    const traced = await run('git', ['-c', 'protocol.version=2', 'ls-remote', url(projectPath), 'refs/heads/main'], { env: { ...gitEnv(keys.get('dev')!), GIT_TRACE_PACKET: '1' } });
+    assert.equal(traced.code, 0, traced.stderr);
+    assert.match(traced.stderr, /< version 2/);
+    assert.equal(traced.stdout, `${tip}\trefs/heads/main\n`);
 
     const v0 = dir('clone-v0');
     await ok(keys.get('dev')!, ['-c', 'protocol.version=0', 'clone', '-q', `git@127.0.0.1:${projectPath}.git`.replace('git@127.0.0.1:', `ssh://git@127.0.0.1:${port}/`), v0]);
@@ -357,5 +365,44 @@ describe('ssh clone URLs', () => {
     assert.equal(sshRepoUrl('https://git.example.com', 2222, 'g/p'), 'ssh://git@git.example.com:2222/g/p.git');
     assert.equal(sshRepoUrl('https://git.example.com:8443/', 22, 'g/sub/p'), 'git@git.example.com:g/sub/p.git');
     assert.equal(sshRepoUrl('http://127.0.0.1:8080', 0, 'g/p'), 'git@127.0.0.1:g/p.git');
+  });
+});
+
+describe('cairn serve with git over SSH', { skip: HAS_SSH ? false : 'needs the OpenSSH client (ssh, ssh-keygen)' }, () => {
+  it('listens on CAIRN_SSH_PORT with host keys made under the data directory, and stops on SIGTERM', async () => {
+    const testDb = process.env.DATABASE_URL ? await openTestDatabase() : null;
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-ssh-serve-'));
+    const sshPort = await freePort();
+    const token = 'ssh-serve-root-token-0123456789';
+    const server = await startServe({ databaseUrl: testDb?.databaseUrl ?? undefined, dataDir, rootToken: token, env: { CAIRN_SSH_PORT: String(sshPort), CAIRN_SSH_HOST: '127.0.0.1' } });
+    try {
+      const key = makeSshKey('ed25519');
+      const added = await fetch(`${server.url}/api/v4/user/keys`, { method: 'POST', headers: { 'private-token': token, 'content-type': 'application/json' }, body: JSON.stringify({ title: 'root', key: key.text }) });
+      assert.equal(added.status, 201);
+      const project = await (await fetch(`${server.url}/api/v4/projects`, { method: 'POST', headers: { 'private-token': token, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'served' }) })).json();
+      assert.equal(project.ssh_url_to_repo, `ssh://git@127.0.0.1:${sshPort}/root/served.git`);
+      const welcome = await new Promise<Run>((resolve) =>
+        execFile('ssh', ['-F', '/dev/null', '-i', key.file!.replace(/\.pub$/, ''), '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'StrictHostKeyChecking=no', '-o', 'LogLevel=ERROR', '-T', '-p', String(sshPort), 'git@127.0.0.1'], (err, stdout, stderr) =>
+          resolve({ code: err ? Number((err as any).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) }),
+        ),
+      );
+      assert.equal(welcome.code, 0, welcome.stderr);
+      assert.equal(welcome.stdout, 'Welcome to Cairn, @root!\n');
+      assert.equal(fs.statSync(path.join(dataDir, 'ssh', 'ssh_host_ed25519_key')).mode & 0o777, 0o600);
+
+      const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
+      server.child.kill('SIGTERM');
+      assert.equal(await exited, 0);
+      const refused = await new Promise<boolean>((resolve) => {
+        const c = net.connect(sshPort, '127.0.0.1', () => (c.end(), resolve(false)));
+        c.on('error', () => resolve(true));
+      });
+      assert.ok(refused, 'the SSH port is closed');
+    } finally {
+      if (server.child.exitCode === null) server.child.kill('SIGKILL');
+      await testDb?.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+      cleanupSshKeys();
+    }
   });
 });
