@@ -294,6 +294,15 @@ describe('git over SSH', { skip: HAS_SSH ? false : 'needs the OpenSSH client (ss
       assert.match(res.stderr, /^ERROR: /, command);
       assert.equal(res.stdout, '', command);
     }
+    // Garbage on the wire: before the identification, and after it in place of the key exchange.
+    for (const bytes of [Buffer.from('GET / HTTP/1.1\r\n\r\n'), Buffer.concat([Buffer.from('SSH-2.0-x\r\n'), Buffer.alloc(4096, 0xff)])]) {
+      await new Promise<void>((resolve) => {
+        const c = net.connect(port, '127.0.0.1', () => c.end(bytes));
+        c.on('error', () => resolve());
+        c.on('close', () => resolve());
+        c.resume();
+      });
+    }
     // The server is still there.
     assert.equal((await sshRun(key)).code, 0);
   });
