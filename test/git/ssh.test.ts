@@ -312,6 +312,24 @@ describe('git over SSH', { skip: HAS_SSH ? false : 'needs the OpenSSH client (ss
     for (const c of clones) assert.equal(c.code, 0, c.stderr);
   });
 
+  it("clones and pushes a snippet's repository", async () => {
+    const created = await t.post('/api/v4/snippets', { title: 'ssh snippet', visibility: 'private', files: [{ file_path: 'a.txt', content: 'one\n' }] }, { token: dev.token });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    assert.equal(created.body.ssh_url_to_repo, `ssh://git@127.0.0.1:${port}/snippets/${created.body.id}.git`);
+    const repo = dir('snippet');
+    await ok(keys.get('dev')!, ['clone', '-q', created.body.ssh_url_to_repo, repo]);
+    assert.equal(fs.readFileSync(path.join(repo, 'a.txt'), 'utf8'), 'one\n');
+    await commitFile(keys.get('dev')!, repo, 'a.txt', 'two\n');
+    const push = await git(keys.get('dev')!, ['push', 'origin', 'HEAD'], repo);
+    assert.equal(push.code, 0, push.stderr);
+    const raw = await t.get(`/api/v4/snippets/${created.body.id}/files/main/a.txt/raw`, { token: dev.token });
+    assert.equal(raw.text, 'two\n');
+    // Someone else's private snippet does not exist for the outsider.
+    const hidden = await git(keys.get('outsider')!, ['ls-remote', created.body.ssh_url_to_repo]);
+    assert.notEqual(hidden.code, 0);
+    assert.match(hidden.stderr, /could not be found/);
+  });
+
   it('git archive --remote (upload-archive)', async () => {
     const res = await git(keys.get('dev')!, ['archive', `--remote=${url(projectPath)}`, '--format=tar', 'main', 'src/dir0']);
     assert.ok(res.stdout.length > 1024, 'a tar archive came back');
