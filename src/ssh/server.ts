@@ -21,6 +21,7 @@ import {
 } from '../services/git_transport.js';
 import { parseSshCommand } from './command.js';
 import { loadHostKeys } from './host_keys.js';
+import { SK_ALGORITHMS, verifySkSignature } from './sk_keys.js';
 
 /**
  * Git over SSH (GitLab's gitlab-sshd): public-key authentication by users' keys and deploy keys
@@ -47,10 +48,21 @@ export interface SshServer {
 /** Only `git` logs in (as `ssh git@host`), as GitLab has it. */
 const SSH_USER = 'git';
 
+/** Sessions (channels) open at once on one connection (OpenSSH's MaxSessions default). */
+const MAX_SESSIONS = 10;
+
 /** A connection that has not authenticated by then is dropped. */
 const LOGIN_GRACE_MS = 30_000;
 
 const fingerprintOf = (blob: Buffer) => 'SHA256:' + crypto.createHash('sha256').update(blob).digest('base64').replace(/=+$/, '');
+
+/** Whether `signature` is the offered key's over `data` (security keys by sk_keys.ts, the others by ssh2). */
+function verifies(algo: string, keyBlob: Buffer, signature: Buffer, data: Buffer, hashAlgo: string | undefined): boolean {
+  if ((SK_ALGORITHMS as readonly string[]).includes(algo)) return verifySkSignature(keyBlob, signature, data);
+  const parsed = ssh2.utils.parseKey(keyBlob);
+  if (parsed instanceof Error) return false;
+  return parsed.verify(data, signature, hashAlgo) === true;
+}
 
 /** Resolves once everything written so far has been handed to the SSH connection (an empty write is a barrier). */
 function flushed(stream: Writable): Promise<void> {
@@ -90,15 +102,19 @@ export async function startSshServer(cairn: Cairn, opts: { host: string; port: n
       if (!found) return ctx.reject(['publickey']);
       // Without a signature the client only asks whether the key would do; it signs next.
       if (!ctx.signature) return ctx.accept();
-      const parsed = ssh2.utils.parseKey(ctx.key.data);
-      if (parsed instanceof Error || !ctx.blob || parsed.verify(ctx.blob, ctx.signature, ctx.hashAlgo) !== true) return ctx.reject(['publickey']);
+      if (!ctx.blob || !verifies(ctx.key.algo, ctx.key.data, ctx.signature, ctx.blob, ctx.hashAlgo)) return ctx.reject(['publickey']);
       key = found;
       ctx.accept();
     }
     client.on('ready', () => {
       clearTimeout(grace);
-      client.on('session', (accept) => {
+      let sessions = 0;
+      client.on('session', (accept, reject) => {
+        // As OpenSSH's MaxSessions: one connection does not start git without bound.
+        if (sessions >= MAX_SESSIONS) return reject();
+        sessions++;
         const session = accept();
+        session.once('close', () => sessions--);
         let gitProtocol: string | undefined;
         let used = false;
         session.on('pty', (_accept, reject) => reject?.());

@@ -11,6 +11,9 @@ import { projectRepoPath } from '../../src/services/projects.js';
 import { sshRepoUrl } from '../../src/presenters/users.js';
 import { parseSshCommand } from '../../src/ssh/command.js';
 import { hostKeysDir, loadHostKeys } from '../../src/ssh/host_keys.js';
+import { verifySkSignature } from '../../src/ssh/sk_keys.js';
+import crypto from 'node:crypto';
+import { parseSshPublicKey } from '../../src/lib/ssh-keys.js';
 import { startSshServer, type SshServer } from '../../src/ssh/server.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
 import { generateHistory } from '../helpers/repo.js';
@@ -431,5 +434,49 @@ describe('cairn serve with git over SSH', { skip: HAS_SSH ? false : 'needs the O
       fs.rmSync(dataDir, { recursive: true, force: true });
       cleanupSshKeys();
     }
+  });
+});
+
+describe('security key (sk-) signatures', () => {
+  const str = (b: Buffer | string) => {
+    const body = Buffer.isBuffer(b) ? b : Buffer.from(b);
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(body.length);
+    return Buffer.concat([len, body]);
+  };
+  const sha256 = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest();
+  const data = Buffer.from('session id and userauth request');
+  const counter = Buffer.from([0, 0, 0, 7]);
+  /** What an authenticator signs (PROTOCOL.u2f). */
+  const signed = (flags: number, d = data) => Buffer.concat([sha256('ssh:'), Buffer.from([flags]), counter, sha256(d)]);
+
+  it('verifies sk-ssh-ed25519 signatures with user presence, as OpenSSH makes them', () => {
+    const { publicKey, privateKey } = crypto.generateKeyPairSync('ed25519');
+    const pk = Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url');
+    const blob = Buffer.concat([str('sk-ssh-ed25519@openssh.com'), str(pk), str('ssh:')]);
+    // The key text the keys API stores is the same blob.
+    assert.equal(parseSshPublicKey(`sk-ssh-ed25519@openssh.com ${blob.toString('base64')}`)?.family, 'ED25519_SK');
+    const sig = (flags: number, d?: Buffer) => Buffer.concat([crypto.sign(null, signed(flags, d), privateKey), Buffer.from([flags]), counter]);
+    assert.equal(verifySkSignature(blob, sig(0x01), data), true);
+    assert.equal(verifySkSignature(blob, sig(0x05), data), true);
+    assert.equal(verifySkSignature(blob, sig(0x00), data), false, 'no user presence');
+    assert.equal(verifySkSignature(blob, sig(0x01, Buffer.from('other')), data), false);
+    assert.equal(verifySkSignature(blob, sig(0x01).subarray(0, 60), data), false);
+  });
+
+  it('verifies sk-ecdsa-sha2-nistp256 signatures', () => {
+    const { publicKey, privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const jwk = publicKey.export({ format: 'jwk' });
+    const q = Buffer.concat([Buffer.from([4]), Buffer.from(jwk.x!, 'base64url'), Buffer.from(jwk.y!, 'base64url')]);
+    const blob = Buffer.concat([str('sk-ecdsa-sha2-nistp256@openssh.com'), str('nistp256'), str(q), str('ssh:')]);
+    assert.equal(parseSshPublicKey(`sk-ecdsa-sha2-nistp256@openssh.com ${blob.toString('base64')}`)?.family, 'ECDSA_SK');
+    const mpint = (b: Buffer) => str(b[0] & 0x80 ? Buffer.concat([Buffer.from([0]), b]) : b);
+    const sig = (flags: number) => {
+      const rs = crypto.sign('sha256', signed(flags), { key: privateKey, dsaEncoding: 'ieee-p1363' });
+      return Buffer.concat([mpint(rs.subarray(0, 32)), mpint(rs.subarray(32)), Buffer.from([flags]), counter]);
+    };
+    assert.equal(verifySkSignature(blob, sig(0x01), data), true);
+    assert.equal(verifySkSignature(blob, sig(0x00), data), false);
+    assert.equal(verifySkSignature(blob, sig(0x01), Buffer.from('tampered')), false);
   });
 });
