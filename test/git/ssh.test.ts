@@ -448,7 +448,7 @@ describe('security key (sk-) signatures', () => {
   const data = Buffer.from('session id and userauth request');
   const counter = Buffer.from([0, 0, 0, 7]);
   /** What an authenticator signs (PROTOCOL.u2f). */
-  const signed = (flags: number, d = data) => Buffer.concat([sha256('ssh:'), Buffer.from([flags]), counter, sha256(d)]);
+  const signed = (flags: number, d: Buffer = data) => Buffer.concat([sha256('ssh:'), Buffer.from([flags]), counter, sha256(d)]);
 
   it('verifies sk-ssh-ed25519 signatures with user presence, as OpenSSH makes them', () => {
     const { publicKey, privateKey } = crypto.generateKeyPairSync('ed25519');
