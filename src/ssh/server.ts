@@ -48,6 +48,9 @@ export interface SshServer {
 /** Only `git` logs in (as `ssh git@host`), as GitLab has it. */
 const SSH_USER = 'git';
 
+/** Authentication requests one connection may make (each key is usually offered, then signed with: two each). */
+const MAX_AUTH_TRIES = 20;
+
 /** Sessions (channels) open at once on one connection (OpenSSH's MaxSessions default). */
 const MAX_SESSIONS = 10;
 
@@ -96,7 +99,13 @@ export async function startSshServer(cairn: Cairn, opts: { host: string; port: n
         ctx.reject(['publickey']);
       });
     });
+    let attempts = 0;
     async function authenticate(ctx: ssh2.AuthContext) {
+      // As OpenSSH's MaxAuthTries: a connection does not get to try keys (a query each) without end.
+      if (++attempts > MAX_AUTH_TRIES) {
+        ctx.reject();
+        return client.end();
+      }
       if (ctx.method !== 'publickey' || ctx.username !== SSH_USER || closing) return ctx.reject(['publickey']);
       const found = await findAuthKey(cairn, fingerprintOf(ctx.key.data));
       if (!found) return ctx.reject(['publickey']);
