@@ -72,6 +72,7 @@ export async function startServer(extraEnv: Record<string, string> = {}, opts: {
     CAIRN_LOG_LEVEL: 'warn',
     CAIRN_ARCHIVE_RATE_LIMIT: '0',
     CAIRN_BUILTIN_RUNNER: '0',
+    CAIRN_SSH_PORT: '0',
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
     ...extraEnv,
   };

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 /** Never bundled: WebAssembly or native code beside the code, loaders, instrumentation. */
-const KEEP_EXTERNAL = ['@electric-sql/pglite', 'esbuild', 'tsx', 'playwright-core', 'pg-native', 'fsevents', 's3rver', '@sentry/*', '@esbuild/*'];
+const KEEP_EXTERNAL = ['@electric-sql/pglite', 'ssh2', 'cpu-features', 'esbuild', 'tsx', 'playwright-core', 'pg-native', 'fsevents', 's3rver', '@sentry/*', '@esbuild/*'];
 /** Found location-dependent by the scan below (listed so that a build need not find them again). */
 const KNOWN_LOCATION_DEPENDENT = ['pino', 'thread-stream', 'fast-json-stringify', '@fastify/swagger', '@seriousme/openapi-schema-validator'];
 const LOCATION_DEPENDENT = /\b__dirname\b|\b__filename\b|\bimport\.meta\.(?:url|dirname|filename|resolve)\b|\brequire\.resolve\b|\brequire\(\s*[^'"`\s)]/;

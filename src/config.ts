@@ -106,6 +106,10 @@ export interface Config {
    * monitoring allowlist does not let them in (src/plugins/job_listener.ts).
    */
   jobPort: number;
+  /** Port of the SSH server for git (src/ssh/); 0 = no SSH server. Also the port in every ssh_url_to_repo. */
+  sshPort: number;
+  /** Address the SSH server listens on. */
+  sshHost: string;
 }
 
 /** A setting's bad value: `message` is the one line `cairn` prints before exiting 1. */
@@ -429,6 +433,22 @@ function checkObjectStoreUrl(u: URL) {
 export const SETTINGS: Setting[] = [
   def({ env: 'CAIRN_HOST', key: 'host', type: listenHost(), default: '127.0.0.1', defaultText: '`127.0.0.1`', help: 'address to listen on' }),
   def({ env: 'CAIRN_PORT', key: 'port', type: port(), default: 8080, defaultText: '`8080`', help: 'port to listen on' }),
+  def({
+    env: 'CAIRN_SSH_PORT',
+    key: 'sshPort',
+    type: integer({ min: 0, max: 65535, noun: 'a valid port' }),
+    default: 2222,
+    defaultText: '`2222`',
+    help: "port of the SSH server for git (`git clone ssh://git@HOST:PORT/group/project.git`, user keys and deploy keys); `0` turns it off. It is the port shown in every `ssh_url_to_repo` (`git@HOST:group/project.git` when it is 22 or 0). Host keys are made at first start under `CAIRN_DATA_DIR/ssh`",
+  }),
+  def({
+    env: 'CAIRN_SSH_HOST',
+    key: 'sshHost',
+    type: listenHost(),
+    default: (c) => c.host!,
+    defaultText: 'as `CAIRN_HOST`',
+    help: 'address the SSH server listens on',
+  }),
   def({
     env: 'CAIRN_EXTERNAL_URL',
     key: 'externalUrl',

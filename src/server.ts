@@ -6,11 +6,13 @@ import type { BuiltinRunner } from './runner/runner.js';
 import { startServeBuiltinRunner } from './runner/serve.js';
 import { reduceMemorySoon } from './lib/memory.js';
 import { startJobListener } from './plugins/job_listener.js';
+import { startSshServer, type SshServer } from './ssh/server.js';
 
 export async function serve() {
   const config = loadConfig();
   const app = await buildApp({ config });
   let builtin: BuiltinRunner | null = null;
+  let ssh: SshServer | null = null;
   const shutdown = async (signal: string) => {
     app.log.info(`${signal}: shutting down`);
     // Bounded: what is still running past the grace period (and the closing after it) is cut off.
@@ -20,7 +22,10 @@ export async function serve() {
     }, config.shutdownTimeout * 1000 + 5_000).unref();
     // The built-in runner reports its running jobs failed while the server can still take it.
     await builtin?.stop().catch(() => {});
+    // No new SSH connections; running git commands finish (pushes are recorded) while HTTP drains.
+    const sshClosed = ssh?.close().catch(() => {});
     await app.close();
+    await sshClosed;
     process.exit(0);
   };
   process.once('SIGINT', () => void shutdown('SIGINT'));
@@ -42,6 +47,11 @@ export async function serve() {
     const { startControlServer } = await import('./control/index.js');
     const stopControl = await startControlServer(app.cairn, app.log);
     if (stopControl) app.cairn.closers.push(stopControl);
+  }
+  // Git over SSH (CAIRN_SSH_PORT=0 turns it off).
+  if (config.sshPort) {
+    ssh = await startSshServer(app.cairn, { host: config.sshHost, port: config.sshPort, log: app.log });
+    app.log.info(`git over SSH on ${config.sshHost}:${ssh.port}`);
   }
   // CI jobs reach this server through their own listener (no trusted-proxy status, no metrics).
   const jobs = await startJobListener(app, { port: config.jobPort });

@@ -17,6 +17,8 @@ const ROOT = path.resolve(import.meta.dirname, '..');
 const BAD: Record<string, string[]> = {
   CAIRN_HOST: ['not a host', 'exa mple.com', '-bad-', '999.1.1.1.1'],
   CAIRN_PORT: ['abc', '99999', '0', '-1', '80.5', '1e3'],
+  CAIRN_SSH_PORT: ['ssh', '65536', '-1', '22.5'],
+  CAIRN_SSH_HOST: ['not a host', '-bad-', '999.1.1.1.1'],
   CAIRN_EXTERNAL_URL: ['not-a-url', 'ftp://example.com', 'https://example.com/?x=1'],
   CAIRN_DATA_DIR: ['bad\0path'],
   DATABASE_URL: ['not-a-url', 'mysql://user:pw-hidden-42@db/x', 'http://db:5432/x'],

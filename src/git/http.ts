@@ -49,9 +49,18 @@ export function isProtocolV2(gitProtocol: string | undefined): boolean {
  */
 const RECEIVE_HIDDEN_REFS = ['refs/merge-requests', 'refs/pipelines', 'refs/keep-around', 'refs/environments', 'refs/tmp'];
 
+/** What a transport may run: the two smart HTTP services, and upload-archive (`git archive --remote`, SSH only). */
+export type GitCommandName = GitService | 'git-upload-archive';
+
 export interface ServiceOptions {
   gitDir: string;
-  service: GitService;
+  service: GitCommandName;
+  /**
+   * One request-response round (`--stateless-rpc`: smart HTTP, and a push over SSH, whose commands
+   * Cairn reads before git runs); false: the whole conversation on stdin/stdout (a fetch over SSH).
+   * Default true.
+   */
+  stateless?: boolean;
   /** Only the ref advertisement (GET info/refs). */
   advertiseRefs?: boolean;
   /** The sanitized Git-Protocol header (v2 when it carries version=2). */
@@ -72,8 +81,9 @@ const PACK_OBJECTS_HOOK = fileURLToPath(new URL('./pack_objects_hook.sh', import
 const shellWord = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /**
- * Starts `git upload-pack|receive-pack --stateless-rpc [--advertise-refs] .` in the
- * repository. The caller pipes the request into stdin and stdout into the response.
+ * Starts `git upload-pack|receive-pack [--stateless-rpc] [--advertise-refs] .` (or
+ * `git upload-archive .`) in the repository. The caller pipes the request into stdin and stdout
+ * into the response.
  */
 export function startService(opts: ServiceOptions): Promise<GitProcess> {
   const config: string[] = [];
@@ -84,6 +94,9 @@ export function startService(opts: ServiceOptions): Promise<GitProcess> {
     if (opts.packObjectsCache && opts.packObjectsCache.maxAgeSeconds > 0 && !opts.advertiseRefs) {
       config.push('-c', `uploadpack.packObjectsHook=sh ${shellWord(PACK_OBJECTS_HOOK)}`);
     }
+  } else if (opts.service === 'git-upload-archive') {
+    // Only what upload-archive allows by default: reachable commits and trees.
+    config.push('-c', 'uploadarchive.allowUnreachable=false');
   } else {
     // Hooks only ever come from a Cairn-owned directory, never from the repository.
     config.push('-c', `core.hooksPath=${opts.hooksPath ?? '/dev/null'}`);
@@ -91,7 +104,8 @@ export function startService(opts: ServiceOptions): Promise<GitProcess> {
     // `git push -o ...` (ci.skip and friends); atomic pushes are advertised by default.
     config.push('-c', 'receive.advertisePushOptions=true');
   }
-  const args = [...config, opts.service.slice(4), '--stateless-rpc'];
+  const args = [...config, opts.service.slice(4)];
+  if (opts.service !== 'git-upload-archive' && opts.stateless !== false) args.push('--stateless-rpc');
   if (opts.advertiseRefs) args.push('--advertise-refs');
   args.push('.');
   const env: Record<string, string | undefined> = { GIT_PROTOCOL: opts.gitProtocol };

@@ -14,7 +14,15 @@ export interface GitCredential {
   push: boolean;
   /** A CI job token's project: other projects admit it only through their job token allowlist. */
   jobProjectId?: number;
+  /**
+   * A deploy key (git over SSH): it reaches only the projects it is enabled on, pushing where its
+   * link has can_push; `user` is its creator, in whose name a push is recorded.
+   */
+  deployKey?: { id: number };
 }
+
+/** A deploy key's link to the project of a request (deploy_keys_projects), null when it has none. */
+export type DeployKeyLink = { can_push: boolean } | null;
 
 export const GIT_MESSAGES = {
   projectNotFound: "The project you were looking for could not be found or you don't have permission to view it.",
@@ -26,6 +34,7 @@ export const GIT_MESSAGES = {
   readOnly: 'The repository is temporarily read-only. Please try again later.',
   snippetNotFound: 'The snippet you were looking for could not be found.',
   updateSnippet: 'You are not allowed to update this snippet.',
+  deployKeyPush: 'This deploy key does not have write access to this project.',
 } as const;
 
 export type GitAccessDecision =
@@ -90,4 +99,19 @@ export function checkSnippetGitAccess(
   if (!canUpdateSnippet(user, snippet, project)) return deny(403, GIT_MESSAGES.updateSnippet);
   if (snippet.repository_read_only) return deny(403, GIT_MESSAGES.readOnly);
   return { allowed: true, accessLevel };
+}
+
+/**
+ * The access check of a git request made with a deploy key (GitLab's DeployKeyAccess): only the
+ * projects the key is enabled on exist for it; it fetches from them, and pushes where its link has
+ * can_push (branch protections are checked per ref by services/push_rules.ts).
+ */
+export function checkDeployKeyGitAccess(project: ProjectWithNamespace | undefined, link: DeployKeyLink, service: GitService): GitAccessDecision {
+  const deny = (status: 403 | 404, message: string): GitAccessDecision => ({ allowed: false, status, message });
+  if (!project || !link) return deny(404, GIT_MESSAGES.projectNotFound);
+  if (service === 'git-upload-pack') return { allowed: true, accessLevel: 0 };
+  if (!link.can_push) return deny(403, GIT_MESSAGES.deployKeyPush);
+  if (project.archived) return deny(403, GIT_MESSAGES.archived);
+  if (project.repository_read_only) return deny(403, GIT_MESSAGES.readOnly);
+  return { allowed: true, accessLevel: 0 };
 }

@@ -3,7 +3,7 @@ import { VISIBILITY_NAMES } from '../policies/access.js';
 import { can, featureAccessLevel, featureAvailable, type FeatureLevel, type ProjectSubject } from '../policies/abilities.js';
 import { presentSharedGroup, type SharedGroupLink } from './groups.js';
 import { presentNamespaceBasic, type NamespaceWithOwner } from './namespaces.js';
-import { iso, presentUserBasic, type PresentContext } from './users.js';
+import { iso, presentUserBasic, sshRepoUrl, type PresentContext } from './users.js';
 
 export type FeatureAccess = FeatureLevel;
 export const FEATURE_ACCESS_VALUES: FeatureAccess[] = ['disabled', 'private', 'enabled', 'public'];
@@ -116,8 +116,7 @@ export interface ProjectExtras {
 }
 
 function sshUrl(ctx: PresentContext, fullPath: string): string {
-  const host = new URL(ctx.baseUrl).hostname;
-  return `git@${host}:${fullPath}.git`;
+  return sshRepoUrl(ctx.baseUrl, ctx.sshPort, fullPath);
 }
 
 /** GitLab's ProjectIdentity: the smallest form (runner job lists, agents). */

@@ -1,7 +1,7 @@
 import type { User } from '../db/schema/core.js';
 import type { Snippet } from '../db/schema/snippets.js';
 import { VISIBILITY_NAMES } from '../policies/access.js';
-import { iso, presentUserBasic, type PresentContext } from './users.js';
+import { iso, presentUserBasic, sshRepoUrl, type PresentContext } from './users.js';
 
 /** What a snippet's form needs besides its row, preloaded by the caller. */
 export interface SnippetExtras {
@@ -21,11 +21,10 @@ function snippetUrls(ctx: PresentContext, s: Pick<Snippet, 'id'>, projectPath: s
   const owner = projectPath ? `${ctx.baseUrl}/${projectPath}` : ctx.baseUrl;
   const webUrl = `${owner}/-/snippets/${s.id}`;
   const repoPath = projectPath ? `${projectPath}/snippets/${s.id}` : `snippets/${s.id}`;
-  const host = new URL(ctx.baseUrl).hostname;
   return {
     web_url: webUrl,
     raw_url: `${webUrl}/raw`,
-    ssh_url_to_repo: `git@${host}:${repoPath}.git`,
+    ssh_url_to_repo: sshRepoUrl(ctx.baseUrl, ctx.sshPort, repoPath),
     http_url_to_repo: `${ctx.baseUrl}/${repoPath}.git`,
   };
 }

@@ -3,8 +3,20 @@ import type { User } from '../db/schema/core.js';
 /** What presenters may know beyond the row: the external URL, and preloaded extras. */
 export interface PresentContext {
   baseUrl: string;
+  /** The port of Cairn's SSH server (CAIRN_SSH_PORT), for ssh_url_to_repo; 22 or absent: scp-like `git@host:path.git`. */
+  sshPort?: number;
   /** Who is looking: a private profile is shown in full to its owner and to administrators. */
   viewer?: { id: number; admin: boolean; external: boolean } | null;
+}
+
+/**
+ * A repository's SSH clone URL, as GitLab shows it: `git@host:path.git` on the standard port (or
+ * with no SSH server of Cairn's own), `ssh://git@host:port/path.git` on another port.
+ */
+export function sshRepoUrl(baseUrl: string, sshPort: number | undefined, repoPath: string): string {
+  const host = new URL(baseUrl).hostname;
+  if (!sshPort || sshPort === 22) return `git@${host}:${repoPath}.git`;
+  return `ssh://git@${host}:${sshPort}/${repoPath}.git`;
 }
 
 function profileHidden(ctx: PresentContext, u: User): boolean {

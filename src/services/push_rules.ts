@@ -4,7 +4,8 @@ import type { RefUpdate } from '../git/http.js';
 import { isZeroOid } from '../git/validate.js';
 import { can, effectiveLevel, type ProjectSubject } from '../policies/abilities.js';
 import { projectAccessLevel } from '../finders/access_levels.js';
-import { canPushToBranch, type PushProject } from '../policies/branches.js';
+import { canPushToBranch, protectionFor, type PushProject } from '../policies/branches.js';
+import { AccessLevel } from '../policies/access.js';
 import { hasNoBranches } from '../git/refs.js';
 import { BranchProtectionLevel, defaultBranchProtectionOf } from './default_branch_protection.js';
 import { projectRepoPath } from './projects.js';
@@ -34,10 +35,17 @@ export async function checkRefUpdates(
   user: User | null,
   updates: RefUpdate[],
   accessLevel?: number,
+  /**
+   * A deploy key with can_push pushes (git over SSH): it acts in its creator's name as a developer,
+   * whatever the creator's own rights, and (there being no deploy key grants on protected branches
+   * here) moves no protected branch, as GitLab's deploy keys that no protection names.
+   */
+  opts: { deployKey?: boolean } = {},
 ): Promise<RefUpdateDecision> {
   const refusals = new Map<string, string>();
   const noForceRefs: string[] = [];
-  const level = user ? effectiveLevel(user, accessLevel ?? (await projectAccessLevel(cairn.db, user.id, project))) : 0;
+  if (opts.deployKey && user) user = { ...user, admin: false };
+  const level = opts.deployKey ? (user ? AccessLevel.DEVELOPER : 0) : user ? effectiveLevel(user, accessLevel ?? (await projectAccessLevel(cairn.db, user.id, project))) : 0;
   const subject: ProjectSubject = { project, accessLevel: level };
   const mayPush = can(user, 'push_code', subject);
   // GitLab's ProtectedBranch.protected? on an empty repository: while the default branch is to be
@@ -60,6 +68,10 @@ export async function checkRefUpdates(
         continue;
       }
       if (await refusedAsInitialPush(user)) {
+        refusals.set(u.ref, PUSH_MESSAGES.protectedBranches);
+        continue;
+      }
+      if (opts.deployKey && (await protectionFor(cairn.db, project.id, branch)).rules.length) {
         refusals.set(u.ref, PUSH_MESSAGES.protectedBranches);
         continue;
       }

@@ -24,7 +24,8 @@ describe('Projects API', () => {
     assert.equal(p.default_branch, 'main');
     assert.equal(p.empty_repo, false);
     assert.equal(p.http_url_to_repo, `${t.config.externalUrl}/${alice.user.username}/my-project.git`);
-    assert.match(p.ssh_url_to_repo, new RegExp(`^git@127\\.0\\.0\\.1:${alice.user.username}/my-project\\.git$`));
+    // Cairn's SSH server is on CAIRN_SSH_PORT (2222 unless set): the URL names the port.
+    assert.equal(p.ssh_url_to_repo, `ssh://git@127.0.0.1:${t.config.sshPort}/${alice.user.username}/my-project.git`);
     assert.equal(p.readme_url, `${t.config.externalUrl}/${alice.user.username}/my-project/-/blob/main/README.md`);
     assert.equal(p.namespace.kind, 'user');
     assert.equal(p.owner.id, alice.user.id);

@@ -56,7 +56,7 @@ describe('snippets API', () => {
       assert.equal(s.raw_url, `${base}/-/snippets/${s.id}/raw`);
       assert.equal(s.files[1].raw_url, `${base}/-/snippets/${s.id}/raw/main/lib/util.rb`);
       assert.equal(s.http_url_to_repo, `${base}/snippets/${s.id}.git`);
-      assert.equal(s.ssh_url_to_repo, `git@${new URL(base).hostname}:snippets/${s.id}.git`);
+      assert.equal(s.ssh_url_to_repo, `ssh://git@${new URL(base).hostname}:${t.config.sshPort}/snippets/${s.id}.git`);
       assert.equal(s.expires_at, null);
 
       const row = await snippetRow(s.id);
@@ -373,7 +373,7 @@ describe('snippets API', () => {
       const base = t.config.externalUrl;
       assert.equal(res.body.web_url, `${base}/${path}/-/snippets/${res.body.id}`);
       assert.equal(res.body.http_url_to_repo, `${base}/${path}/snippets/${res.body.id}.git`);
-      assert.equal(res.body.ssh_url_to_repo, `git@${new URL(base).hostname}:${path}/snippets/${res.body.id}.git`);
+      assert.equal(res.body.ssh_url_to_repo, `ssh://git@${new URL(base).hostname}:${t.config.sshPort}/${path}/snippets/${res.body.id}.git`);
       assert.equal(res.body.files[0].raw_url, `${base}/${path}/-/snippets/${res.body.id}/raw/main/p.txt`);
       // visibility is required here, and may not exceed the project's.
       const missing = await t.post(url(project), { title: 'x', files: [{ file_path: 'a', content: 'b' }] }, { token: reporter.token });

@@ -15,7 +15,8 @@ export interface CliRun {
  * with `env` on top. Killed after a minute.
  */
 export function runCairn(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
-  const base = { ...process.env };
+  // No SSH server on the default port: test processes run side by side.
+  const base: NodeJS.ProcessEnv = { ...process.env, CAIRN_SSH_PORT: '0' };
   delete base.DATABASE_URL;
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(ROOT, 'bin/cairn.mjs'), ...args], {

@@ -29,6 +29,8 @@ export async function startServe(opts: { databaseUrl?: string; dataDir: string; 
       CAIRN_ROOT_TOKEN: opts.rootToken,
       CAIRN_LOG_LEVEL: 'error',
       CAIRN_BUILTIN_RUNNER: '0',
+      // No SSH server on the fixed default port unless a test asks for one (on a free port).
+      CAIRN_SSH_PORT: '0',
       ...opts.env,
     },
     stdio: ['ignore', 'ignore', 'inherit'],

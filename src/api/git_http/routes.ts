@@ -1,35 +1,28 @@
-import fs from 'node:fs';
 import { PassThrough, type Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import type { ProjectWithNamespace } from '../../finders/projects.js';
-import { jobTokenMayAccess } from '../../policies/job_token_scope.js';
-import { loadProjectForUser } from '../../finders/authorize.js';
 import {
-  ensureHooksDir,
   GIT_SERVICES,
   InvalidPushError,
   isProtocolV2,
   readReceivePackHead,
-  refusalReport,
   sanitizeGitProtocol,
   serviceExit,
   servicePreamble,
-  packObjectsCacheDir,
-  startService,
   type GitService,
 } from '../../git/http.js';
-import { repositoryWritten, type GitProcess } from '../../git/command.js';
-import type { Snippet } from '../../db/schema/snippets.js';
-import { checkGitAccess, checkSnippetGitAccess, GIT_MESSAGES, type GitCredential } from '../../policies/git_access.js';
-import { snippetAccessFor } from '../../policies/snippets.js';
-import { acquireWriteLease, releaseWriteLease } from '../../services/repository_writes.js';
-import { endRefJournal, journalRefUpdates, recordPush } from '../../services/post_receive.js';
-import { projectRepoPath } from '../../services/projects.js';
-import { checkRefUpdates } from '../../services/push_rules.js';
-import { checkSnippetRefUpdates, recordSnippetPush, snippetRepoPath } from '../../services/snippets.js';
+import type { GitProcess } from '../../git/command.js';
+import {
+  authorizeGitPath,
+  GitAccessError,
+  startAdvertisement,
+  startPush,
+  startUploadPack,
+  targetId,
+  type GitSession,
+} from '../../services/git_transport.js';
 import { RawBody, route, type Access } from '../route.js';
 import { authenticateGitClient, GitHttpError } from './auth.js';
 
@@ -38,7 +31,8 @@ import { authenticateGitClient, GitHttpError } from './auth.js';
  * `/<full_path>[.git]/git-upload-pack` and `/<full_path>[.git]/git-receive-pack`, for projects
  * and for snippets (`/snippets/<id>.git`, `/<project>/snippets/<id>.git`), with
  * HTTP Basic authentication (tokens or password), GitLab's access rules, Cairn's push rules
- * and the post-receive hook point. Bodies stream both ways; a pack is never held in memory.
+ * and the post-receive hook point. Bodies stream both ways; a pack is never held in memory. The
+ * git service work itself is services/git_transport.ts's, shared with git over SSH (src/ssh/).
  */
 
 /** A group may nest 20 levels deep, so a project path has up to 21 segments. */
@@ -49,17 +43,6 @@ const NO_CACHE = {
   pragma: 'no-cache',
   expires: 'Fri, 01 Jan 1980 00:00:00 GMT',
 };
-
-/** What a git request is about: a project's repository or a snippet's. */
-type GitTarget = { kind: 'project'; project: ProjectWithNamespace } | { kind: 'snippet'; snippet: Snippet };
-
-interface GitRequestContext {
-  target: GitTarget;
-  cred: GitCredential | null;
-  accessLevel: number;
-  gitDir: string;
-  gitProtocol: string | undefined;
-}
 
 export function projectPathOf(request: FastifyRequest): string {
   const params = request.params as Record<string, string>;
@@ -75,69 +58,20 @@ export function header(request: FastifyRequest, name: string): string | undefine
   return Array.isArray(v) ? v[0] : v;
 }
 
-/** A snippet's repository path: `snippets/<id>` (personal) or `<project path>/snippets/<id>`. */
-const SNIPPET_PATH = /^(?:(.+)\/)?snippets\/(\d{1,10})$/;
-
-/** Authenticates the client and checks its access to the project (or snippet) for `service`. */
 /**
- * `pushRpc`: the receive-pack POST itself. A repository that turned read-only since the ref
- * advertisement (a storage move began) is not refused here with a bare HTTP 403 (git would only
- * print "RPC failed"): receivePack refuses every update in the push report instead, with the
- * read-only message, when it cannot take a write lease.
+ * Authenticates the client and checks its access to the project (or snippet) of the path for
+ * `service`, through the checks every transport shares (services/git_transport.ts).
+ * `pushRpc`: the receive-pack POST itself (see authorizeGitPath).
  */
-async function authorizeGit(request: FastifyRequest, service: GitService, pushRpc = false): Promise<GitRequestContext> {
+async function authorizeGit(request: FastifyRequest, service: GitService, pushRpc = false): Promise<GitSession> {
   const cairn = request.server.cairn;
   const cred = await authenticateGitClient(cairn, header(request, 'authorization'), request.ip);
-  const fullPath = projectPathOf(request);
-  const userId = cred?.user.id;
-  const snippetPath = SNIPPET_PATH.exec(fullPath);
-  // `snippets` is a reserved top-level path, so `snippets/<id>` is never a project; a project
-  // path ending in `/snippets/<id>` is tried as a project first, as GitLab's RepoPath does.
-  let project =
-    fullPath.includes('/') && !fullPath.split('/').includes('') && !(snippetPath && snippetPath[1] === undefined)
-      ? await loadProjectForUser(cairn, userId, fullPath)
-      : undefined;
-  if (!project && snippetPath) return authorizeSnippetGit(request, cred, snippetPath[1] ?? null, Number(snippetPath[2]), service, pushRpc);
-  // A CI job token of another project sees this one only through its job token allowlist.
-  if (project && cred?.jobProjectId !== undefined && !(await jobTokenMayAccess(cairn.db, cred.jobProjectId, project))) project = undefined;
-  const decision = checkGitAccess(project && pushRpc ? { ...project, repository_read_only: false } : project, cred, service, project?.callerAccessLevel ?? 0);
-  if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
-  return {
-    target: { kind: 'project', project: project! },
-    cred,
-    accessLevel: decision.accessLevel,
-    gitDir: projectRepoPath(cairn, project!),
-    gitProtocol: sanitizeGitProtocol(request.headers['git-protocol']),
-  };
-}
-
-/** The snippet of a snippet repository path, for the caller: its project (if any) must be the one in the path. */
-async function authorizeSnippetGit(request: FastifyRequest, cred: GitCredential | null, projectPath: string | null, id: number, service: GitService, pushRpc: boolean): Promise<GitRequestContext> {
-  const cairn = request.server.cairn;
-  const user = cred?.user ?? null;
-  let snippet = id <= 2147483647 ? await cairn.db.selectFrom('snippets').selectAll().where('id', '=', id).executeTakeFirst() : undefined;
-  let access = snippet ? await snippetAccessFor(cairn, user, snippet) : null;
-  if (snippet && access) {
-    const inPlace = projectPath === null ? snippet.project_id === null : !!access.project && access.project.id === snippet.project_id && projectPathMatches(access.project, projectPath);
-    if (!inPlace) snippet = undefined;
+  try {
+    return await authorizeGitPath(cairn, cred, projectPathOf(request), service, { pushRpc, gitProtocol: sanitizeGitProtocol(request.headers['git-protocol']) });
+  } catch (err) {
+    if (err instanceof GitAccessError) throw new GitHttpError(err.status, err.message);
+    throw err;
   }
-  const decision = checkSnippetGitAccess(snippet && pushRpc ? { ...snippet, repository_read_only: false } : snippet, access?.subject ?? null, cred, service);
-  if (!decision.allowed) throw new GitHttpError(decision.status, decision.message);
-  return {
-    target: { kind: 'snippet', snippet: snippet! },
-    cred,
-    accessLevel: decision.accessLevel,
-    gitDir: snippetRepoPath(cairn, snippet!),
-    gitProtocol: sanitizeGitProtocol(request.headers['git-protocol']),
-  };
-}
-
-function projectPathMatches(project: ProjectWithNamespace, path: string): boolean {
-  return `${project.namespace.full_path}/${project.path}`.toLowerCase() === path.toLowerCase();
-}
-
-function targetId(target: GitTarget): string {
-  return target.kind === 'project' ? `project ${target.project.id}` : `snippet ${target.snippet.id}`;
 }
 
 function sendGitError(reply: FastifyReply, err: GitHttpError) {
@@ -244,7 +178,7 @@ async function infoRefs(request: FastifyRequest, reply: FastifyReply) {
   }
   const svc = service as GitService;
   const ctx = await authorizeGit(request, svc);
-  const proc = await startService({ gitDir: await liveGitDir(request, ctx), service: svc, advertiseRefs: true, gitProtocol: ctx.gitProtocol });
+  const proc = await startAdvertisement(request.server.cairn, ctx, svc);
   const exit = superviseService(request, reply, proc, svc);
   proc.stdin.end();
   // Wait for the first bytes, so a repository that cannot be read is an error, not an empty 200.
@@ -260,33 +194,10 @@ async function infoRefs(request: FastifyRequest, reply: FastifyReply) {
   return reply.code(200).header('content-type', `application/x-${svc}-advertisement`).headers(NO_CACHE).send(body);
 }
 
-/**
- * The repository's directory as the database says now. The row authorizeGit used may come from
- * the cache and predate a storage move that has just switched the repository and removed the
- * old copy: reads keep working during and after a move, so a directory that is gone is looked up
- * again (a read from the database, not the cache).
- */
-async function liveGitDir(request: FastifyRequest, ctx: GitRequestContext): Promise<string> {
-  if (fs.existsSync(ctx.gitDir)) return ctx.gitDir;
-  const cairn = request.server.cairn;
-  if (ctx.target.kind === 'project') {
-    const row = await cairn.db.selectFrom('projects').select(['repository_storage', 'disk_path']).where('id', '=', ctx.target.project.id).executeTakeFirst();
-    return row ? projectRepoPath(cairn, row) : ctx.gitDir;
-  }
-  const row = await cairn.db.selectFrom('snippets').select(['repository_storage', 'disk_path']).where('id', '=', ctx.target.snippet.id).executeTakeFirst();
-  return row ? snippetRepoPath(cairn, row) : ctx.gitDir;
-}
-
 async function uploadPack(request: FastifyRequest, reply: FastifyReply) {
   const ctx = await authorizeGit(request, 'git-upload-pack');
   const input = requestBody(request, 'git-upload-pack');
-  const { config } = request.server.cairn;
-  const proc = await startService({
-    gitDir: await liveGitDir(request, ctx),
-    service: 'git-upload-pack',
-    gitProtocol: ctx.gitProtocol,
-    packObjectsCache: { dir: packObjectsCacheDir(config.dataDir), maxAgeSeconds: config.packObjectsCacheMaxAge },
-  });
+  const proc = await startUploadPack(request.server.cairn, ctx, { stateless: true });
   const exit = superviseService(request, reply, proc, 'git-upload-pack');
   pipeInto(input, proc);
   // Headers wait for git's first bytes: a request git cannot read (bad gzip, garbage) is a 400.
@@ -315,80 +226,21 @@ async function receivePack(request: FastifyRequest, reply: FastifyReply) {
     input.resume();
     return reply.code(200).header('content-type', 'application/x-git-receive-pack-result').headers(NO_CACHE).send(Buffer.alloc(0));
   }
-  const user = ctx.cred!.user;
-  const target = ctx.target;
-  const decision =
-    target.kind === 'project'
-      ? await checkRefUpdates(cairn, target.project, user, head.updates, ctx.accessLevel)
-      : { refusals: checkSnippetRefUpdates(head.updates), noForceRefs: [] as string[] };
-  // Held until the push is recorded: a storage move waits for it before copying the repository,
-  // and none is granted once a move has made the repository read-only (services/repository_writes.ts).
-  const container = target.kind === 'project' ? { type: 'Project' as const, id: target.project.id } : { type: 'Snippet' as const, id: target.snippet.id };
-  const lease = decision.refusals.size ? null : await acquireWriteLease(cairn.db, container);
-  if (!decision.refusals.size && lease === null) {
-    // A move began after the ref advertisement: every update is refused in the push report, so
-    // git prints GitLab's read-only message instead of a bare HTTP error.
-    for (const u of head.updates) decision.refusals.set(u.ref, GIT_MESSAGES.readOnly);
-  }
-  const release = () => (lease === null ? Promise.resolve() : releaseWriteLease(cairn.db, lease.id).catch(() => {}));
-  // The repository is where the row says now (a move may have finished since the row was read).
-  const moved = lease
-    ? target.kind === 'project'
-      ? { kind: 'project' as const, project: { ...target.project, repository_storage: lease.storage } }
-      : { kind: 'snippet' as const, snippet: { ...target.snippet, repository_storage: lease.storage } }
-    : target;
-  const gitDir = lease ? (moved.kind === 'project' ? projectRepoPath(cairn, moved.project) : snippetRepoPath(cairn, moved.snippet)) : ctx.gitDir;
   reply.code(200).header('content-type', 'application/x-git-receive-pack-result').headers(NO_CACHE);
-
-  if (decision.refusals.size) {
+  const push = await startPush(cairn, ctx, head, request.log);
+  if (push.refused) {
     // Nothing is unpacked; read the rest of the request so the client sees the report, not a reset.
     if (!head.ended) {
       input.resume();
       await finished(input).catch(() => {});
     }
-    return reply.send(refusalReport(head, decision.refusals));
+    return reply.send(push.refused);
   }
-
-  const noForce = decision.noForceRefs;
-  // Journalled before receive-pack may move a ref: a crash before the push is recorded replays it.
-  let journal: number | null = null;
-  let proc: Awaited<ReturnType<typeof startService>>;
-  try {
-    if (moved.kind === 'project') journal = await journalRefUpdates(cairn, moved.project.id, user.id, head.updates, head.pushOptions);
-    proc = await startService({
-    gitDir,
-    service: 'git-receive-pack',
-    gitProtocol: ctx.gitProtocol,
-    hooksPath: noForce.length ? await ensureHooksDir(cairn.config.dataDir) : undefined,
-    hookEnv: noForce.length ? { CAIRN_NO_FORCE_REFS: noForce.join('\n') } : undefined,
-    });
-  } catch (err) {
-    if (journal !== null) await endRefJournal(cairn, journal).catch(() => {});
-    await release();
-    throw err;
-  }
+  const { proc, finish } = push;
   const exit = superviseService(request, reply, proc, 'git-receive-pack');
-  proc.stdin.write(head.consumed);
-  if (head.ended) proc.stdin.end();
-  else pipeInto(input, proc);
-
+  if (!head.ended) pipeInto(input, proc);
   // The response stays open until the push is recorded, so a client that sees success can rely on it.
-  // Recorded whatever git's exit status: refs may have moved before a client hung up and
-  // receive-pack was killed; recordPush keeps only the updates that took effect.
-  const out = responseBody(proc, exit, [], async () => {
-    try {
-      // Caches drop what they computed from repositories before the client hears of the push.
-      await repositoryWritten(gitDir).catch((err) => request.log.warn({ err }, 'announcing a repository write failed'));
-      if (moved.kind === 'project') await recordPush(cairn, moved.project, user.id, head.updates, request.log, head.pushOptions);
-      else await recordSnippetPush(cairn, moved.snippet, head.updates);
-    } catch (err) {
-      request.log.error({ err, target: targetId(target) }, 'recording a push failed');
-    } finally {
-      if (journal !== null) await endRefJournal(cairn, journal).catch(() => {});
-      await release();
-    }
-  });
-  return reply.send(out);
+  return reply.send(responseBody(proc, exit, [], finish));
 }
 
 export default async function gitHttpRoutes(app: FastifyInstance) {

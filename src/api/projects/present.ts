@@ -9,7 +9,8 @@ import type { PresentContext } from '../../presenters/users.js';
 export type ProjectForm = 'simple' | 'full' | 'with_access';
 
 export function presentContext(request: FastifyRequest): PresentContext {
-  return { baseUrl: request.server.cairn.config.externalUrl, viewer: request.actor?.user ?? null };
+  const { config } = request.server.cairn;
+  return { baseUrl: config.externalUrl, sshPort: config.sshPort, viewer: request.actor?.user ?? null };
 }
 
 /**

@@ -184,7 +184,7 @@ function signedIn(request: FastifyRequest): User {
 export default async function snippetRoutes(fastify: FastifyInstance) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const cairn = fastify.cairn;
-  const ctxOf = (request: FastifyRequest): PresentContext => ({ baseUrl: cairn.config.externalUrl, viewer: request.actor?.user ?? null });
+  const ctxOf = (request: FastifyRequest): PresentContext => ({ baseUrl: cairn.config.externalUrl, sshPort: cairn.config.sshPort, viewer: request.actor?.user ?? null });
   const bodyLimit = contentBodyLimit(cairn.config);
 
   async function presentMany(request: FastifyRequest, rows: Snippet[]) {

@@ -44,7 +44,7 @@ export default async function storageMoveRoutes(fastify: FastifyInstance) {
     };
     const present = async (request: FastifyRequest, moves: StorageMove[]) => {
       const kind = kindOrNotFound();
-      const containers = await kind.present(request.server.cairn.db, { baseUrl: externalBase(request) }, [...new Set(moves.map((m) => Number(m.container_id)))]);
+      const containers = await kind.present(request.server.cairn.db, { baseUrl: externalBase(request), sshPort: request.server.cairn.config.sshPort }, [...new Set(moves.map((m) => Number(m.container_id)))]);
       return moves.map((m) => presentStorageMove(m, name, containers.get(Number(m.container_id)) ?? null));
     };
     const containerOf = async (request: FastifyRequest, idOrPath: string) => {

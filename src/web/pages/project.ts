@@ -1,6 +1,7 @@
 import { listTree, resolveCommit } from '../../git/refs.js';
 import { renderMarkdown } from '../../lib/markdown.js';
 import { VISIBILITY_NAMES } from '../../policies/access.js';
+import { sshRepoUrl } from '../../presenters/users.js';
 import type { PageContext, ProjectPage } from '../context.js';
 import { html, pathUrl, trusted } from '../html.js';
 import { projectPath, sendPage } from '../layout.js';
@@ -10,11 +11,14 @@ import { commitSummary, findReadme, readmeCard, refSwitcher, repoUrl, treeTable 
 
 export { findReadme };
 
-/** The clone box: HTTP URL of the repository (what `git clone` takes). */
+/** The clone box: the repository's HTTP and SSH URLs (what `git clone` takes), as the API's http_url_to_repo and ssh_url_to_repo. */
 export function cloneBox(ctx: PageContext, page: ProjectPage) {
-  const url = `${ctx.cairn.config.externalUrl}/${pathUrl(page.fullPath)}.git`;
+  const { config } = ctx.cairn;
+  const url = `${config.externalUrl}/${pathUrl(page.fullPath)}.git`;
+  const ssh = config.sshPort ? html`<label for="clone-ssh">Clone with SSH</label>
+<div class="row"><input type="text" id="clone-ssh" readonly value="${sshRepoUrl(config.externalUrl, config.sshPort, page.fullPath)}" class="mono grow"><button type="button" class="secondary" data-copy="clone-ssh">Copy</button></div>` : '';
   return html`<div class="card"><label for="clone-http" class="mt0">Clone with HTTP</label>
-<div class="row"><input type="text" id="clone-http" readonly value="${url}" class="mono grow"><button type="button" class="secondary" data-copy="clone-http">Copy</button></div></div>`;
+<div class="row"><input type="text" id="clone-http" readonly value="${url}" class="mono grow"><button type="button" class="secondary" data-copy="clone-http">Copy</button></div>${ssh}</div>`;
 }
 
 /** The clone URL in one line, for the bar above the files. */
