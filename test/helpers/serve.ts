@@ -36,7 +36,9 @@ export async function startServe(opts: { databaseUrl?: string; dataDir: string; 
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {
+  // A fresh embedded database is made first (initdb, then every migration): tens of seconds on a
+  // machine busy with the rest of the suite, so up to two minutes before giving up.
+  for (let i = 0; i < 1200; i++) {
     try {
       if ((await fetch(`${url}/-/readiness`)).ok) return { url, child };
     } catch {}
