@@ -3,7 +3,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config.js';
-import { callControl, ControlError, type CommandIo } from '../control/index.js';
+import { callControl, ControlError, type CommandIo } from './control_client.js';
 import { dataDirHolder } from '../db/data_dir_lock.js';
 import { openDatabase } from '../db/index.js';
 import { CAIRN_VERSION } from '../version.js';

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
 import { loadConfig } from '../config.js';
-import { callControl, ControlError } from '../control/index.js';
+import { callControl, ControlError } from './control_client.js';
 import { dataDirHolder } from '../db/data_dir_lock.js';
 import { openDatabase, type Database } from '../db/index.js';
 import { migrateToLatest } from '../db/migrate.js';

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { controlSocketPath } from '../../src/control/index.js';
+import { controlSocketPath } from '../../src/cli/control_client.js';
 import { openDatabase } from '../../src/db/index.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { runCairn } from '../helpers/cli.js';
