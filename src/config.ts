@@ -66,6 +66,8 @@ export interface Config {
   logFormat: 'auto' | 'text' | 'json';
   /** Seconds a stopping server gives requests in flight. */
   shutdownTimeout: number;
+  /** Seconds a finished storage move keeps the source copy for reads that began before the switch. */
+  storageMoveCleanupDelay: number;
   /** Git over HTTP accepts a user's password as well as tokens (GitLab's password_authentication_enabled_for_git). */
   gitPasswordAuthentication: boolean;
   /** Keep hot reads (tokens, projects) in memory, invalidated through PostgreSQL notifications (src/cache/). */
@@ -502,6 +504,14 @@ export const SETTINGS: Setting[] = [
     default: 300,
     defaultText: '`5m`',
     help: "how long a pack generated for a fetch or clone is kept under `$CAIRN_DATA_DIR/cache/pack-objects` and sent again to identical fetches (Gitaly's pack-objects cache: a CI storm of clones of one commit makes one pack); fetches arriving while it is generated stream it as it grows; `0` = off",
+  }),
+  def({
+    env: 'CAIRN_STORAGE_MOVE_CLEANUP_DELAY',
+    key: 'storageMoveCleanupDelay',
+    type: duration(),
+    default: 10,
+    defaultText: '`10s`',
+    help: 'how long a repository storage move keeps the source copy after switching the repository to its destination, for reads (clones, API reads) that began before the switch; the move is `replicated` meanwhile, then `finished`',
   }),
   def({
     env: 'CAIRN_RENDER_CACHE_BYTES',

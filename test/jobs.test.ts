@@ -115,6 +115,8 @@ describe('background job queue', () => {
       await reclaimElsewhere(job.id);
       lockedAtAfterTheft = new Date((await row(job.id)).locked_at as any).getTime();
       await new Promise<void>((resolve) => {
+        // A heartbeat may have found the theft already, while row() above was reading.
+        if (job.signal.aborted) { aborted = true; return resolve(); }
         // Long enough for a heartbeat on a loaded machine; the abort ends the wait at once.
         const timer = setTimeout(resolve, 8000);
         job.signal.addEventListener('abort', () => { aborted = true; clearTimeout(timer); resolve(); });

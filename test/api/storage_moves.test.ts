@@ -129,6 +129,42 @@ describe('repository storage moves', () => {
     assert.equal((await t.call('GET', '/api/v4/projects/999999/repository_storage_moves')).status, 404);
   });
 
+  it('keeps the source copy for CAIRN_STORAGE_MOVE_CLEANUP_DELAY after the switch (replicated), and refuses a move back meanwhile', async () => {
+    const config = t.app.cairn.config as { storageMoveCleanupDelay: number };
+    config.storageMoveCleanupDelay = 3600;
+    try {
+      const project = await t.createProject();
+      await commitFiles(t, project, { 'README.md': 'hello\n' });
+      const sourceDir = projectRepoPath(t.app.cairn, project);
+      const created = await t.call('POST', `/api/v4/projects/${project.id}/repository_storage_moves`, { body: { destination_storage_name: 'other' } });
+      assert.equal(created.status, 201);
+      await drainJobs(t.app.cairn);
+      assert.equal((await moveOf(created.body.id)).body.state, 'replicated');
+      const row = await t.db.selectFrom('projects').select(['repository_storage', 'repository_read_only']).where('id', '=', project.id).executeTakeFirstOrThrow();
+      assert.deepEqual(row, { repository_storage: 'other', repository_read_only: false });
+      // A read that located the project before the switch still finds its repository.
+      assert.equal(git(sourceDir, 'show', 'main:README.md'), 'hello\n');
+      await commitFiles(t, project, { 'after.txt': 'written on the destination\n' });
+      const back = await t.call('POST', `/api/v4/projects/${project.id}/repository_storage_moves`, { body: { destination_storage_name: 'default' } });
+      assert.equal(back.status, 400);
+      assert.deepEqual(back.body, { message: { project: ['is still being moved: its previous storage move is removing the source copy'] } });
+
+      await t.db.updateTable('background_jobs').set({ run_at: new Date() }).where('kind', '=', 'storage_move.cleanup').where('state', '=', 'pending').execute();
+      await drainJobs(t.app.cairn);
+      assert.equal((await moveOf(created.body.id)).body.state, 'finished');
+      assert.equal(fs.existsSync(sourceDir), false);
+      const again = await t.call('POST', `/api/v4/projects/${project.id}/repository_storage_moves`, { body: { destination_storage_name: 'default' } });
+      assert.equal(again.status, 201);
+      await drainJobs(t.app.cairn);
+      await t.db.updateTable('background_jobs').set({ run_at: new Date() }).where('kind', '=', 'storage_move.cleanup').where('state', '=', 'pending').execute();
+      await drainJobs(t.app.cairn);
+      assert.equal((await moveOf(again.body.id)).body.state, 'finished');
+      assert.equal(git(sourceDir, 'show', 'main:after.txt'), 'written on the destination\n');
+    } finally {
+      config.storageMoveCleanupDelay = 0;
+    }
+  });
+
   it('validates storages: unknown names and the same storage are 400', async () => {
     const project = await t.createProject();
     const unknown = await t.call('POST', `/api/v4/projects/${project.id}/repository_storage_moves`, { body: { destination_storage_name: 'nowhere' } });

@@ -159,8 +159,9 @@ export async function createTestContext(overrides: Partial<Config> = {}, setup?:
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-test-'));
   const config = loadConfig(
     { CAIRN_DATA_DIR: tmpDir, CAIRN_ROOT_TOKEN: ROOT_TOKEN, CAIRN_ROOT_PASSWORD: 'root-password-123' },
-    // Sign-in and token endpoint throttles off unless a test sets them (many sign-ins come from one address here).
-    { databaseUrl, logLevel: 'silent', validateResponses: true, protectedPathsLimit: 0, oauthTokenRateLimit: 0, ...overrides },
+    // Sign-in and token endpoint throttles off unless a test sets them (many sign-ins come from one
+    // address here); a storage move's cleanup runs in the same drainJobs as the move.
+    { databaseUrl, logLevel: 'silent', validateResponses: true, protectedPathsLimit: 0, oauthTokenRateLimit: 0, storageMoveCleanupDelay: 0, ...overrides },
   );
   const app = await buildApp({ config, database, logger: process.env.TEST_LOG ? { level: "error" } : false });
   await setup?.(app);

@@ -301,6 +301,7 @@ export default async function runnerProtocolRoutes(app: FastifyInstance) {
     reply.raw.once('close', onClose);
     const stopClosing = () => gone.abort();
     closing.signal.addEventListener('abort', stopClosing, { once: true });
+    if (closing.signal.aborted) gone.abort();
     const wakeup = jobWakeup(cairn);
     const deadline = Date.now() + cairn.config.runnerPollTimeout * 1000;
     try {

@@ -18,7 +18,7 @@ export { containerKind, type ContainerKindName } from './kinds.js';
  *   initial -> scheduled (the container turns read-only, the job is queued)
  *   scheduled -> started (the job copies and verifies the repositories)
  *   started -> replicated (one transaction: the container's storage switches, read-only ends)
- *   replicated -> finished (the source copies are removed) | cleanup_failed
+ *   replicated -> finished (the source copies are removed, storageMoveCleanupDelay later) | cleanup_failed
  *   initial, scheduled, started -> failed (read-only ends; the source was never touched)
  */
 export const STORAGE_MOVE_MACHINE = defineMachine('repository_storage_moves', 'state', {
@@ -34,6 +34,7 @@ export const IN_PROGRESS_STATES: StorageMoveState[] = ['initial', 'scheduled', '
 
 const RUN_JOB = 'storage_move.run';
 const BULK_JOB = 'storage_move.bulk';
+const CLEANUP_JOB = 'storage_move.cleanup';
 /** How long a move waits for writes that began before it made the container read-only (GitLab: 30 s). */
 const WRITE_WAIT_MS = 30_000;
 /** A move whose job was interrupted (the worker died) this many times fails instead of trying again. */
@@ -79,6 +80,16 @@ export async function scheduleMove(cairn: Cairn, kind: ContainerKind, containerI
     if (!c) throw validationFailed({ [kind.name]: ["can't be blank"] });
     // A container moving already is read-only: GitLab's "is read-only" refusal of a second move.
     if (c.readOnly) throw validationFailed({ [kind.name]: ['is read-only'] });
+    // The previous move still has the other storage's copy to remove (cleanupMove): a move back
+    // now would build its copy where that removal is about to happen.
+    const cleaning = await trx
+      .selectFrom('repository_storage_moves')
+      .select('id')
+      .where('container_type', '=', kind.type)
+      .where('container_id', '=', c.id)
+      .where('state', '=', 'replicated')
+      .executeTakeFirst();
+    if (cleaning) throw validationFailed({ [kind.name]: ['is still being moved: its previous storage move is removing the source copy'] });
     const dest = destination || (await pickDestination(cairn, trx, kind, c.storage));
     if (dest === c.storage) throw validationFailed({ destination_storage_name: ['must be different from the source storage'] });
     const move = await trx
@@ -134,6 +145,10 @@ defineJob(RUN_JOB, async (cairn, payload, job) => {
   await runMove(cairn, Number(payload.moveId), job?.attempts ?? 1);
 });
 
+defineJob(CLEANUP_JOB, async (cairn, payload) => {
+  await cleanupMove(cairn, Number(payload.moveId));
+});
+
 function paths(cairn: Cairn, storage: string, diskPath: string) {
   const dir = repositoryPath(cairn.config.storages[storage], diskPath);
   return { dir, temp: dir + TEMP_SUFFIX };
@@ -142,7 +157,8 @@ function paths(cairn: Cairn, storage: string, diskPath: string) {
 /**
  * Runs (or resumes) one move. Every step can be repeated after a crash: a copy that was under
  * way is discarded and made again while the record still points at the source; once the record
- * has switched (replicated) only the removal of the source is left to do.
+ * has switched (replicated) only the removal of the source is left, to the cleanup job queued with
+ * the switch.
  */
 export async function runMove(cairn: Cairn, moveId: number, run = 1): Promise<void> {
   const { db } = cairn;
@@ -193,29 +209,41 @@ export async function runMove(cairn: Cairn, moveId: number, run = 1): Promise<vo
         await checkRepository(to.temp);
         await moveRepository(to.temp, to.dir);
       }
-      const switched = await db.transaction().execute(async (trx) => {
-        if (!(await moveTo(trx, moveId, 'finishReplication'))) return false;
+      await db.transaction().execute(async (trx) => {
+        if (!(await moveTo(trx, moveId, 'finishReplication'))) return;
         // Where the repositories are and that they are writable again change together; every
         // process's cache drops the container's row when this commits (src/cache/).
         const res = await sql`update ${sql.table(kind.table)} c
                                  set repository_storage = ${dest}, repository_read_only = false, updated_at = now()
                                where c.id = ${container.id} and c.repository_storage = ${source} and ${kind.scope}`.execute(trx);
         if (Number(res.numAffectedRows ?? 0) !== 1) throw new Error(`${kind.label} changed storage during the move`);
-        return true;
+        // Replicated: the source copies go later, with this job (cleanupMove).
+        await enqueue(trx, CLEANUP_JOB, { moveId }, { runAt: new Date(Date.now() + cairn.config.storageMoveCleanupDelay * 1000) });
       });
-      if (!switched) return;
     } catch (err) {
       await fail((err as Error).message ?? String(err));
-      return;
     }
   }
+}
 
-  const current = await db.selectFrom('repository_storage_moves').select('state').where('id', '=', moveId).executeTakeFirst();
-  if (current?.state !== 'replicated') return;
-  const located = await kind.locate(db, container.id);
+/**
+ * Removes a replicated move's source copies, then marks it finished (cleanup_failed when the
+ * removal fails). Queued with the switch, to run storageMoveCleanupDelay later: until then reads
+ * that located the container before the switch (a clone under way, another process whose cache
+ * had not yet dropped the row) still find the source copy.
+ */
+export async function cleanupMove(cairn: Cairn, moveId: number): Promise<void> {
+  const { db } = cairn;
+  const move = await db.selectFrom('repository_storage_moves').selectAll().where('id', '=', moveId).executeTakeFirst();
+  if (move?.state !== 'replicated') return;
+  const kind = containerKindOfType(move.container_type);
+  if (!kind) throw new Error(`no container kind for ${move.container_type}`);
+  const { source_storage_name: source, destination_storage_name: dest } = move;
+  const located = await kind.locate(db, Number(move.container_id));
   try {
-    // The container points at the destination now; nothing reads the source copies any more.
-    if (located && located.storage === dest) {
+    // The container points at the destination, and no other move of it can start before this one
+    // is finished (scheduleMove): the source copies are nobody's now.
+    if (located && located.storage === dest && Object.hasOwn(cairn.config.storages, source)) {
       for (const p of located.diskPaths) await removeRepository(paths(cairn, source, p).dir);
     }
     await moveTo(db, moveId, 'finishCleanup');
