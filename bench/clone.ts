@@ -3,12 +3,10 @@
 // 10,000-commit one of bench/repository.ts; the server runs in its own process (bench/lib.ts),
 // on PostgreSQL when DATABASE_URL is set, else on a fresh embedded database.
 // Target: Cairn >= 0.8 of the floor's speed. Run: `node --import tsx bench/clone.ts [runs]`.
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { BENCH_TOKEN, startServer } from './lib.js';
+import { BENCH_TOKEN, formatTimings, median, startServer, timeClones } from './lib.js';
 import { createBigRepository } from './repository.js';
 
 export interface CloneBenchResult {
@@ -16,14 +14,6 @@ export interface CloneBenchResult {
   cairnMs: number[];
   /** Speed of Cairn relative to the floor, from the medians (1.0 = as fast). */
   ratio: number;
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<void> {
-  return new Promise((resolve, reject) => {
-    execFile('git', args, { env, maxBuffer: 64 * 1024 * 1024 }, (err, _out, stderr) => (err ? reject(new Error(`git ${args.join(' ')}: ${stderr}`)) : resolve()));
-  });
 }
 
 export async function runCloneBench(runs = Number(process.env.BENCH_CLONE_RUNS || 7)): Promise<CloneBenchResult> {
@@ -38,24 +28,7 @@ export async function runCloneBench(runs = Number(process.env.BENCH_CLONE_RUNS |
     url.password = BENCH_TOKEN;
     const cairnArgs = ['clone', '-q', url.toString()];
     const floorArgs = ['clone', '-q', '--no-local', gitDir];
-    let n = 0;
-    const time = async (args: string[]) => {
-      const dest = path.join(tmp, `clone-${++n}`);
-      const start = performance.now();
-      await run([...args, dest], env);
-      const ms = performance.now() - start;
-      fs.rmSync(dest, { recursive: true, force: true });
-      return ms;
-    };
-    // Warm up both (page cache, the server's JIT and connections).
-    await time(cairnArgs);
-    await time(floorArgs);
-    const floorMs: number[] = [];
-    const cairnMs: number[] = [];
-    for (let i = 0; i < runs; i++) {
-      floorMs.push(await time(floorArgs));
-      cairnMs.push(await time(cairnArgs));
-    }
+    const { floorMs, cairnMs } = await timeClones(tmp, env, floorArgs, cairnArgs, runs);
     return { floorMs, cairnMs, ratio: median(floorMs) / median(cairnMs) };
   } finally {
     await server.stop();
@@ -64,7 +37,7 @@ export async function runCloneBench(runs = Number(process.env.BENCH_CLONE_RUNS |
 }
 
 export function printCloneResult(r: CloneBenchResult) {
-  const fmt = (xs: number[]) => `median ${median(xs).toFixed(0)} ms (runs: ${xs.map((x) => x.toFixed(0)).join(', ')})`;
+  const fmt = formatTimings;
   console.log(`git clone --no-local (floor): ${fmt(r.floorMs)}`);
   console.log(`git clone over Cairn HTTP:    ${fmt(r.cairnMs)}`);
   console.log(`speed ratio Cairn/floor: ${r.ratio.toFixed(2)} (target >= 0.80) ${r.ratio >= 0.8 ? 'OK' : 'BELOW TARGET'}`);

@@ -1,8 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import pg from 'pg';
 
@@ -156,4 +157,40 @@ export function printTable(rows: (LoadResult & { ratio?: number })[]) {
   for (const r of rows) {
     console.log(`${r.name.padEnd(52)} ${String(r.rps).padStart(8)} ${String(r.p99).padStart(7)} ${(r.ratio === undefined ? '' : r.ratio.toFixed(2)).padStart(6)} ${String(r.errors).padStart(6)}`);
   }
+}
+
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** `median … ms (runs: …)` for a list of timings. */
+export const formatTimings = (xs: number[]) => `median ${median(xs).toFixed(0)} ms (runs: ${xs.map((x) => x.toFixed(0)).join(', ')})`;
+
+function git(args: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('git', args, { env, maxBuffer: 64 * 1024 * 1024 }, (err, _out, stderr) => (err ? reject(new Error(`git ${args.join(' ')}: ${stderr}`)) : resolve()));
+  });
+}
+
+/**
+ * Times `git <args> <dest>` clones of the floor and of Cairn, alternating, `runs` times each after
+ * one warm-up of both (page cache, the server's JIT and connections); each clone is removed after.
+ */
+export async function timeClones(tmp: string, env: NodeJS.ProcessEnv, floorArgs: string[], cairnArgs: string[], runs: number): Promise<{ floorMs: number[]; cairnMs: number[] }> {
+  let n = 0;
+  const time = async (args: string[]) => {
+    const dest = path.join(tmp, `clone-${++n}`);
+    const start = performance.now();
+    await git([...args, dest], env);
+    const ms = performance.now() - start;
+    fs.rmSync(dest, { recursive: true, force: true });
+    return ms;
+  };
+  await time(cairnArgs);
+  await time(floorArgs);
+  const floorMs: number[] = [];
+  const cairnMs: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    floorMs.push(await time(floorArgs));
+    cairnMs.push(await time(cairnArgs));
+  }
+  return { floorMs, cairnMs };
 }

@@ -20,7 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { api, BENCH_TOKEN, load, startServer, type BenchServer, type LoadResult } from './lib.js';
+import { api, BENCH_TOKEN, load, median, startServer, type BenchServer, type LoadResult } from './lib.js';
 import { PEER_REPO_FILE, PEER_REPO_FOLDER, peerRepositoryStream } from './peer-repository.js';
 import { ensurePeers, startPeers, type PeerServer } from './peer-servers.js';
 import { hashedDiskPath } from '../src/git/repository.js';
@@ -90,7 +90,6 @@ function selectedKeys(): Set<string> {
   return keys;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const kb = (n: number) => (n >= 10_240 ? `${(n / 1024).toFixed(0)} kB` : n >= 1024 ? `${(n / 1024).toFixed(1)} kB` : `${n} B`);
 const num = (n: number) => n.toLocaleString('en-US', { maximumFractionDigits: 0 });
 /** Requests per second over the whole run (autocannon's per-second average rounds slow rows to 0). */

@@ -7,13 +7,12 @@
 // process (bench/lib.ts), on PostgreSQL when DATABASE_URL is set. Needs root (sshd) and
 // /usr/sbin/sshd. Target: Cairn >= 0.9 of sshd's speed.
 // Run: `node --import tsx bench/ssh_clone.ts [runs]`.
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { BENCH_TOKEN, freePort, startServer } from './lib.js';
+import { BENCH_TOKEN, formatTimings, freePort, median, startServer, timeClones } from './lib.js';
 import { createBigRepository } from './repository.js';
 
 export interface SshCloneBenchResult {
@@ -24,14 +23,6 @@ export interface SshCloneBenchResult {
 }
 
 export const SSH_CLONE_TARGET = 0.9;
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<void> {
-  return new Promise((resolve, reject) => {
-    execFile('git', args, { env, maxBuffer: 64 * 1024 * 1024 }, (err, _out, stderr) => (err ? reject(new Error(`git ${args.join(' ')}: ${stderr}`)) : resolve()));
-  });
-}
 
 async function waitForPort(port: number) {
   for (let i = 0; i < 100; i++) {
@@ -118,24 +109,7 @@ export async function runSshCloneBench(runs = Number(process.env.BENCH_CLONE_RUN
     const user = os.userInfo().username;
     const cairnArgs = ['-c', 'protocol.version=2', 'clone', '-q', `ssh://git@127.0.0.1:${sshPort}/${project.path_with_namespace}.git`];
     const sshdArgs = ['-c', 'protocol.version=2', 'clone', '-q', `ssh://${user}@127.0.0.1:${started.port}/forced.git`];
-    let n = 0;
-    const time = async (args: string[]) => {
-      const dest = path.join(tmp, `clone-${++n}`);
-      const start = performance.now();
-      await run([...args, dest], env);
-      const ms = performance.now() - start;
-      fs.rmSync(dest, { recursive: true, force: true });
-      return ms;
-    };
-    // Warm up both (page cache, the server's JIT).
-    await time(cairnArgs);
-    await time(sshdArgs);
-    const sshdMs: number[] = [];
-    const cairnMs: number[] = [];
-    for (let i = 0; i < runs; i++) {
-      sshdMs.push(await time(sshdArgs));
-      cairnMs.push(await time(cairnArgs));
-    }
+    const { floorMs: sshdMs, cairnMs } = await timeClones(tmp, env, sshdArgs, cairnArgs, runs);
     return { sshdMs, cairnMs, ratio: median(sshdMs) / median(cairnMs) };
   } finally {
     sshd?.kill();
@@ -145,7 +119,7 @@ export async function runSshCloneBench(runs = Number(process.env.BENCH_CLONE_RUN
 }
 
 export function printSshCloneResult(r: SshCloneBenchResult): boolean {
-  const fmt = (xs: number[]) => `median ${median(xs).toFixed(0)} ms (runs: ${xs.map((x) => x.toFixed(0)).join(', ')})`;
+  const fmt = formatTimings;
   console.log(`git clone over OpenSSH sshd + git-upload-pack (floor): ${fmt(r.sshdMs)}`);
   console.log(`git clone over Cairn SSH:                             ${fmt(r.cairnMs)}`);
   const met = r.ratio >= SSH_CLONE_TARGET;

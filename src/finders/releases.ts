@@ -3,6 +3,7 @@ import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
 import type { Release, ReleaseLink } from '../db/schema/releases.js';
 import { ISSUE_STATE } from '../db/work_item_states.js';
+import type { ParsedCommit } from '../git/catfile.js';
 import { readCommits } from '../git/refs.js';
 import type { ReleaseExtras } from '../presenters/releases.js';
 import type { ProjectRow } from '../presenters/projects.js';
@@ -31,14 +32,31 @@ export async function findRelease(db: Database, projectId: number, tag: string):
   return db.selectFrom('releases').selectAll().where('project_id', '=', projectId).where('tag', '=', tag).executeTakeFirst();
 }
 
-/** Authors, commits, links and milestones (with their issue counts) of a page of releases: one statement or git batch each. */
-export async function loadReleaseExtras(cairn: Cairn, project: ProjectRow, rows: Release[], opts: { commits: boolean }): Promise<ReleaseExtras> {
+/**
+ * Authors, commits, links and milestones (with their issue counts) of a page of releases, of one
+ * project or of several (a group's page): one statement each, and one git batch per repository.
+ * `commitsOf` gives the repository whose commits a release shows, or null where the caller may
+ * not see its code.
+ */
+export async function loadReleaseExtras(cairn: Cairn, rows: Release[], commitsOf: (projectId: number) => ProjectRow | null): Promise<ReleaseExtras> {
   const ids = rows.map((r) => r.id);
+  const shasByProject = new Map<number, string[]>();
+  for (const r of rows) if (r.sha) shasByProject.set(r.project_id, [...(shasByProject.get(r.project_id) ?? []), r.sha]);
+  const readAll = async () => {
+    const commits = new Map<string, ParsedCommit>();
+    await Promise.all(
+      [...shasByProject].map(async ([projectId, shas]) => {
+        const project = commitsOf(projectId);
+        if (!project) return;
+        const found = await readCommits(cairn.catfile, projectRepoPath(cairn, project), shas).catch(() => new Map<string, ParsedCommit>());
+        for (const [sha, c] of found) commits.set(sha, c);
+      }),
+    );
+    return commits;
+  };
   const [authors, commits, links, milestoneLinks] = await Promise.all([
     findUsersByIds(cairn.db, [...new Set(rows.map((r) => r.author_id).filter((id): id is number => id !== null))]),
-    opts.commits
-      ? readCommits(cairn.catfile, projectRepoPath(cairn, project), rows.map((r) => r.sha).filter((s): s is string => !!s)).catch(() => new Map())
-      : Promise.resolve(new Map()),
+    readAll(),
     ids.length ? cairn.db.selectFrom('release_links').selectAll().where('release_id', 'in', ids).orderBy('id', 'desc').execute() : Promise.resolve([] as ReleaseLink[]),
     ids.length ? cairn.db.selectFrom('release_milestones').selectAll().where('release_id', 'in', ids).execute() : Promise.resolve([]),
   ]);

@@ -57,7 +57,7 @@ export default async function releaseRoutes(fastify: FastifyInstance) {
 
   async function render(request: FastifyRequest, access: ProjectAccess, rows: Release[], html = false) {
     const viewer = viewerOf(access, html);
-    const extras = await loadReleaseExtras(cairn, access.project, rows, { commits: viewer.downloadCode });
+    const extras = await loadReleaseExtras(cairn, rows, () => (viewer.downloadCode ? access.project : null));
     return rows.map((r) => presentRelease(ctxOf(request), access.project, r, extras, viewer));
   }
 
@@ -258,21 +258,18 @@ export default async function releaseRoutes(fastify: FastifyInstance) {
     schema: { params: IdParams, querystring: Type.Object({ sort: Str, simple: Bool }), response: { 200: Type.Array(ReleaseSchema) } },
   }), async (request, reply) => {
     const { group, user } = groupOf(request);
-    // The projects of the group and its subgroups whose releases the caller may read.
+    // The projects of the group and its subgroups that have releases and that the caller may see;
+    // the release feature's own access level is checked per project below.
     const visible = await sql<{ id: number }>`
       select p.id from projects p join namespaces pn on pn.id = p.namespace_id
-       where pn.traversal_ids @> array[${group.id}::int] and not p.pending_delete and ${projectVisibleTo(user)}`.execute(cairn.db);
+       where pn.traversal_ids @> array[${group.id}::int] and not p.pending_delete and ${projectVisibleTo(user)}
+         and exists (select 1 from releases r where r.project_id = p.id)`.execute(cairn.db);
     const projects = await findProjectRowsByIds(cairn.db, visible.rows.map((r) => Number(r.id)), user?.id);
-    const readable = [...projects.values()].filter((p) => can(user, 'read_release', { project: p, accessLevel: effectiveLevel(user, p.callerAccessLevel ?? 0) }));
+    const accessOf = (p: ProjectRow & { callerAccessLevel?: number | null }) => ({ user, project: p, accessLevel: effectiveLevel(user, p.callerAccessLevel ?? 0) }) as ProjectAccess;
+    const readable = [...projects.values()].filter((p) => can(user, 'read_release', accessOf(p)));
     const rows = await page(request, reply, readable.map((p) => p.id), { order_by: 'released_at', sort: request.query.sort });
-    const out = [];
-    for (const r of rows) {
-      const project = projects.get(r.project_id)!;
-      const access = { user, project, accessLevel: effectiveLevel(user, project.callerAccessLevel ?? 0) };
-      const viewer = viewerOf(access as ProjectAccess);
-      const extras = await loadReleaseExtras(cairn, project as ProjectRow, [r], { commits: viewer.downloadCode });
-      out.push(presentRelease(ctxOf(request), project, r, extras, viewer));
-    }
-    return out;
+    const viewers = new Map(readable.map((p) => [p.id, viewerOf(accessOf(p))]));
+    const extras = await loadReleaseExtras(cairn, rows, (id) => (viewers.get(id)?.downloadCode ? projects.get(id)! : null));
+    return rows.map((r) => presentRelease(ctxOf(request), projects.get(r.project_id)!, r, extras, viewers.get(r.project_id)!));
   });
 }
