@@ -3,6 +3,7 @@
 // URLs, the latest-release permalink, what guests see of a private project's releases, and a
 // group's releases.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import type { Namespace, Project } from '../../src/db/schema/core.js';
 import { ReleaseLinkSchema, ReleaseSchema } from '../../src/presenters/schemas/releases.js';
@@ -191,6 +192,23 @@ describe('Releases API', () => {
     }
     const path = new URL(made.body.assets.sources[0].url).pathname;
     assert.equal((await t.get(path.replace(/\.zip$/, '.exe'), { token: null })).status, 404);
+    // Hostile refs: options, traversal, revision syntax, control characters, a huge ref. Never a 500
+    // and never an archive of something that is not a ref or commit of this project.
+    const projectBase = path.slice(0, path.indexOf('/-/archive/'));
+    const marker = `/tmp/cairn-archive-${process.pid}`;
+    const hostile = ['--output=' + marker, '--remote=ext::sh', '..', '..%2F..%2F..%2Fetc%2Fpasswd', 'main:hello.txt', 'main^{tree}', 'main@{-1}', '-', '%00main', '%0amain', 'x'.repeat(5000)];
+    const config = t.app.cairn.config as { archiveRateLimit: number };
+    const limit = config.archiveRateLimit;
+    config.archiveRateLimit = 0;
+    try {
+      for (const ref of hostile) {
+        const res = await t.app.inject({ method: 'GET', url: `${projectBase}/-/archive/${ref}/${open.path}-x.zip` });
+        assert.ok([400, 404].includes(res.statusCode), `${ref.slice(0, 40)}: ${res.statusCode} ${res.headers.location}`);
+      }
+    } finally {
+      config.archiveRateLimit = limit;
+    }
+    assert.equal(fs.existsSync(marker), false);
     // A private project's archives are not for outsiders: anonymous callers are sent to sign in.
     const hidden = await t.get(`/${group.full_path}/${project.path}/-/archive/v2.0/${project.path}-v2.0.zip`, { token: null });
     assert.equal(hidden.status, 302);
