@@ -239,6 +239,12 @@ describe('project and group access tokens', () => {
     assert.equal(next.body.expires_at, daysFromToday(10));
     assert.equal((await t.get(P, { token: next.body.token })).status, 200);
 
+    // Clients may send no body at all; python-gitlab sends expires_at null on create.
+    const bare = await create(P, { name: 'bare', scopes: ['api'], expires_at: null });
+    assert.equal(bare.body.expires_at, daysFromToday(365));
+    const noBody = await t.call('POST', `${P}/access_tokens/${bare.body.id}/rotate`, { token: maintainer.token });
+    assert.equal(noBody.status, 200, noBody.text);
+
     const twice = await t.post(`${P}/access_tokens/${again.body.id}/rotate`, {}, { token: maintainer.token });
     assert.equal(twice.status, 400);
     assert.equal(twice.body.message, '400 Bad request - Token already revoked');

@@ -139,7 +139,7 @@ export default async function resourceAccessTokenRoutes(fastify: FastifyInstance
 
     app.post(`${base}/:token_id/rotate`, route({ matrix: { is: role, fresh: ['token_id'] },
       access,
-      schema: { params: TokenParams, body: Type.Optional(RotateBody), response: { 200: ResourceAccessTokenWithTokenSchema } },
+      schema: { params: TokenParams, body: RotateBody, response: { 200: ResourceAccessTokenWithTokenSchema } },
     }), async (request) => {
       const { source, level } = sourceOf(request, kind);
       const user = requireUser(request);
