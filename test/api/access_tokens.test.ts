@@ -271,6 +271,14 @@ describe('project and group access tokens', () => {
     const revoke = await t.delete(`${P}/access_tokens/${made.body.id}`, { token: maintainer.token });
     assert.equal(revoke.status, 400);
 
+    // An administrator deleting the bot user takes its tokens with it.
+    const deleted = await create(P, { name: 'deleted bot', scopes: ['api'] });
+    const removal = await t.delete(`/api/v4/users/${deleted.body.user_id}`, { query: { hard_delete: true } });
+    assert.ok([202, 204].includes(removal.status), removal.text);
+    for (let i = 0; i < 50 && (await t.get(`/api/v4/users/${deleted.body.user_id}`)).status !== 404; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await t.get('/api/v4/user', { token: deleted.body.token })).status, 401);
+    assert.equal((await t.get(`${P}/access_tokens/${deleted.body.id}`, { token: maintainer.token })).status, 404);
+
     const doomed = await t.createProject({ group, visibility: 20 });
     const onDoomed = await create(`/api/v4/projects/${doomed.id}`, { name: 'doomed', scopes: ['api'] });
     assert.equal((await t.get('/api/v4/user', { token: onDoomed.body.token })).status, 200);
