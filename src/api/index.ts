@@ -7,6 +7,7 @@ import branchRoutes from './branches/routes.js';
 import tagRoutes from './tags/routes.js';
 import protectedBranchRoutes from './protected_branches/routes.js';
 import personalAccessTokenRoutes from './personal_access_tokens/routes.js';
+import resourceAccessTokenRoutes from './resource_access_tokens/routes.js';
 import keyRoutes from './keys/routes.js';
 import deployKeyRoutes from './deploy_keys/routes.js';
 import userRoutes from './users/routes.js';
@@ -61,6 +62,7 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(tagRoutes);
   await app.register(protectedBranchRoutes);
   await app.register(personalAccessTokenRoutes);
+  await app.register(resourceAccessTokenRoutes);
   await app.register(keyRoutes);
   await app.register(deployKeyRoutes);
   await app.register(memberRoutes);

@@ -15,6 +15,7 @@ import type { LfsTables } from './schema/lfs.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { PipelineScheduleTables } from './schema/pipeline_schedules.js';
 import type { ReleaseTables } from './schema/releases.js';
+import type { ResourceAccessTokenTables } from './schema/resource_access_tokens.js';
 import type { UsersAreaTables } from './schema/users.js';
 import type { NoteTables } from './schema/notes.js';
 import type { NotificationTables } from './schema/notifications.js';
@@ -39,6 +40,7 @@ export interface DB
     CiResourceGroupTables,
     EnvironmentTables,
     ReleaseTables,
+    ResourceAccessTokenTables,
     ErrorTrackingTables,
     NotificationTables,
     SnippetTables,

@@ -6,6 +6,8 @@ import type { Page } from '../plugins/pagination.js';
 
 export interface TokenFilters {
   userId?: number;
+  /** Tokens of the bot users of one project or group (project and group access tokens). */
+  resource?: { type: 'Project' | 'Namespace'; id: number };
   impersonation?: boolean;
   revoked?: boolean;
   state?: 'active' | 'inactive' | 'all';
@@ -40,6 +42,10 @@ const SORTS: Record<string, [string, 'asc' | 'desc'][]> = {
 function filtered(db: Database, f: TokenFilters): TokenQuery {
   let q: TokenQuery = db.selectFrom('personal_access_tokens');
   if (f.userId !== undefined) q = q.where('user_id', '=', f.userId);
+  if (f.resource) {
+    const { type, id } = f.resource;
+    q = q.where('user_id', 'in', (eb) => eb.selectFrom('resource_bots').select('user_id').where('source_type', '=', type).where('source_id', '=', id));
+  }
   if (f.impersonation !== undefined) q = q.where('impersonation', '=', f.impersonation);
   if (f.revoked !== undefined) q = q.where('revoked', '=', f.revoked);
   if (f.state === 'active') {
@@ -73,4 +79,38 @@ export async function findTokens(db: Database, f: TokenFilters, page: Page): Pro
 
 export async function findToken(db: Database, id: number): Promise<PersonalAccessToken | undefined> {
   return db.selectFrom('personal_access_tokens').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** A project or group access token: its bot's token and the bot's access level there (null once the membership is gone). */
+export type ResourceToken = PersonalAccessToken & { access_level: number | null };
+
+async function withAccessLevels(db: Database, resource: { type: 'Project' | 'Namespace'; id: number }, rows: PersonalAccessToken[]): Promise<ResourceToken[]> {
+  const userIds = [...new Set(rows.map((r) => r.user_id))];
+  const levels = userIds.length === 0 ? [] : await db
+    .selectFrom('members')
+    .select(['user_id', 'access_level'])
+    .where('source_type', '=', resource.type)
+    .where('source_id', '=', resource.id)
+    .where('requested_at', 'is', null)
+    .where(sql<boolean>`user_id = any(${userIds}::int[])`)
+    .execute();
+  const byUser = new Map(levels.map((l) => [l.user_id, l.access_level]));
+  return rows.map((r) => ({ ...r, access_level: byUser.get(r.user_id) ?? null }));
+}
+
+/** A page of a project's or group's access tokens (never impersonation tokens), with their access levels. */
+export async function findResourceTokens(
+  db: Database,
+  resource: { type: 'Project' | 'Namespace'; id: number },
+  f: Omit<TokenFilters, 'resource' | 'userId' | 'impersonation'>,
+  page: Page,
+): Promise<{ rows: ResourceToken[]; total: number }> {
+  const { rows, total } = await findTokens(db, { ...f, resource, impersonation: false }, page);
+  return { rows: await withAccessLevels(db, resource, rows), total };
+}
+
+/** One access token of a project or group by id; undefined when it is not one of its bots'. */
+export async function findResourceToken(db: Database, resource: { type: 'Project' | 'Namespace'; id: number }, tokenId: number): Promise<ResourceToken | undefined> {
+  const row = await filtered(db, { resource, impersonation: false }).selectAll().where('id', '=', tokenId).executeTakeFirst();
+  return row ? (await withAccessLevels(db, resource, [row]))[0] : undefined;
 }

@@ -160,7 +160,8 @@ export function tokenResponse(issued: IssuedToken) {
 }
 
 export function userMaySignIn(user: User): boolean {
-  return user.state === 'active' && user.user_type !== 'ghost';
+  // Bots of project and group access tokens act only through their tokens.
+  return user.state === 'active' && user.user_type !== 'ghost' && user.user_type !== 'project_bot';
 }
 
 // A valid scrypt hash of a random password, so an unknown login costs as much as a wrong password.

@@ -116,6 +116,8 @@ const PROJECT_RULES = {
   /** Settings, protected branches, deploy keys, sharing, housekeeping. */
   admin_project: member(PROJECT_ADMIN.min),
   admin_project_member: member(AccessLevel.MAINTAINER),
+  /** List, create, rotate and revoke project access tokens: maintainers and up. */
+  manage_resource_access_tokens: member(AccessLevel.MAINTAINER),
   /** Rename, change visibility, archive, transfer, delete. */
   owner_project: member(AccessLevel.OWNER),
   /** Delete a tag through the API (GitLab's admin_tag: developers; a push that deletes one needs update_tag). */
@@ -235,6 +237,8 @@ const GROUP_RULES = {
   read_group_member: readGroup,
   admin_group: groupMember(AccessLevel.OWNER),
   admin_group_member: groupMember(AccessLevel.OWNER),
+  /** List, create, rotate and revoke group access tokens: owners. */
+  manage_resource_access_tokens: groupMember(AccessLevel.OWNER),
   /** GitLab's subgroup_creation_level: 0 owners, 1 maintainers. */
   create_subgroup: (a, s) =>
     groupMember(s.group.subgroup_creation_level === 0 ? AccessLevel.OWNER : AccessLevel.MAINTAINER)(a, s),

@@ -30,3 +30,12 @@ export function presentImpersonationToken(t: PersonalAccessToken) {
 export function presentImpersonationTokenWithToken(t: PersonalAccessToken, token: string) {
   return { ...presentImpersonationToken(t), token };
 }
+
+/** GitLab's ResourceAccessToken entity: a project or group access token. */
+export function presentResourceAccessToken(t: PersonalAccessToken & { access_level: number | null }) {
+  return { ...presentPersonalAccessToken(t), access_level: t.access_level };
+}
+
+export function presentResourceAccessTokenWithToken(t: PersonalAccessToken & { access_level: number | null }, token: string) {
+  return { ...presentResourceAccessToken(t), token };
+}

@@ -19,3 +19,7 @@ export const PersonalAccessTokenWithTokenSchema = Type.Object({ ...patProps, tok
 const impersonationProps = { ...patProps, impersonation: Type.Boolean() };
 export const ImpersonationTokenSchema = Type.Object(impersonationProps, strict);
 export const ImpersonationTokenWithTokenSchema = Type.Object({ ...impersonationProps, token: Type.String() }, strict);
+/** GitLab's ResourceAccessToken: a project or group access token, with its bot's access level there. */
+const resourceTokenProps = { ...patProps, access_level: Nullable(Type.Integer()) };
+export const ResourceAccessTokenSchema = Type.Object(resourceTokenProps, strict);
+export const ResourceAccessTokenWithTokenSchema = Type.Object({ ...resourceTokenProps, token: Type.String() }, strict);
