@@ -9,6 +9,7 @@ import protectedBranchRoutes from './protected_branches/routes.js';
 import personalAccessTokenRoutes from './personal_access_tokens/routes.js';
 import keyRoutes from './keys/routes.js';
 import deployKeyRoutes from './deploy_keys/routes.js';
+import deployTokenRoutes from './deploy_tokens/routes.js';
 import userRoutes from './users/routes.js';
 import applicationRoutes from './applications/routes.js';
 import oauthRoutes from '../oauth/routes.js';
@@ -63,6 +64,7 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(personalAccessTokenRoutes);
   await app.register(keyRoutes);
   await app.register(deployKeyRoutes);
+  await app.register(deployTokenRoutes);
   await app.register(memberRoutes);
   await app.register(userRoutes);
   await app.register(applicationRoutes);
