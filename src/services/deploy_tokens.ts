@@ -34,9 +34,9 @@ export interface DeployTokenInput {
 
 export type DeployTokenOwnerRef = { projectId: number } | { groupId: number };
 
-/** The scopes parameter as GitLab reads it: a list or "a,b"; 400 "scopes does not have a valid value" for an unknown one. */
+/** The scopes parameter as GitLab reads it: a list or "a,b" (commas split in list items too); 400 "scopes does not have a valid value" for an unknown one. */
 export function parseDeployTokenScopes(value: string[] | string): string[] {
-  const list = (Array.isArray(value) ? value : value.split(',')).map((s) => String(s).trim()).filter((s) => s !== '');
+  const list = (Array.isArray(value) ? value : [value]).flatMap((s) => String(s).split(',')).map((s) => s.trim()).filter((s) => s !== '');
   if (!list.every((s) => (DEPLOY_TOKEN_SCOPES as readonly string[]).includes(s))) throw invalidParam('scopes', 'does not have a valid value');
   return DEPLOY_TOKEN_SCOPES.filter((s) => list.includes(s));
 }
