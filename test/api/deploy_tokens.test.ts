@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import type { PostReceiveEvent } from '../../src/context.js';
 import type { Namespace, Project } from '../../src/db/schema/core.js';
 import { decryptSecret, tokenDigest } from '../../src/lib/secrets.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
@@ -31,6 +32,7 @@ describe('deploy tokens', () => {
   let outsider: TestUser;
   let groupMaintainer: TestUser;
   let dirSeq = 0;
+  const events: PostReceiveEvent[] = [];
 
   const P = () => `/api/v4/projects/${project.id}/deploy_tokens`;
   const G = () => `/api/v4/groups/${group.id}/deploy_tokens`;
@@ -63,6 +65,9 @@ describe('deploy tokens', () => {
     home = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-dt-home-'));
     fs.writeFileSync(path.join(home, '.gitconfig'), '');
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-dt-work-'));
+    t.app.cairn.postReceiveHooks.push(async (e) => {
+      events.push(e);
+    });
     maintainer = await t.createUser();
     developer = await t.createUser();
     outsider = await t.createUser();
@@ -219,6 +224,9 @@ describe('deploy tokens', () => {
     const head = (await git(['rev-parse', 'HEAD'], clone)).stdout.trim();
     const branch = await t.get(`/api/v4/projects/${project.id}/repository/branches/main`);
     assert.equal(branch.body.commit.id, head);
+    // Recorded in the name of the token's creator.
+    const event = events.find((e) => e.projectId === project.id && e.changes.some((c) => c.newSha === head));
+    assert.equal(event?.userId, maintainer.user.id);
 
     // Another project, even a public one, does not exist for it.
     const other = await git(['ls-remote', url(await fullPathOf(otherProject), reader.username, reader.token)]);
@@ -277,6 +285,32 @@ describe('deploy tokens', () => {
     assert.equal((await t.delete(`${P()}/${deleted.id}`)).status, 204);
     const res = await t.get(`/${fp}.git/info/refs?service=git-upload-pack`, { token: null, headers: { authorization: basic(deleted.username, deleted.token) } });
     assert.equal(res.status, 401);
+  });
+
+  it('Git LFS takes the same check: its project only, uploads with write_repository', async () => {
+    const LFS_TYPE = 'application/vnd.git-lfs+json';
+    const oid = 'a'.repeat(64);
+    const batch = (fullPath: string, operation: string, auth: string) =>
+      t.app.inject({
+        method: 'POST',
+        url: `/${fullPath}.git/info/lfs/objects/batch`,
+        headers: { 'content-type': LFS_TYPE, accept: LFS_TYPE, authorization: auth },
+        payload: JSON.stringify({ operation, objects: [{ oid, size: 1 }] }),
+      });
+    const reader = await create(P(), { name: 'lfs-reader', scopes: ['read_repository'] });
+    const writer = await create(P(), { name: 'lfs-writer', scopes: ['write_repository'] });
+    const fp = await fullPathOf(project);
+    assert.equal((await batch(fp, 'download', basic(reader.username, reader.token))).statusCode, 200);
+    const upload = await batch(fp, 'upload', basic(reader.username, reader.token));
+    assert.equal(upload.statusCode, 403, upload.body);
+    assert.match(JSON.parse(upload.body).message, /not allowed to upload/);
+    const allowed = await batch(fp, 'upload', basic(writer.username, writer.token));
+    assert.equal(allowed.statusCode, 200, allowed.body);
+    assert.ok(JSON.parse(allowed.body).objects[0].actions.upload);
+    assert.equal((await batch(await fullPathOf(otherProject), 'download', basic(reader.username, reader.token))).statusCode, 404);
+    // Locks are not the token's to force: its creator's rights do not come with it.
+    const locks = await t.app.inject({ method: 'GET', url: `/${fp}.git/info/lfs/locks`, headers: { accept: LFS_TYPE, authorization: basic(reader.username, reader.token) } });
+    assert.equal(locks.statusCode, 200, locks.body);
   });
 
   it('a write_repository token does not move protected branches', async () => {
