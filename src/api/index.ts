@@ -10,6 +10,7 @@ import personalAccessTokenRoutes from './personal_access_tokens/routes.js';
 import resourceAccessTokenRoutes from './resource_access_tokens/routes.js';
 import keyRoutes from './keys/routes.js';
 import deployKeyRoutes from './deploy_keys/routes.js';
+import deployTokenRoutes from './deploy_tokens/routes.js';
 import userRoutes from './users/routes.js';
 import applicationRoutes from './applications/routes.js';
 import oauthRoutes from '../oauth/routes.js';
@@ -65,6 +66,7 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(resourceAccessTokenRoutes);
   await app.register(keyRoutes);
   await app.register(deployKeyRoutes);
+  await app.register(deployTokenRoutes);
   await app.register(memberRoutes);
   await app.register(userRoutes);
   await app.register(applicationRoutes);

@@ -5,6 +5,7 @@ import type { CiEngineTables } from './schema/ci_engine.js';
 import type { CiResourceGroupTables } from './schema/ci_resource_groups.js';
 import './schema/commit_statuses.js';
 import type { CoreTables } from './schema/core.js';
+import type { DeployTokenTables } from './schema/deploy_tokens.js';
 import type { EnvironmentTables } from './schema/environments.js';
 import type { ErrorTrackingTables } from './schema/error_tracking.js';
 import type { ForkTables } from './schema/forks.js';
@@ -47,4 +48,5 @@ export interface DB
     StorageMoveTables,
     JobTokenScopeTables,
     PipelineScheduleTables,
-    LfsTables {}
+    LfsTables,
+    DeployTokenTables {}

@@ -276,6 +276,8 @@ const GROUP_RULES = {
   set_note_created_at: groupMember(AccessLevel.OWNER),
   /** Group CI/CD variables: maintainers. */
   admin_cicd_variables: groupMember(AccessLevel.MAINTAINER),
+  /** List, create and delete the group's deploy tokens: maintainers and owners. */
+  admin_deploy_token: groupMember(AccessLevel.MAINTAINER),
 } satisfies Record<string, Rule<GroupSubject>>;
 
 export type ProjectAbility = keyof typeof PROJECT_RULES;

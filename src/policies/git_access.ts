@@ -3,6 +3,7 @@ import type { Snippet } from '../db/schema/snippets.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import type { GitService } from '../git/http.js';
 import { can, effectiveLevel } from './abilities.js';
+import { deployTokenReaches } from './deploy_tokens.js';
 import { canReadSnippet, canUpdateSnippet, type SnippetProjectSubject } from './snippets.js';
 
 /** Who is talking git over HTTP, and what their credential lets them do. */
@@ -19,6 +20,12 @@ export interface GitCredential {
    * link has can_push; `user` is its creator, in whose name a push is recorded.
    */
   deployKey?: { id: number };
+  /**
+   * A deploy token (git over HTTP): it reaches only its project, or its group's projects
+   * (subgroups' too), fetching and pushing as its scopes say (`download`, `push`); `user` is its
+   * creator (or the ghost user), in whose name a push is recorded, never with their own rights.
+   */
+  deployToken?: { id: number; projectId: number | null; groupId: number | null };
 }
 
 /** A deploy key's link to the project of a request (deploy_keys_projects), null when it has none. */
@@ -99,6 +106,21 @@ export function checkSnippetGitAccess(
   if (!canUpdateSnippet(user, snippet, project)) return deny(403, GIT_MESSAGES.updateSnippet);
   if (snippet.repository_read_only) return deny(403, GIT_MESSAGES.readOnly);
   return { allowed: true, accessLevel };
+}
+
+/**
+ * The access check of a git request made with a deploy token (GitLab's DeployToken#has_access_to?
+ * and its scopes): the projects it does not reach do not exist for it, whatever their visibility;
+ * it fetches with read_repository (or write_repository) and pushes with write_repository.
+ */
+export function checkDeployTokenGitAccess(project: ProjectWithNamespace | undefined, cred: GitCredential & { deployToken: object }, service: GitService): GitAccessDecision {
+  const deny = (status: 403 | 404, message: string): GitAccessDecision => ({ allowed: false, status, message });
+  if (!project || !deployTokenReaches(cred.deployToken, project)) return deny(404, GIT_MESSAGES.projectNotFound);
+  if (service === 'git-upload-pack') return cred.download ? { allowed: true, accessLevel: 0 } : deny(403, GIT_MESSAGES.authDownload);
+  if (!cred.push) return deny(403, GIT_MESSAGES.authUpload);
+  if (project.archived) return deny(403, GIT_MESSAGES.archived);
+  if (project.repository_read_only) return deny(403, GIT_MESSAGES.readOnly);
+  return { allowed: true, accessLevel: 0 };
 }
 
 /**

@@ -2,13 +2,15 @@ import fs from 'node:fs';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
+import type { DeployToken } from '../db/schema/deploy_tokens.js';
 import type { Key } from '../db/schema/keys.js';
 import type { Snippet } from '../db/schema/snippets.js';
 import { loadProjectForUser } from '../finders/authorize.js';
-import type { ProjectWithNamespace } from '../finders/projects.js';
+import type { FoundProject, ProjectWithNamespace } from '../finders/projects.js';
 import { repositoryWritten, type GitProcess } from '../git/command.js';
 import { ensureHooksDir, packObjectsCacheDir, refusalReport, startService, type GitService, type ReceivePackHead } from '../git/http.js';
-import { checkDeployKeyGitAccess, checkGitAccess, checkSnippetGitAccess, GIT_MESSAGES, type GitCredential } from '../policies/git_access.js';
+import { checkDeployKeyGitAccess, checkDeployTokenGitAccess, checkGitAccess, checkSnippetGitAccess, GIT_MESSAGES, type GitCredential } from '../policies/git_access.js';
+import { deployTokenGitRights } from '../policies/deploy_tokens.js';
 import { jobTokenMayAccess } from '../policies/job_token_scope.js';
 import { snippetAccessFor } from '../policies/snippets.js';
 import { accountLockedFor } from './auth_failures.js';
@@ -16,6 +18,7 @@ import { endRefJournal, journalRefUpdates, recordPush } from './post_receive.js'
 import { projectRepoPath } from './projects.js';
 import { checkRefUpdates } from './push_rules.js';
 import { acquireWriteLease, releaseWriteLease } from './repository_writes.js';
+import { ghostUser } from './user-deletion.js';
 import { checkSnippetRefUpdates, recordSnippetPush, snippetRepoPath } from './snippets.js';
 
 /**
@@ -79,6 +82,10 @@ export async function authorizeGitPath(
     if (!decision.allowed) throw new GitAccessError(decision.status, decision.message);
     return { target: { kind: 'project', project: project! }, cred, accessLevel: 0, gitDir: projectRepoPath(cairn, project!), gitProtocol: opts.gitProtocol };
   }
+  if (cred?.deployToken) {
+    const project = await deployTokenProject(cairn, cred, projectLike ? fullPath : null, service, pushRpc);
+    return { target: { kind: 'project', project }, cred, accessLevel: 0, gitDir: projectRepoPath(cairn, project), gitProtocol: opts.gitProtocol };
+  }
   const userId = cred?.user.id;
   // `snippets` is a reserved top-level path, so `snippets/<id>` is never a project; a project
   // path ending in `/snippets/<id>` is tried as a project first, as GitLab's RepoPath does.
@@ -89,6 +96,33 @@ export async function authorizeGitPath(
   const decision = checkGitAccess(project && pushRpc ? { ...project, repository_read_only: false } : project, cred, service, project?.callerAccessLevel ?? 0);
   if (!decision.allowed) throw new GitAccessError(decision.status, decision.message);
   return { target: { kind: 'project', project: project! }, cred, accessLevel: decision.accessLevel, gitDir: projectRepoPath(cairn, project!), gitProtocol: opts.gitProtocol };
+}
+
+/**
+ * The project a deploy token asks for by path, if the token may fetch from it (or push to it): the
+ * one check of git over HTTP and of Git LFS (api/git_http/lfs.ts). Never a snippet.
+ */
+export async function deployTokenProject(cairn: Cairn, cred: GitCredential, fullPath: string | null, service: GitService, pushRpc = false): Promise<FoundProject> {
+  if (!cred.deployToken) throw new Error('not a deploy token');
+  const project = fullPath ? await loadProjectForUser(cairn, undefined, fullPath) : undefined;
+  const decision = checkDeployTokenGitAccess(project && pushRpc ? { ...project, repository_read_only: false } : project, { ...cred, deployToken: cred.deployToken }, service);
+  if (!decision.allowed) throw new GitAccessError(decision.status, decision.message);
+  return project!;
+}
+
+/**
+ * The credential of a deploy token: its rights are its scopes; a push is recorded in the name of
+ * its creator (never with their own rights: no administrator powers), or of the ghost user once
+ * the creator is gone or no longer active.
+ */
+export async function deployTokenCredential(cairn: Cairn, token: DeployToken): Promise<GitCredential> {
+  const creator = token.creator_id === null ? undefined : await cairn.db.selectFrom('users').selectAll().where('id', '=', token.creator_id).executeTakeFirst();
+  const user = creator && creator.state === 'active' && creator.user_type !== 'ghost' ? creator : await ghostUser(cairn.db);
+  return {
+    user: { ...user, admin: false },
+    ...deployTokenGitRights(token.scopes),
+    deployToken: { id: token.id, projectId: token.project_id, groupId: token.group_id },
+  };
 }
 
 /** The snippet of a snippet repository path, for the caller: its project (if any) must be the one in the path. */
@@ -167,7 +201,7 @@ export async function startPush(cairn: Cairn, session: GitSession, head: Receive
   const target = session.target;
   const decision =
     target.kind === 'project'
-      ? await checkRefUpdates(cairn, target.project, user, head.updates, session.accessLevel, { deployKey: !!session.cred?.deployKey })
+      ? await checkRefUpdates(cairn, target.project, user, head.updates, session.accessLevel, { deployKey: !!session.cred?.deployKey || !!session.cred?.deployToken })
       : { refusals: checkSnippetRefUpdates(head.updates), noForceRefs: [] as string[] };
   // Held until the push is recorded: a storage move waits for it before copying the repository,
   // and none is granted once a move has made the repository read-only (services/repository_writes.ts).

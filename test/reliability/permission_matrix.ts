@@ -163,6 +163,8 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
   // A resource group, as a job's `resource_group:` makes it.
   await ensureResourceGroup(t.db, project.id, 'matrix-rg');
   const deployKey = await ok(await t.post(`${P}/deploy_keys`, { title: 'd', key: makeNodeSshKey('ed25519', 0, 'deploy').text }), 'deploy key');
+  const deployToken = await ok(await t.post(`${P}/deploy_tokens`, { name: 'd', scopes: ['read_repository'] }), 'deploy token');
+  const groupDeployToken = await ok(await t.post(`${G}/deploy_tokens`, { name: 'd', scopes: ['read_repository'] }), 'group deploy token');
   const victimKey = await ok(await t.post(`/api/v4/users/${users.victim.user.id}/keys`, { title: 'k', key: makeNodeSshKey('ed25519', 0, 'victim').text }), 'victim key');
   const ownKeys: Record<string, number> = {};
   const ownTokens: Record<string, number> = {};
@@ -218,7 +220,7 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
     issueDiscNote: issueDisc.notes[0].id, mrDiscNote: mrDisc.notes[0].id, snippetDiscNote: snippetDisc.notes[0].id, commitDiscNote: commitDisc.notes[0].id, epicDiscNote: epicDisc.notes[0].id,
     snippet: snippet.id, snippetNote: snippetNote.id, snippetDisc: snippetDisc.id, snippetAward: snippetAward.id, snippetNoteAward: snippetNoteAward.id,
     personalSnippet: personalSnippet.id, epic: epic.iid, epicId: epic.id, epicNote: epicNote.id, epicDisc: epicDisc.id, epicEvent: epicEvents[0]?.id ?? 0,
-    deployKey: deployKey.id, victimKey: victimKey.id, impersonation: impersonation.id, application: application.id, clientKey: clientKey.id,
+    deployKey: deployKey.id, deployToken: deployToken.id, groupDeployToken: groupDeployToken.id, victimKey: victimKey.id, impersonation: impersonation.id, application: application.id, clientKey: clientKey.id,
     shareGroup: shareGroup.id, other: other.id, runner: runnerId, pipeline: pipeline.id, job: jobs.test.id, runningJob: jobs.build.id,
     schedule: schedule.id, trigger: trigger.id, projectToken: projectToken.id, groupToken: groupToken.id, environment: environment.id, deployment: deployment.id,
     releaseLink: release.assets.links[0].id,
@@ -379,6 +381,7 @@ function paramValue(t: TestContext, w: World, url: string, name: string, column:
     case 'environment_id': return i.environment;
     case 'deployment_id': return i.deployment;
     case 'link_id': return i.releaseLink;
+    case 'token_id': return url.startsWith('/api/v4/groups/') ? i.groupDeployToken : i.deployToken;
   }
   throw new Error(`no value for :${name} of ${url}`);
 }
@@ -423,6 +426,8 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
       if (url.includes('/releases/')) await body(t.post(`${P}/releases`, { tag_name: tag }), 'release');
       return tag;
     }
+    case 'token_id':
+      return (await body(t.post(`${url.startsWith('/api/v4/groups/') ? G : P}/deploy_tokens`, { name: 'fresh', scopes: ['read_repository'] }), 'deploy token')).id;
     case 'link_id': {
       const name = t.unique('link');
       return (await body(t.post(`${P}/releases/v1/assets/links`, { name, url: `https://example.com/${name}` }), 'release link')).id;

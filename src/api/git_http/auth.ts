@@ -1,6 +1,8 @@
 import type { Cairn, Credential } from '../../context.js';
 import type { User } from '../../db/schema/core.js';
 import { verifyPassword } from '../../lib/secrets.js';
+import { deployTokenForLogin } from '../../services/deploy_tokens.js';
+import { deployTokenCredential } from '../../services/git_transport.js';
 import { findUserByLogin, upgradePasswordHash } from '../../services/users.js';
 import { ApiError } from '../../plugins/errors.js';
 import { resolveCredential } from '../../plugins/auth.js';
@@ -93,8 +95,8 @@ export async function authenticateGitClient(cairn: Cairn, authorization: string 
 
 /**
  * Who a git client is, from HTTP Basic credentials, in GitLab's order: a CI job token (user
- * gitlab-ci-token), an OAuth token (user oauth2), a personal access token (any user name),
- * then the user's own password when password authentication for git is enabled.
+ * gitlab-ci-token), an OAuth token (user oauth2), a personal access token (any user name), a
+ * deploy token (its own user name), then the user's own password when password authentication for git is enabled.
  * Null without credentials; GitHttpError(401) when they are wrong.
  */
 async function identifyGitClient(cairn: Cairn, authorization: string | undefined): Promise<GitCredential | null> {
@@ -114,6 +116,10 @@ async function identifyGitClient(cairn: Cairn, authorization: string | undefined
   // GitLab's order has it). Personal access tokens first: their lookup is cached.
   const cred = (await tryResolve(cairn, 'private', password)) ?? (username === 'oauth2' ? await tryResolve(cairn, 'bearer', password) : null);
   if (cred) return fromCredential(cred);
+  // A deploy token goes with its own user name; a revoked or expired one is a wrong password.
+  const deployToken = await deployTokenForLogin(cairn.db, username, password);
+  if (deployToken === 'inactive') throw new GitHttpError(401, ACCESS_DENIED);
+  if (deployToken) return deployTokenCredential(cairn, deployToken);
 
   if (!cairn.config.gitPasswordAuthentication || !username) throw new GitHttpError(401, ACCESS_DENIED);
   const user = await findUserByLogin(cairn.db, username);

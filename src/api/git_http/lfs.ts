@@ -8,6 +8,7 @@ import { can } from '../../policies/abilities.js';
 import { checkGitAccess, type GitCredential } from '../../policies/git_access.js';
 import { jobTokenMayAccess } from '../../policies/job_token_scope.js';
 import { projectSettings } from '../../presenters/projects.js';
+import { deployTokenProject, GitAccessError } from '../../services/git_transport.js';
 import { RawBody, route } from '../route.js';
 import { authenticateGitClient, GitHttpError } from './auth.js';
 import { header, MAX_PATH_SEGMENTS, projectPathOf } from './routes.js';
@@ -66,9 +67,22 @@ async function authorizeLfs(request: FastifyRequest, op: Operation): Promise<Lfs
   const cairn = request.server.cairn;
   const cred = await authenticateGitClient(cairn, header(request, 'authorization'), request.ip);
   const fullPath = projectPathOf(request);
+  const service = op === 'download' ? 'git-upload-pack' : 'git-receive-pack';
+  if (cred?.deployToken) {
+    // A deploy token: the projects it reaches, as its scopes allow (the check git's own requests make).
+    let found: FoundProject;
+    try {
+      found = await deployTokenProject(cairn, cred, fullPath.includes('/') && !fullPath.split('/').includes('') ? fullPath : null, service);
+    } catch (err) {
+      if (err instanceof GitAccessError) throw new LfsError(err.status, err.message);
+      throw err;
+    }
+    if (!projectSettings(found).lfs_enabled) throw new LfsError(404, 'Not found: Git LFS is disabled for this project.');
+    return { project: found, cred, accessLevel: 0, fullPath: `${found.namespace.full_path}/${found.path}` };
+  }
   let project = fullPath.includes('/') && !fullPath.split('/').includes('') ? await loadProjectForUser(cairn, cred?.user.id, fullPath) : undefined;
   if (project && cred?.jobProjectId !== undefined && !(await jobTokenMayAccess(cairn.db, cred.jobProjectId, project))) project = undefined;
-  const decision = checkGitAccess(project, cred, op === 'download' ? 'git-upload-pack' : 'git-receive-pack', project?.callerAccessLevel ?? 0);
+  const decision = checkGitAccess(project, cred, service, project?.callerAccessLevel ?? 0);
   if (!decision.allowed) throw new LfsError(decision.status, decision.message);
   if (!projectSettings(project!).lfs_enabled) throw new LfsError(404, 'Not found: Git LFS is disabled for this project.');
   return { project: project!, cred, accessLevel: decision.accessLevel, fullPath: `${project!.namespace.full_path}/${project!.path}` };

@@ -6,6 +6,7 @@ import { environmentSlug, guessTier } from '../../lib/environments.js';
 import { decryptSecret } from '../../lib/secrets.js';
 import { VISIBILITY_NAMES } from '../../policies/access.js';
 import { projectSettings } from '../../presenters/projects.js';
+import { ciDeployCredentials } from '../../services/deploy_tokens.js';
 import { projectRepoPath } from '../../services/projects.js';
 import { GITLAB_COMPAT_VERSION } from '../../version.js';
 import { mergeRequestVariables, openMergeRequestsReference } from '../pipelines/lookup.js';
@@ -165,6 +166,12 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
   add('CI_REPOSITORY_URL', repoUrl.toString(), { public: false });
   add('CI_DEPENDENCY_PROXY_USER', 'gitlab-ci-token');
   add('CI_DEPENDENCY_PROXY_PASSWORD', token, { public: false, masked: true });
+  // The project's (else its group's) active deploy token named gitlab-deploy-token, as GitLab gives it.
+  const deploy = await ciDeployCredentials(cairn, project);
+  if (deploy) {
+    add('CI_DEPLOY_USER', deploy.username);
+    add('CI_DEPLOY_PASSWORD', deploy.password, { public: false, masked: true });
+  }
   add('CI_JOB_NAME', build.name);
   add('CI_JOB_NAME_SLUG', slug(build.name));
   add('CI_JOB_STAGE', build.stage);
