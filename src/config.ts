@@ -60,6 +60,8 @@ export interface Config {
   oauthAccessTokenTtl: number;
   /** The in-process background worker runs (cairn serve). */
   workers: boolean;
+  /** Background jobs one process runs at once. */
+  workerConcurrency: number;
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDR ranges); the client address comes from it. */
   trustedProxies: string[];
   logLevel: string;
@@ -569,6 +571,14 @@ export const SETTINGS: Setting[] = [
   def({ env: 'CAIRN_OAUTH_TOKEN_TTL', key: 'oauthAccessTokenTtl', type: duration({ min: 1 }), default: 7200, defaultText: '`7200`', help: 'OAuth access token lifetime, seconds' }),
   def({ env: 'CAIRN_SHUTDOWN_TIMEOUT', key: 'shutdownTimeout', type: duration({ min: 1 }), default: 30, defaultText: '`30`', help: 'on SIGINT/SIGTERM, how long requests in flight may take to finish, seconds (the built-in runner reports its running jobs failed first); past it the process exits anyway. An idle server stops at once; a second signal stops it at once' }),
   def({ env: 'CAIRN_WORKERS', key: 'workers', type: bool(), default: true, defaultText: '`true`', help: '`false` disables the in-process background worker (run workers elsewhere)' }),
+  def({
+    env: 'CAIRN_WORKER_CONCURRENCY',
+    key: 'workerConcurrency',
+    type: integer({ min: 1, max: 64 }),
+    default: 4,
+    defaultText: '`4`',
+    help: 'background jobs (mails, housekeeping, storage moves, pipeline schedules, ...) each process runs at once; a long job does not hold up the others',
+  }),
   def({
     env: 'CAIRN_TRUSTED_PROXIES',
     key: 'trustedProxies',

@@ -36,7 +36,7 @@ export async function serve() {
     await scheduleRecurring(app.cairn.db)
       .then(() => sweepLeftoversSoon(app.cairn))
       .catch((err) => app.log.error({ err }, 'scheduling the leftover sweep failed'));
-    const stop = startWorker(app.cairn, { log: app.log });
+    const stop = startWorker(app.cairn, { log: app.log, concurrency: config.workerConcurrency });
     // Closers run last-registered first: the worker stops before the cache and the database.
     app.cairn.closers.push(stop);
   }

@@ -30,6 +30,40 @@ describe('background job queue', () => {
     assert.equal(await runOneJob(t.app.cairn), false);
   });
 
+  it('claims a due job of a higher priority before older due jobs', async () => {
+    const order: string[] = [];
+    defineJob('test.order', async (_c, payload) => { order.push(payload.name); });
+    const past = new Date(Date.now() - 60_000);
+    await enqueue(t.db, 'test.order', { name: 'old-a' }, { queue: 'prio', runAt: past });
+    await enqueue(t.db, 'test.order', { name: 'old-b' }, { queue: 'prio', runAt: past });
+    await enqueue(t.db, 'test.order', { name: 'urgent' }, { queue: 'prio', priority: 1 });
+    // Not due yet: priority does not make a job run before its time.
+    await enqueue(t.db, 'test.order', { name: 'later' }, { queue: 'prio', priority: 5, runAt: new Date(Date.now() + 3_600_000) });
+    assert.equal(await drainJobs(t.app.cairn, 'prio'), 3);
+    assert.deepEqual(order, ['urgent', 'old-a', 'old-b']);
+  });
+
+  it('a worker runs several jobs at once: a long job does not hold up the next', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    const done: string[] = [];
+    defineJob('test.hold', async () => { await held; done.push('long'); });
+    defineJob('test.quick', async () => { done.push('quick'); });
+    await enqueue(t.db, 'test.hold', {}, { queue: 'parallel' });
+    await enqueue(t.db, 'test.quick', {}, { queue: 'parallel' });
+    const stop = startWorker(t.app.cairn, { queue: 'parallel', concurrency: 2, idleMs: 50 });
+    try {
+      for (let i = 0; i < 200 && !done.includes('quick'); i++) await new Promise((r) => setTimeout(r, 25));
+      assert.deepEqual(done, ['quick'], 'the quick job ran while the long one was still running');
+      release();
+      for (let i = 0; i < 200 && done.length < 2; i++) await new Promise((r) => setTimeout(r, 25));
+      assert.deepEqual(done, ['quick', 'long']);
+    } finally {
+      release();
+      await stop();
+    }
+  });
+
   it('retries a failing job later and records the error', async () => {
     const { id } = await enqueue(t.db, 'test.flaky');
     await drainJobs(t.app.cairn);

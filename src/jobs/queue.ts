@@ -73,11 +73,15 @@ export async function scheduleRecurring(db: Database): Promise<void> {
 /** Workers wait on this channel (payload: the queue's name); enqueue notifies it when its transaction commits. */
 export const QUEUE_CHANNEL = 'cairn_background_jobs';
 
-export async function enqueue(db: Database, kind: string, payload: Record<string, unknown> = {}, opts: { runAt?: Date; queue?: string; maxAttempts?: number } = {}) {
+/**
+ * Queues a job. `priority`: due jobs of a higher one are claimed before older due jobs of a lower
+ * one (default 0), for short work that must not wait behind a long backlog.
+ */
+export async function enqueue(db: Database, kind: string, payload: Record<string, unknown> = {}, opts: { runAt?: Date; queue?: string; maxAttempts?: number; priority?: number } = {}) {
   const queue = opts.queue ?? 'default';
   const row = await db
     .insertInto('background_jobs')
-    .values({ kind, payload: JSON.stringify(payload) as any, run_at: opts.runAt ?? new Date(), queue, max_attempts: opts.maxAttempts ?? 5 })
+    .values({ kind, payload: JSON.stringify(payload) as any, run_at: opts.runAt ?? new Date(), queue, max_attempts: opts.maxAttempts ?? 5, priority: opts.priority ?? 0 })
     // The wakeup rides on the insert (no extra round trip); delivered on commit, to every process.
     .returning(['id', sql<void>`pg_notify(${QUEUE_CHANNEL}, ${queue})`.as('notified')])
     .executeTakeFirstOrThrow();
@@ -234,7 +238,7 @@ export async function runOneJob(cairn: Cairn, opts: string | WorkOptions = 'defa
        select id from background_jobs
         where queue = ${queue}
           and ((state = 'pending' and run_at <= now()) or (state = 'running' and locked_at < now() - ${`${lockTimeoutMs} milliseconds`}::interval))
-        order by run_at, id
+        order by priority desc, run_at, id
         for update skip locked
         limit 1)
     returning id, kind, payload, attempts, max_attempts, recurring`.execute(cairn.db);
@@ -319,12 +323,13 @@ const IDLE_SAFETY_NET_MS = 15_000;
 const RECLAIM_EVERY_MS = 10_000;
 
 /**
- * Works the queue in the background until stopped. Idle, it waits for an enqueue's notification
- * (QUEUE_CHANNEL, through the process's listening connection), for the next job to come due, or
- * at most `idleMs` (default IDLE_SAFETY_NET_MS; without a listening connection the hub makes
- * waits poll every second).
+ * Works the queue in the background until stopped, running up to `concurrency` jobs at once
+ * (default 1): one long job (a storage move, a large import) does not hold up the rest. Idle, a
+ * loop waits for an enqueue's notification (QUEUE_CHANNEL, through the process's listening
+ * connection), for the next job to come due, or at most `idleMs` (default IDLE_SAFETY_NET_MS;
+ * without a listening connection the hub makes waits poll every second).
  */
-export function startWorker(cairn: Cairn, opts: WorkOptions & { idleMs?: number } = {}): () => Promise<void> {
+export function startWorker(cairn: Cairn, opts: WorkOptions & { idleMs?: number; concurrency?: number } = {}): () => Promise<void> {
   let stopped = false;
   const queue = opts.queue ?? 'default';
   if (queue === 'default') void scheduleRecurring(cairn.db).catch(() => {});
@@ -332,7 +337,7 @@ export function startWorker(cairn: Cairn, opts: WorkOptions & { idleMs?: number 
   const wakeup = cairn.notifications?.wakeup(QUEUE_CHANNEL, queue) ?? new Wakeup();
   const idleMs = opts.idleMs ?? IDLE_SAFETY_NET_MS;
   let reclaimedAt = 0;
-  const loop = (async () => {
+  const work = async () => {
     while (!stopped) {
       const since = wakeup.generation;
       let worked = false;
@@ -354,10 +359,11 @@ export function startWorker(cairn: Cairn, opts: WorkOptions & { idleMs?: number 
       waitMs = Math.min(waitMs, Math.max(1, reclaimedAt + RECLAIM_EVERY_MS - Date.now()));
       if (!worked && !stopped) await wakeup.wait(since, waitMs);
     }
-  })();
+  };
+  const loops = Array.from({ length: Math.max(1, opts.concurrency ?? 1) }, () => work());
   return async () => {
     stopped = true;
     wakeup.close();
-    await loop;
+    await Promise.all(loops);
   };
 }

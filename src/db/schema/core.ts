@@ -176,6 +176,8 @@ export interface BackgroundJobsTable {
   finished_at: NullableTimestamp;
   /** A recurring kind's row (src/jobs/queue.ts defineRecurring): at most one pending or running. */
   recurring: Auto<boolean>;
+  /** Due jobs of a higher priority are claimed first (default 0). */
+  priority: Auto<number>;
 }
 
 export interface CoreTables {

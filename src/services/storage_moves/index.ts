@@ -217,8 +217,9 @@ export async function runMove(cairn: Cairn, moveId: number, run = 1): Promise<vo
                                  set repository_storage = ${dest}, repository_read_only = false, updated_at = now()
                                where c.id = ${container.id} and c.repository_storage = ${source} and ${kind.scope}`.execute(trx);
         if (Number(res.numAffectedRows ?? 0) !== 1) throw new Error(`${kind.label} changed storage during the move`);
-        // Replicated: the source copies go later, with this job (cleanupMove).
-        await enqueue(trx, CLEANUP_JOB, { moveId }, { runAt: new Date(Date.now() + cairn.config.storageMoveCleanupDelay * 1000) });
+        // Replicated: the source copies go later, with this job (cleanupMove), ahead of the other
+        // moves of a bulk move waiting in the queue.
+        await enqueue(trx, CLEANUP_JOB, { moveId }, { runAt: new Date(Date.now() + cairn.config.storageMoveCleanupDelay * 1000), priority: 1 });
       });
     } catch (err) {
       await fail((err as Error).message ?? String(err));
