@@ -104,8 +104,9 @@ export async function sshCommand(argv: string[], io: SshCommandIo = consoleIo): 
   const config = postgresConfig(io, 'ssh authorized-keys');
   if (!config) return 1;
   const fingerprint = 'SHA256:' + crypto.createHash('sha256').update(raw).digest('base64').replace(/=+$/, '');
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  let database: Awaited<ReturnType<typeof openDatabase>> | null = null;
   try {
+    database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
     const key = await database.db
       .selectFrom('keys')
       .select(['id', 'expires_at', 'usage_type'])
@@ -115,8 +116,12 @@ export async function sshCommand(argv: string[], io: SshCommandIo = consoleIo): 
     if (key.expires_at && new Date(key.expires_at).getTime() <= Date.now()) return 0;
     io.out(authorizedKeysLine(config, Number(key.id), type, blob));
     return 0;
+  } catch (err) {
+    // sshd logs this line; the key is not let in.
+    io.err(`cairn ssh authorized-keys: the key could not be looked up: ${(err as Error).message.split('\n')[0]}`);
+    return 1;
   } finally {
-    await database.close();
+    await database?.close();
   }
 }
 

@@ -38,7 +38,7 @@ export function isLfsToken(password: string): boolean {
 }
 
 /** The Basic user name that goes with a key's token. */
-export function lfsTokenUsername(key: { id: number; type: string }, username: string): string {
+export function lfsTokenUsername(key: { id: number; type: string | null }, username: string): string {
   return key.type === 'DeployKey' ? `lfs+deploy-key-${key.id}` : username;
 }
 
