@@ -73,8 +73,24 @@ export async function runSshSession(cairn: Cairn, req: SshSessionRequest, io: Ss
     if (err instanceof GitAccessError) return refuse(err.message);
     throw err;
   }
-  touchKey(cairn, req.key).catch((err) => log.warn({ err }, 'recording the use of an ssh key failed'));
+  // Written beside the command, and waited for before the status: `cairn shell` exits right after.
+  const touched = touchKey(cairn, req.key).catch((err) => log.warn({ err }, 'recording the use of an ssh key failed'));
+  try {
+    return await serve(cairn, req, parsed, cred, io, log, refuse);
+  } finally {
+    await touched;
+  }
+}
 
+async function serve(
+  cairn: Cairn,
+  req: SshSessionRequest,
+  parsed: Extract<ReturnType<typeof parseSshCommand>, { ok: true }> | null,
+  cred: GitCredential,
+  io: SshSessionIo,
+  log: Log,
+  refuse: (message: string) => Promise<number>,
+): Promise<number> {
   if (!parsed) {
     io.output.write(`Welcome to Cairn, ${cred.deployKey ? 'Anonymous' : `@${cred.user.username}`}!\n`);
     return 0;

@@ -11,7 +11,8 @@ import { projectSettings } from '../../presenters/projects.js';
 import { RawBody, route } from '../route.js';
 import { authorizeGitPath, findAuthKeyById, GitAccessError, keyCredential, type GitSession } from '../../services/git_transport.js';
 import { isLfsToken, lfsTokenUsername, verifyLfsToken } from '../../lfs/tokens.js';
-import { ACCESS_DENIED, authenticateGitClient, GitHttpError, parseBasicAuth } from './auth.js';
+import { clearIpFailures, ipAuthState, recordIpFailure } from '../../services/auth_failures.js';
+import { ACCESS_DENIED, authenticateGitClient, GitHttpError, IP_BANNED, parseBasicAuth } from './auth.js';
 import { header, MAX_PATH_SEGMENTS, projectPathOf } from './routes.js';
 
 /**
@@ -86,6 +87,21 @@ async function authorizeLfs(request: FastifyRequest, op: Operation): Promise<Lfs
  * (a batch upload reads first).
  */
 async function authorizeLfsToken(request: FastifyRequest, username: string, token: string, fullPath: string, op: Operation): Promise<LfsContext> {
+  // Behind the same failed-authentication ban as every git credential over HTTP.
+  const cairn = request.server.cairn;
+  const standing = await ipAuthState(cairn, 'git_http', request.ip);
+  if (standing.bannedFor) throw new GitHttpError(403, IP_BANNED);
+  try {
+    const ctx = await checkLfsToken(request, username, token, fullPath, op);
+    if (standing.hasFailures) await clearIpFailures(cairn, 'git_http', request.ip);
+    return ctx;
+  } catch (err) {
+    if (err instanceof GitHttpError && err.status === 401) await recordIpFailure(cairn, 'git_http', request.ip);
+    throw err;
+  }
+}
+
+async function checkLfsToken(request: FastifyRequest, username: string, token: string, fullPath: string, op: Operation): Promise<LfsContext> {
   const cairn = request.server.cairn;
   const claims = verifyLfsToken(cairn.config, token);
   if (!claims || (op === 'upload' && claims.operation !== 'upload')) throw new GitHttpError(401, ACCESS_DENIED);
