@@ -114,6 +114,8 @@ export interface Config {
   sshPort: number;
   /** Address the SSH server listens on. */
   sshHost: string;
+  /** OpenSSH mode: the command authorized-keys lines run (`<it> shell key-N`); null: this node and bin/cairn.mjs. */
+  sshShellCommand: string | null;
 }
 
 /** A setting's bad value: `message` is the one line `cairn` prints before exiting 1. */
@@ -452,6 +454,14 @@ export const SETTINGS: Setting[] = [
     default: (c) => c.host!,
     defaultText: 'as `CAIRN_HOST`',
     help: 'address the SSH server listens on',
+  }),
+  def({
+    env: 'CAIRN_SSH_SHELL_COMMAND',
+    key: 'sshShellCommand',
+    type: text({ noun: 'a valid command', accepts: 'a command line without double quotes, backslashes or line breaks', pattern: /^[^"\\\r\n\0]+$/ }),
+    default: null,
+    defaultText: 'this `node` and `bin/cairn.mjs`',
+    help: "OpenSSH mode: the program `cairn ssh authorized-keys` names in each key's `command=\"... shell key-N\"` for sshd to run (as the SSH user, with sshd's environment: point it at a script that sets `DATABASE_URL` and the other settings, then runs `cairn \"$@\"`)",
   }),
   def({
     env: 'CAIRN_EXTERNAL_URL',

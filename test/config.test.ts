@@ -54,6 +54,7 @@ const BAD: Record<string, string[]> = {
   CAIRN_GIT_PASSWORD_AUTH: ['sometimes'],
   CAIRN_VALIDATE_RESPONSES: ['always'],
   CAIRN_SECRET_KEY_BASE: ['too-short'],
+  CAIRN_SSH_SHELL_COMMAND: ['/usr/bin/cairn "x', 'a\\b'],
   CAIRN_RUNNER_POLL_TIMEOUT: ['0', 'long'],
   CAIRN_MAX_TRACE_SIZE: ['0', 'a lot'],
   CAIRN_MAX_ARTIFACTS_SIZE: ['0', '100 parsecs'],

@@ -25,6 +25,11 @@ commands:
   backup create [FILE] [--gzip] | backup restore FILE
             write one archive of the database, repositories, object storage and secrets (while
             the server runs), or restore one into an empty instance (cairn backup --help)
+  ssh authorized-keys KEY_TYPE BASE64_KEY
+            OpenSSH mode (sshd on port 22, PostgreSQL only): sshd's AuthorizedKeysCommand, which
+            makes sshd run \`cairn shell key-N\` for a Cairn key (cairn ssh --help)
+  shell key-N
+            what sshd runs for a key: serves SSH_ORIGINAL_COMMAND (git, git-lfs-authenticate)
   help      show this text (cairn help COMMAND, or cairn COMMAND --help, describes one)
 
 options:
@@ -114,6 +119,16 @@ async function main(argv: string[]) {
       process.exitCode = await backupCommand(argv.slice(1));
       return;
     }
+    case 'ssh': {
+      const { sshCommand } = await import('./ssh.js');
+      process.exitCode = await sshCommand(argv.slice(1));
+      return;
+    }
+    case 'shell': {
+      const { shellCommand } = await import('./ssh.js');
+      // Ends at once: stdin may still be open (the SSH connection), and nothing else is left to do.
+      process.exit(await shellCommand(argv.slice(1)));
+    }
     case 'token': {
       const { tokenCommand } = await import('./token.js');
       process.exitCode = await tokenCommand(argv.slice(1));
@@ -130,7 +145,7 @@ async function main(argv: string[]) {
       // `cairn help serve` is `cairn serve --help`.
       const topic = command === 'help' ? argv[1] : undefined;
       if (topic && topic in COMMAND_HELP) console.log(COMMAND_HELP[topic]);
-      else if (topic === 'runner' || topic === 'token' || topic === 'storage' || topic === 'check' || topic === 'backup') await main([topic, '--help']);
+      else if (topic === 'runner' || topic === 'token' || topic === 'storage' || topic === 'check' || topic === 'backup' || topic === 'ssh' || topic === 'shell') await main([topic, '--help']);
       else console.log(USAGE);
       return;
     }

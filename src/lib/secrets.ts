@@ -116,6 +116,20 @@ function encryptionKey(dataDir: string): Buffer {
   return key;
 }
 
+/**
+ * A key for signing short-lived credentials of one `purpose` (HMAC-SHA256), derived from the
+ * instance secret like the encryption key: every process of the instance derives the same one.
+ */
+export function signingKey(config: { dataDir: string }, purpose: string): Buffer {
+  const id = `${config.dataDir}\0sign:${purpose}`;
+  let key = keys.get(id);
+  if (!key) {
+    key = crypto.createHash('sha256').update(`cairn signed ${purpose}\0`).update(secretKeyBase(config.dataDir)).digest();
+    keys.set(id, key);
+  }
+  return key;
+}
+
 /** Encrypts a secret for storage: "v1:" + base64(iv | tag | ciphertext). */
 export function encryptSecret(config: { dataDir: string }, plain: string): string {
   const iv = crypto.randomBytes(12);

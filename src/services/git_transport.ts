@@ -279,6 +279,14 @@ export async function findAuthKey(cairn: Cairn, fingerprintSha256: string): Prom
   return key;
 }
 
+/** The SSH key `cairn shell key-N` names (sshd authenticated it by the line `cairn ssh authorized-keys` printed), if it may authenticate. */
+export async function findAuthKeyById(cairn: Cairn, id: number): Promise<Key | undefined> {
+  if (!Number.isSafeInteger(id) || id < 1 || id > 2147483647) return undefined;
+  const key = await cairn.db.selectFrom('keys').selectAll().where('id', '=', id).executeTakeFirst();
+  if (!key || key.usage_type === 'signing') return undefined;
+  return key;
+}
+
 /**
  * What an authenticated SSH key may do, by GitLab's rules: an expired key, and a user who is
  * blocked, banned, deactivated, pending approval or locked out, are refused with GitLab's words.

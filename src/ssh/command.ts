@@ -7,7 +7,10 @@ import type { GitCommandName } from '../git/http.js';
  * the path names a repository through the project finders, and git runs in that repository's
  * directory with `.` as its argument.
  */
-export type ParsedSshCommand = { ok: true; service: GitCommandName; path: string } | { ok: false; message: string };
+export type ParsedSshCommand =
+  | { ok: true; service: GitCommandName; path: string }
+  | { ok: true; service: 'git-lfs-authenticate'; path: string; operation: 'download' | 'upload' }
+  | { ok: false; message: string };
 
 const SERVICES: Record<string, GitCommandName> = {
   'git-upload-pack': 'git-upload-pack',
@@ -25,11 +28,24 @@ const MAX_SEGMENTS = 23;
 const SEGMENT = /^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,254}$/;
 
 export const UNKNOWN_COMMAND =
-  'This is a git server: only git-upload-pack, git-receive-pack and git-upload-archive with a repository path are accepted (git clone ssh://git@HOST:PORT/group/project.git).';
+  'This is a git server: only git-upload-pack, git-receive-pack, git-upload-archive and git-lfs-authenticate with a repository path are accepted (git clone ssh://git@HOST:PORT/group/project.git).';
+
+const LFS_USAGE = "git-lfs-authenticate takes a repository path and an operation: git-lfs-authenticate 'group/project.git' download|upload.";
 
 export function parseSshCommand(command: string): ParsedSshCommand {
   const bad = (message: string): ParsedSshCommand => ({ ok: false, message });
   if (typeof command !== 'string' || command.length > 4096 || /[\0\r\n]/.test(command)) return bad(UNKNOWN_COMMAND);
+  const lfs = /^git-lfs-authenticate(?: +(.*))?$/.exec(command.trim());
+  if (lfs) {
+    // git-lfs sends the path (quoted or not), then the operation.
+    const parts = /^(?:'([^']*)'|([^'\s]+)) +(download|upload)$/.exec((lfs[1] ?? '').trim());
+    if (!parts) return bad(LFS_USAGE);
+    const raw = parts[1] ?? parts[2];
+    if (parts[2] !== undefined && /['"\s\\`$;|&<>(){}*?!#]/.test(raw)) return bad(LFS_USAGE);
+    const path = repositoryPath(raw);
+    if (!path) return bad(LFS_USAGE);
+    return { ok: true, service: 'git-lfs-authenticate', path, operation: parts[3] as 'download' | 'upload' };
+  }
   const m = /^(git-upload-pack|git-receive-pack|git-upload-archive|git upload-pack|git receive-pack|git upload-archive) +(.*)$/.exec(command.trim());
   if (!m) return bad(UNKNOWN_COMMAND);
   const service = SERVICES[m[1]];

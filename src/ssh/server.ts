@@ -1,34 +1,23 @@
 import crypto from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import type { Readable, Writable } from 'node:stream';
+import type { Writable } from 'node:stream';
 import ssh2 from 'ssh2';
 import type { Cairn } from '../context.js';
 import type { Key } from '../db/schema/keys.js';
-import type { GitProcess } from '../git/command.js';
-import { InvalidPushError, readReceivePackHead, sanitizeGitProtocol, serviceExit, type GitService } from '../git/http.js';
-import type { GitCredential } from '../policies/git_access.js';
-import {
-  authorizeGitPath,
-  findAuthKey,
-  GitAccessError,
-  keyCredential,
-  startAdvertisement,
-  startPush,
-  startUploadArchive,
-  startUploadPack,
-  touchKey,
-  type GitSession,
-} from '../services/git_transport.js';
-import { parseSshCommand } from './command.js';
+import { sanitizeGitProtocol } from '../git/http.js';
+import { findAuthKey } from '../services/git_transport.js';
 import { loadHostKeys } from './host_keys.js';
+import { runSshSession } from './session.js';
 import { SK_ALGORITHMS, verifySkSignature } from './sk_keys.js';
 
 /**
  * Git over SSH (GitLab's gitlab-sshd): public-key authentication by users' keys and deploy keys
  * (looked up by the SHA-256 fingerprint of the offered key, an indexed column), then one exec
- * request per session: `git-upload-pack`, `git-receive-pack` or `git-upload-archive` with a
- * repository path. This file is transport only: who may do what, starting git, the checks of a
- * push and the post-receive work are services/git_transport.ts's, the same as for smart HTTP.
+ * request per session: `git-upload-pack`, `git-receive-pack`, `git-upload-archive` or
+ * `git-lfs-authenticate` with a repository path. This file is transport only: what a session does
+ * is ssh/session.ts's, shared with `cairn shell` behind OpenSSH (cli/shell.ts); who may do what,
+ * starting git, the checks of a push and the post-receive work are services/git_transport.ts's,
+ * the same as for smart HTTP.
  * No shell, no port forwarding, no sftp; `ssh git@host` alone answers with a welcome.
  */
 
@@ -140,13 +129,13 @@ export async function startSshServer(cairn: Cairn, opts: { host: string; port: n
           if (used) return reject?.();
           used = true;
           const channel = accept();
-          track(welcome(channel));
+          track(serve(channel, null, undefined));
         });
         session.on('exec', (accept, reject, req) => {
           if (used) return reject?.();
           used = true;
           const channel = accept();
-          track(runCommand(channel, req.command, gitProtocol));
+          track(serve(channel, req.command, gitProtocol));
         });
       });
       // No port forwarding of any kind.
@@ -161,120 +150,30 @@ export async function startSshServer(cairn: Cairn, opts: { host: string; port: n
       void p.finally(() => running.delete(p));
     };
 
-    /** Ends a command: its output flushed, then the exit status, then the channel closed. */
-    async function done(channel: ssh2.ServerChannel, code: number) {
+    /** Runs the session (ssh/session.ts), then ends it: its output flushed, the exit status, the channel closed. */
+    async function serve(channel: ssh2.ServerChannel, command: string | null, gitProtocol: string | undefined) {
+      channel.on('error', () => {});
+      const io = {
+        input: channel,
+        output: channel,
+        errors: channel.stderr,
+        onHangup: (cb: () => void) => {
+          channel.once('close', cb);
+          return () => void channel.off('close', cb);
+        },
+      };
+      let code: number;
+      try {
+        code = await runSshSession(cairn, { key: key!, command, gitProtocol }, io, log);
+      } catch (err) {
+        log.error({ err }, 'ssh session failed');
+        channel.stderr.write('ERROR: The command failed on the server.\n');
+        code = 1;
+      }
       await flushed(channel.stderr);
       await flushed(channel);
       channel.exit(code);
       channel.end();
-    }
-
-    async function refuse(channel: ssh2.ServerChannel, message: string) {
-      channel.stderr.write(`ERROR: ${message}\n`);
-      await done(channel, 1);
-    }
-
-    async function credential(channel: ssh2.ServerChannel): Promise<GitCredential | null> {
-      try {
-        const cred = await keyCredential(cairn, key!);
-        touchKey(cairn, key!).catch((err) => log.warn({ err }, 'recording the use of an ssh key failed'));
-        return cred;
-      } catch (err) {
-        if (!(err instanceof GitAccessError)) throw err;
-        await refuse(channel, err.message);
-        return null;
-      }
-    }
-
-    async function welcome(channel: ssh2.ServerChannel) {
-      channel.on('error', () => {});
-      const cred = await credential(channel);
-      if (!cred) return;
-      channel.write(`Welcome to Cairn, ${cred.deployKey ? 'Anonymous' : `@${cred.user.username}`}!\n`);
-      await done(channel, 0);
-    }
-
-    async function runCommand(channel: ssh2.ServerChannel, command: string, gitProtocol: string | undefined) {
-      channel.on('error', () => {});
-      const parsed = parseSshCommand(command);
-      if (!parsed.ok) return refuse(channel, parsed.message);
-      const cred = await credential(channel);
-      if (!cred) return;
-      // `git archive --remote` reads what a fetch may read.
-      const access: GitService = parsed.service === 'git-receive-pack' ? 'git-receive-pack' : 'git-upload-pack';
-      let session: GitSession;
-      try {
-        session = await authorizeGitPath(cairn, cred, parsed.path, access, { gitProtocol });
-      } catch (err) {
-        if (err instanceof GitAccessError) return refuse(channel, err.message);
-        throw err;
-      }
-      try {
-        if (parsed.service === 'git-receive-pack') return await receivePack(channel, session);
-        const proc = parsed.service === 'git-upload-pack' ? await startUploadPack(cairn, session, { stateless: false }) : await startUploadArchive(cairn, session);
-        await done(channel, await converse(channel, proc, channel));
-      } catch (err) {
-        log.error({ err, command: parsed.service }, 'ssh git command failed');
-        await refuse(channel, 'The command failed on the server.');
-      }
-    }
-
-    /**
-     * Connects git to the channel (stdin from `input`, stdout and stderr to the client) until git
-     * exits; git is killed if the client goes away. Resolves with its exit code.
-     */
-    async function converse(channel: ssh2.ServerChannel, proc: GitProcess, input: Readable | null): Promise<number> {
-      const onClose = () => proc.kill();
-      channel.once('close', onClose);
-      proc.stdin.on('error', () => {});
-      proc.stdout.on('error', () => {});
-      if (input) input.pipe(proc.stdin);
-      proc.stdout.pipe(channel, { end: false });
-      proc.stderr.pipe(channel.stderr, { end: false });
-      const { code, stderr } = await serviceExit(proc);
-      channel.off('close', onClose);
-      if (input) input.unpipe(proc.stdin);
-      if (code !== 0 && code !== null) log.warn({ code, stderr: stderr.slice(0, 2000) }, 'git service over ssh failed');
-      return code ?? 1;
-    }
-
-    /**
-     * A push: receive-pack's ref advertisement, then the commands read here and checked like a
-     * push over HTTP (services/git_transport.ts startPush), then receive-pack (stateless, as for
-     * HTTP) on the commands and the pack, then the post-receive work before the exit status.
-     */
-    async function receivePack(channel: ssh2.ServerChannel, session: GitSession) {
-      const advertisement = await startAdvertisement(cairn, session, 'git-receive-pack');
-      advertisement.stdin.end();
-      const advertised = await converse(channel, advertisement, null);
-      if (advertised !== 0) return refuse(channel, 'The repository could not be read.');
-      let head: Awaited<ReturnType<typeof readReceivePackHead>>;
-      try {
-        head = await readReceivePackHead(channel);
-      } catch (err) {
-        // A client with nothing to push may just hang up after the advertisement.
-        if (err instanceof InvalidPushError && /ended before/.test(err.message)) return done(channel, 0);
-        return refuse(channel, err instanceof InvalidPushError ? err.message : 'The push could not be read.');
-      }
-      if (!head.updates.length) return done(channel, 0);
-      const push = await startPush(cairn, session, head, log);
-      if (push.refused) {
-        // The client sends its pack before it reads the report: take it (and drop it) first.
-        const packFollows = head.updates.some((u) => !/^0+$/.test(u.newSha));
-        if (packFollows && !head.ended) {
-          channel.resume();
-          await new Promise<void>((resolve) => {
-            channel.once('end', resolve);
-            channel.once('close', resolve);
-          });
-        }
-        channel.write(push.refused);
-        return done(channel, 0);
-      }
-      const code = await converse(channel, push.proc, head.ended ? null : channel);
-      // The exit status waits for the push to be recorded, so a client that sees success can rely on it.
-      await push.finish();
-      await done(channel, code);
     }
   });
 

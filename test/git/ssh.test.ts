@@ -348,6 +348,11 @@ describe('ssh command parsing', () => {
     assert.deepEqual(parseSshCommand("git upload-pack 'snippets/12.git'"), { ok: true, service: 'git-upload-pack', path: 'snippets/12' });
   });
 
+  it('accepts git-lfs-authenticate with a path and download or upload', () => {
+    assert.deepEqual(parseSshCommand('git-lfs-authenticate group/project.git download'), { ok: true, service: 'git-lfs-authenticate', path: 'group/project', operation: 'download' });
+    assert.deepEqual(parseSshCommand("git-lfs-authenticate '/a/b/c.git' upload"), { ok: true, service: 'git-lfs-authenticate', path: 'a/b/c', operation: 'upload' });
+  });
+
   it('refuses options, traversal, several arguments, shell syntax and other commands', () => {
     for (const c of [
       "git-upload-pack '--upload-pack=x'",
@@ -361,7 +366,11 @@ describe('ssh command parsing', () => {
       'git-upload-pack a/b;id',
       "git-upload-pack 'a/b'\\''x'",
       'git-upload-pack $(id)/x',
-      'git-lfs-authenticate a/b download',
+      'git-lfs-authenticate a/b delete',
+      'git-lfs-authenticate a/b',
+      "git-lfs-authenticate '../a/b' upload",
+      'git-lfs-authenticate a/b;id download',
+      "git-lfs-authenticate 'a/b' download x",
       'git-shell',
       '',
       'x'.repeat(5000),

@@ -29,7 +29,7 @@ const DEACTIVATED = 'Your account has been deactivated by your administrator. Pl
 const ACCOUNT_LOCKED =
   'HTTP Basic: Access denied. Your account is locked after too many failed sign-in attempts. Try again later, or use a personal access token.';
 
-const IP_BANNED = 'Too many failed authentication attempts from your IP address. Try again later.';
+export const IP_BANNED = 'Too many failed authentication attempts from your IP address. Try again later.';
 
 const READ_SCOPES = ['api', 'read_repository', 'write_repository'];
 const WRITE_SCOPES = ['api', 'write_repository'];

@@ -8,9 +8,11 @@ import { can } from '../../policies/abilities.js';
 import { checkGitAccess, type GitCredential } from '../../policies/git_access.js';
 import { jobTokenMayAccess } from '../../policies/job_token_scope.js';
 import { projectSettings } from '../../presenters/projects.js';
-import { deployTokenProject, GitAccessError } from '../../services/git_transport.js';
 import { RawBody, route } from '../route.js';
-import { authenticateGitClient, GitHttpError } from './auth.js';
+import { authorizeGitPath, deployTokenProject, findAuthKeyById, GitAccessError, keyCredential, type GitSession } from '../../services/git_transport.js';
+import { isLfsToken, lfsTokenUsername, verifyLfsToken } from '../../lfs/tokens.js';
+import { clearIpFailures, ipAuthState, recordIpFailure } from '../../services/auth_failures.js';
+import { ACCESS_DENIED, authenticateGitClient, GitHttpError, IP_BANNED, parseBasicAuth } from './auth.js';
 import { header, MAX_PATH_SEGMENTS, projectPathOf } from './routes.js';
 
 /**
@@ -65,8 +67,10 @@ function lfsRoute(handler: (request: FastifyRequest, reply: FastifyReply) => Pro
  */
 async function authorizeLfs(request: FastifyRequest, op: Operation): Promise<LfsContext> {
   const cairn = request.server.cairn;
-  const cred = await authenticateGitClient(cairn, header(request, 'authorization'), request.ip);
   const fullPath = projectPathOf(request);
+  const basic = parseBasicAuth(header(request, 'authorization'));
+  if (basic && isLfsToken(basic.password)) return authorizeLfsToken(request, basic.username, basic.password, fullPath, op);
+  const cred = await authenticateGitClient(cairn, header(request, 'authorization'), request.ip);
   const service = op === 'download' ? 'git-upload-pack' : 'git-receive-pack';
   if (cred?.deployToken) {
     // A deploy token: the projects it reaches, as its scopes allow (the check git's own requests make).
@@ -86,6 +90,56 @@ async function authorizeLfs(request: FastifyRequest, op: Operation): Promise<Lfs
   if (!decision.allowed) throw new LfsError(decision.status, decision.message);
   if (!projectSettings(project!).lfs_enabled) throw new LfsError(404, 'Not found: Git LFS is disabled for this project.');
   return { project: project!, cred, accessLevel: decision.accessLevel, fullPath: `${project!.namespace.full_path}/${project!.path}` };
+}
+
+/**
+ * The credential of `git-lfs-authenticate` over SSH (lfs/tokens.ts): its key, looked up again (a
+ * deleted or expired key, a blocked owner end it), acting on the project it was issued for only,
+ * by the same access rules as git over SSH (services/git_transport.ts authorizeGitPath; deploy
+ * keys only on their projects). A download token only downloads; an upload token does both
+ * (a batch upload reads first).
+ */
+async function authorizeLfsToken(request: FastifyRequest, username: string, token: string, fullPath: string, op: Operation): Promise<LfsContext> {
+  // Behind the same failed-authentication ban as every git credential over HTTP.
+  const cairn = request.server.cairn;
+  const standing = await ipAuthState(cairn, 'git_http', request.ip);
+  if (standing.bannedFor) throw new GitHttpError(403, IP_BANNED);
+  try {
+    const ctx = await checkLfsToken(request, username, token, fullPath, op);
+    if (standing.hasFailures) await clearIpFailures(cairn, 'git_http', request.ip);
+    return ctx;
+  } catch (err) {
+    if (err instanceof GitHttpError && err.status === 401) await recordIpFailure(cairn, 'git_http', request.ip);
+    throw err;
+  }
+}
+
+async function checkLfsToken(request: FastifyRequest, username: string, token: string, fullPath: string, op: Operation): Promise<LfsContext> {
+  const cairn = request.server.cairn;
+  const claims = verifyLfsToken(cairn.config, token);
+  if (!claims || (op === 'upload' && claims.operation !== 'upload')) throw new GitHttpError(401, ACCESS_DENIED);
+  const key = await findAuthKeyById(cairn, claims.keyId);
+  if (!key) throw new GitHttpError(401, ACCESS_DENIED);
+  let cred: GitCredential;
+  try {
+    cred = await keyCredential(cairn, key);
+  } catch (err) {
+    if (err instanceof GitAccessError) throw new GitHttpError(401, ACCESS_DENIED);
+    throw err;
+  }
+  if (username.toLowerCase() !== lfsTokenUsername(key, cred.user.username).toLowerCase()) throw new GitHttpError(401, ACCESS_DENIED);
+  let session: GitSession;
+  try {
+    session = await authorizeGitPath(cairn, cred, fullPath, op === 'download' ? 'git-upload-pack' : 'git-receive-pack');
+  } catch (err) {
+    if (err instanceof GitAccessError) throw new LfsError(err.status, err.message);
+    throw err;
+  }
+  // Issued for another project: not a credential here.
+  if (session.target.kind !== 'project' || session.target.project.id !== claims.projectId) throw new GitHttpError(401, ACCESS_DENIED);
+  const project = session.target.project as FoundProject;
+  if (!projectSettings(project).lfs_enabled) throw new LfsError(404, 'Not found: Git LFS is disabled for this project.');
+  return { project, cred, accessLevel: session.accessLevel, fullPath: `${session.target.project.namespace.full_path}/${session.target.project.path}` };
 }
 
 /** The JSON body of a batch or lock request, read by hand: LFS clients send their own media type. */
