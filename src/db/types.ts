@@ -15,6 +15,7 @@ import type { LfsTables } from './schema/lfs.js';
 import type { OAuthTables } from './schema/oauth.js';
 import type { PipelineScheduleTables } from './schema/pipeline_schedules.js';
 import type { ReleaseTables } from './schema/releases.js';
+import type { WebHookTables } from './schema/webhooks.js';
 import type { UsersAreaTables } from './schema/users.js';
 import type { NoteTables } from './schema/notes.js';
 import type { NotificationTables } from './schema/notifications.js';
@@ -45,4 +46,5 @@ export interface DB
     StorageMoveTables,
     JobTokenScopeTables,
     PipelineScheduleTables,
-    LfsTables {}
+    LfsTables,
+    WebHookTables {}

@@ -36,6 +36,7 @@ import * as environments from './0980_environments.js';
 import * as environmentAutoDelete from './0985_environment_auto_delete.js';
 import * as lfs from './0990_lfs.js';
 import * as releases from './1000_releases.js';
+import * as webhooks from './1030_webhooks.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
 // code adds its own file and one line here.
@@ -77,4 +78,5 @@ export const migrations: Record<string, Migration> = {
   '0985_environment_auto_delete': environmentAutoDelete,
   '0990_lfs': lfs,
   '1000_releases': releases,
+  '1030_webhooks': webhooks,
 };
