@@ -7,13 +7,14 @@ import { isProtectedRef } from '../ci/pipelines/create.js';
 import { enqueue, defineJob } from '../jobs/queue.js';
 import { branchMatches } from '../policies/branches.js';
 import { DELIVER_JOB, DELIVERY_ATTEMPTS, TRIGGERS, type HookTrigger } from './delivery.js';
-import { buildPayload, type HookEvent } from './payloads.js';
+import { buildPayload, type HookContext, type HookEvent } from './payloads.js';
 
 /**
  * Where hook events start. A service calls `queueHookEvent` inside the transaction of the change
- * (so the event exists exactly when the change commits); it is one cheap look when the project
- * has no hooks. The `webhooks.event` job then builds GitLab's payload and enqueues one delivery
- * per hook whose switch is on (webhooks.deliver, src/hooks/delivery.ts). Pushes come from the
+ * (so the event exists exactly when the change commits, and its payload, built there, shows the
+ * change as it was made); it is one cheap look when the project has no hooks. The
+ * `webhooks.event` job then enqueues one delivery per hook whose switch is on (and whose branch
+ * filter passes), webhooks.deliver in src/hooks/delivery.ts. Pushes come from the
  * post-receive hooks (one event per ref, as GitLab sends them).
  */
 
@@ -29,11 +30,7 @@ function hooksOfProject(db: Database, projectId: number) {
         eb('h.project_id', '=', projectId),
         eb.and([
           eb('h.type', '=', 'GroupHook'),
-          eb(
-            'h.group_id',
-            '=',
-            eb.fn.any(sql<number[]>`(select n.traversal_ids from projects p join namespaces n on n.id = p.namespace_id where p.id = ${projectId})`),
-          ),
+          sql<boolean>`h.group_id = any(coalesce((select n.traversal_ids from projects p join namespaces n on n.id = p.namespace_id where p.id = ${projectId}), '{}'::int[]))`,
         ]),
       ]),
     );
@@ -44,10 +41,16 @@ async function projectHasHooks(db: Database, projectId: number): Promise<boolean
   return row !== undefined;
 }
 
-/** Records a hook event in the caller's transaction (nothing when the project has no hooks). */
-export async function queueHookEvent(db: Database, event: HookEvent, eventUuid: string = crypto.randomUUID()): Promise<void> {
+/**
+ * Records a hook event in the caller's transaction (nothing when the project has no hooks). The
+ * payload is built here, in that transaction, so it shows the change as it was made.
+ */
+export async function queueHookEvent(cairn: HookContext, db: Database, event: HookEvent, eventUuid: string = crypto.randomUUID()): Promise<void> {
   if (!(await projectHasHooks(db, event.projectId))) return;
-  await enqueue(db, EVENT_JOB, { event, eventUuid, at: new Date().toISOString() } as unknown as Record<string, unknown>, { maxAttempts: 5 });
+  const built = await buildPayload({ config: cairn.config, db }, event, { protectedRef: (ref, tag) => isProtectedRef({ db }, event.projectId, ref, tag) });
+  if (!built) return;
+  const branch = event.kind === 'push' && event.ref.startsWith('refs/heads/') ? event.ref.slice('refs/heads/'.length) : null;
+  await enqueue(db, EVENT_JOB, { projectId: event.projectId, trigger: built.trigger, data: built.data, branch, eventUuid }, { maxAttempts: 5 });
 }
 
 /** A name-based UUID (a push replayed after a crash is the same event, so the same UUID). */
@@ -69,7 +72,7 @@ export async function queuePushEvents(cairn: Cairn, event: PostReceiveEvent): Pr
       const seen = await sql<{ n: number }>`select count(*)::int as n from background_jobs where kind = ${EVENT_JOB} and payload ->> 'eventUuid' = ${uuid}`.execute(cairn.db);
       if (seen.rows[0]?.n) continue;
     }
-    await queueHookEvent(cairn.db, { kind: 'push', projectId: event.projectId, userId: event.userId, ref: c.ref, before: c.oldSha, after: c.newSha, pushOptions: event.pushOptions }, uuid);
+    await queueHookEvent(cairn, cairn.db, { kind: 'push', projectId: event.projectId, userId: event.userId, ref: c.ref, before: c.oldSha, after: c.newSha, pushOptions: event.pushOptions }, uuid);
   }
 }
 
@@ -88,14 +91,12 @@ export function branchFilterAllows(hook: Pick<WebHook, 'push_events_branch_filte
 }
 
 defineJob(EVENT_JOB, async (cairn, payload) => {
-  const event = payload.event as HookEvent;
+  const trigger = payload.trigger as HookTrigger;
   const eventUuid = String(payload.eventUuid);
-  const built = await buildPayload(cairn, event, { protectedRef: (ref, tag) => isProtectedRef(cairn, event.projectId, ref, tag) });
-  if (!built) return;
-  const flag = TRIGGERS[built.trigger].flag;
-  const hooks = (await hooksOfProject(cairn.db, event.projectId).execute()).filter((h) => h[flag]);
-  const branch = event.kind === 'push' && event.ref.startsWith('refs/heads/') ? event.ref.slice('refs/heads/'.length) : null;
-  const targets = hooks.filter((h) => branch === null || built.trigger !== 'push_hooks' || branchFilterAllows(h, branch));
+  const branch = (payload.branch as string | null) ?? null;
+  const flag = TRIGGERS[trigger].flag;
+  const hooks = (await hooksOfProject(cairn.db, Number(payload.projectId)).execute()).filter((h) => h[flag]);
+  const targets = hooks.filter((h) => branch === null || trigger !== 'push_hooks' || branchFilterAllows(h, branch));
   if (!targets.length) return;
   await cairn.db.transaction().execute(async (trx) => {
     for (const hook of targets) {
@@ -103,7 +104,7 @@ defineJob(EVENT_JOB, async (cairn, payload) => {
       const idempotencyKey = stableUuid(`delivery:${hook.id}:${eventUuid}`);
       const dup = await sql<{ n: number }>`select count(*)::int as n from background_jobs where kind = ${DELIVER_JOB} and payload ->> 'idempotencyKey' = ${idempotencyKey}`.execute(trx);
       if (dup.rows[0]?.n) continue;
-      await enqueue(trx, DELIVER_JOB, { hookId: hook.id, trigger: built.trigger satisfies HookTrigger, data: built.data, eventUuid, idempotencyKey }, { maxAttempts: DELIVERY_ATTEMPTS });
+      await enqueue(trx, DELIVER_JOB, { hookId: hook.id, trigger, data: payload.data, eventUuid, idempotencyKey }, { maxAttempts: DELIVERY_ATTEMPTS });
     }
   });
 });

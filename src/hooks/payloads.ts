@@ -16,6 +16,9 @@ import type { HookTrigger } from './delivery.js';
  * the event's job runs: push and tag push, issues, merge requests, notes, pipelines and jobs.
  */
 
+/** What building a payload reads: the database (the caller's transaction, so it sees the change) and the settings. */
+export type HookContext = Pick<Cairn, 'db' | 'config'>;
+
 export type Changes = Record<string, { previous: unknown; current: unknown }>;
 export type HookEvent =
   | { kind: 'push'; projectId: number; userId: number | null; ref: string; before: string; after: string; pushOptions?: string[] }
@@ -28,10 +31,10 @@ export type HookEvent =
 /** At most this many commits in a push payload (total_commits_count says how many there were). */
 export const PUSH_COMMITS_LIMIT = 20;
 
-const baseUrl = (cairn: Cairn) => cairn.config.externalUrl;
+const baseUrl = (cairn: HookContext) => cairn.config.externalUrl;
 
 /** GitLab's Project#hook_attrs. */
-export function projectHookAttrs(cairn: Cairn, p: ProjectRow) {
+export function projectHookAttrs(cairn: HookContext, p: ProjectRow) {
   const web = projectWebUrl({ baseUrl: baseUrl(cairn) }, p);
   const ssh = sshRepoUrl(baseUrl(cairn), cairn.config.sshPort ?? undefined, projectFullPath(p));
   const s = projectSettings(p);
@@ -55,14 +58,14 @@ export function projectHookAttrs(cairn: Cairn, p: ProjectRow) {
   };
 }
 
-function repositoryAttrs(cairn: Cairn, p: ProjectRow, full: boolean) {
+function repositoryAttrs(cairn: HookContext, p: ProjectRow, full: boolean) {
   const project = projectHookAttrs(cairn, p);
   const base = { name: p.name, url: project.git_ssh_url, description: p.description ?? null, homepage: project.web_url };
   return full ? { ...base, git_http_url: project.git_http_url, git_ssh_url: project.git_ssh_url, visibility_level: p.visibility_level } : base;
 }
 
 /** GitLab's User#hook_attrs: the e-mail only when public. */
-export function userHookAttrs(cairn: Cairn, u: User) {
+export function userHookAttrs(cairn: HookContext, u: User) {
   return {
     id: u.id,
     name: u.name,
@@ -79,7 +82,7 @@ function timestampWithOffset(sig: ParsedCommit['author']): string {
   return `${local}${m ? `${m[1]}${m[2]}:${m[3]}` : '+00:00'}`;
 }
 
-async function commitHookAttrs(cairn: Cairn, p: ProjectRow, gitDir: string, c: ParsedCommit) {
+async function commitHookAttrs(cairn: HookContext, p: ProjectRow, gitDir: string, c: ParsedCommit) {
   const paths = await commitPathChanges(gitDir, c.oid);
   return {
     id: c.oid,
@@ -92,17 +95,17 @@ async function commitHookAttrs(cairn: Cairn, p: ProjectRow, gitDir: string, c: P
   };
 }
 
-async function loadUser(cairn: Cairn, id: number | null): Promise<User | undefined> {
+async function loadUser(cairn: HookContext, id: number | null): Promise<User | undefined> {
   if (id === null) return undefined;
   return cairn.db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-async function loadUsers(cairn: Cairn, ids: number[]): Promise<User[]> {
+async function loadUsers(cairn: HookContext, ids: number[]): Promise<User[]> {
   if (!ids.length) return [];
   return cairn.db.selectFrom('users').selectAll().where('id', 'in', ids).orderBy('id').execute();
 }
 
-async function labelsOf(cairn: Cairn, type: 'Issue' | 'MergeRequest', id: number) {
+async function labelsOf(cairn: HookContext, type: 'Issue' | 'MergeRequest', id: number) {
   const rows = await cairn.db
     .selectFrom('label_links as ll')
     .innerJoin('labels as l', 'l.id', 'll.label_id')
@@ -128,7 +131,7 @@ async function labelsOf(cairn: Cairn, type: 'Issue' | 'MergeRequest', id: number
 const ISSUE_STATES: Record<number, string> = { 1: 'opened', 2: 'closed' };
 const MR_STATES: Record<number, string> = { 1: 'opened', 2: 'closed', 3: 'merged', 4: 'locked' };
 
-async function issueAttrs(cairn: Cairn, p: ProjectRow, issue: Issue) {
+async function issueAttrs(cairn: HookContext, p: ProjectRow, issue: Issue) {
   const assignees = (await cairn.db.selectFrom('issue_assignees').select('user_id').where('issue_id', '=', issue.id).execute()).map((r) => r.user_id);
   const labels = await labelsOf(cairn, 'Issue', issue.id);
   return {
@@ -172,7 +175,7 @@ async function issueAttrs(cairn: Cairn, p: ProjectRow, issue: Issue) {
   };
 }
 
-async function lastCommitAttrs(cairn: Cairn, p: ProjectRow, sha: string | null) {
+async function lastCommitAttrs(cairn: HookContext, p: ProjectRow, sha: string | null) {
   if (!sha) return null;
   const gitDir = projectRepoPath(cairn, p);
   const [c] = await readCommitsOnce(gitDir, [sha]);
@@ -187,7 +190,7 @@ async function lastCommitAttrs(cairn: Cairn, p: ProjectRow, sha: string | null) 
   };
 }
 
-async function mergeRequestAttrs(cairn: Cairn, p: ProjectRow, mr: MergeRequest) {
+async function mergeRequestAttrs(cairn: HookContext, p: ProjectRow, mr: MergeRequest) {
   const [assigneeRows, reviewerRows] = await Promise.all([
     cairn.db.selectFrom('merge_request_assignees').select('user_id').where('merge_request_id', '=', mr.id).execute(),
     cairn.db.selectFrom('merge_request_reviewers').select('user_id').where('merge_request_id', '=', mr.id).execute(),
@@ -258,7 +261,7 @@ export interface BuiltPayload {
   data: Record<string, unknown>;
 }
 
-async function pushPayload(cairn: Cairn, p: ProjectRow, e: Extract<HookEvent, { kind: 'push' }>, helpers: BuildHelpers): Promise<BuiltPayload> {
+async function pushPayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEvent, { kind: 'push' }>, helpers: BuildHelpers): Promise<BuiltPayload> {
   const tag = e.ref.startsWith('refs/tags/');
   const gitDir = projectRepoPath(cairn, p);
   const user = await loadUser(cairn, e.userId);
@@ -323,7 +326,7 @@ function pushOptionsObject(options: string[]): Record<string, unknown> {
 }
 
 /** Builds the payload of an event; null when what it was about is gone. */
-export async function buildPayload(cairn: Cairn, e: HookEvent, helpers: BuildHelpers): Promise<BuiltPayload | null> {
+export async function buildPayload(cairn: HookContext, e: HookEvent, helpers: BuildHelpers): Promise<BuiltPayload | null> {
   const p = await findProjectRow(cairn.db, e.projectId);
   if (!p) return null;
   switch (e.kind) {
@@ -379,7 +382,7 @@ export async function buildPayload(cairn: Cairn, e: HookEvent, helpers: BuildHel
   }
 }
 
-async function notePayload(cairn: Cairn, p: ProjectRow, e: Extract<HookEvent, { kind: 'note' }>): Promise<BuiltPayload | null> {
+async function notePayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEvent, { kind: 'note' }>): Promise<BuiltPayload | null> {
   const note: Note | undefined = await cairn.db.selectFrom('notes').selectAll().where('id', '=', e.id).executeTakeFirst();
   if (!note) return null;
   const user = await loadUser(cairn, e.userId ?? note.author_id);

@@ -1,5 +1,5 @@
 import type { Generated, Selectable } from 'kysely';
-import type { Timestamp } from './core.js';
+import type { NullableTimestamp, Timestamp } from './core.js';
 
 export type HookType = 'ProjectHook' | 'GroupHook' | 'SystemHook';
 export type BranchFilterStrategy = 'wildcard' | 'regex' | 'all_branches';
@@ -45,9 +45,9 @@ export type WebHooksTable = {
   branch_filter_strategy: Generated<BranchFilterStrategy>;
   recent_failures: Generated<number>;
   backoff_count: Generated<number>;
-  disabled_until: Timestamp | null;
-  created_at: Generated<Timestamp>;
-  updated_at: Generated<Timestamp>;
+  disabled_until: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
 } & { [K in HookEventFlag]: Generated<boolean> };
 export type WebHook = Selectable<WebHooksTable>;
 
@@ -64,7 +64,7 @@ export interface WebHookLogsTable {
   execution_duration: Generated<number>;
   internal_error_message: string | null;
   event_uuid: string | null;
-  created_at: Generated<Timestamp>;
+  created_at: Timestamp;
 }
 export type WebHookLog = Selectable<WebHookLogsTable>;
 
