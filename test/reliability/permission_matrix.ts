@@ -154,6 +154,8 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
   const schedule = await ok(await t.post(`${P}/pipeline_schedules`, { description: 'nightly', ref: 'main', cron: '0 1 * * *' }), 'pipeline schedule');
   await ok(await t.post(`${P}/pipeline_schedules/${schedule.id}/variables`, { key: 'VAR1', value: 'v' }), 'schedule variable');
   const trigger = await ok(await t.post(`${P}/triggers`, { description: 'ci' }), 'trigger token');
+  // A hook to an address the SSRF guard refuses: a test delivery fails at once, without a network (422).
+  const hook = await t.db.insertInto('web_hooks').values({ type: 'ProjectHook', project_id: project.id, url: 'http://10.255.255.1/hook' }).returning('id').executeTakeFirstOrThrow();
   // An environment with a deployment reported through the API (not the protected one).
   const environment = await ok(await t.post(`${P}/environments`, { name: 'matrix-env' }), 'environment');
   const deployment = await ok(await t.post(`${P}/deployments`, { environment: 'matrix-env', sha, ref: 'main', tag: false, status: 'success' }), 'deployment');
@@ -217,7 +219,7 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
     personalSnippet: personalSnippet.id, epic: epic.iid, epicId: epic.id, epicNote: epicNote.id, epicDisc: epicDisc.id, epicEvent: epicEvents[0]?.id ?? 0,
     deployKey: deployKey.id, victimKey: victimKey.id, impersonation: impersonation.id, application: application.id, clientKey: clientKey.id,
     shareGroup: shareGroup.id, other: other.id, runner: runnerId, pipeline: pipeline.id, job: jobs.test.id, runningJob: jobs.build.id,
-    schedule: schedule.id, trigger: trigger.id, environment: environment.id, deployment: deployment.id,
+    schedule: schedule.id, trigger: trigger.id, hook: hook.id, environment: environment.id, deployment: deployment.id,
     releaseLink: release.assets.links[0].id,
   } as Record<string, string | number>;
   for (const [c, id] of Object.entries(ownKeys)) ids[`key:${c}`] = id;
@@ -372,6 +374,8 @@ function paramValue(t: TestContext, w: World, url: string, name: string, column:
     case 'target_group_id': return i.shareGroup;
     case 'pipeline_schedule_id': return i.schedule;
     case 'trigger_id': return i.trigger;
+    case 'hook_id': return i.hook;
+    case 'trigger': return 'push_events';
     case 'environment_id': return i.environment;
     case 'deployment_id': return i.deployment;
     case 'link_id': return i.releaseLink;
@@ -438,6 +442,7 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
     }
     case 'pipeline_schedule_id': return (await body(t.post(`${P}/pipeline_schedules`, { description: 'fresh', ref: 'main', cron: '0 2 * * *' }), 'pipeline schedule')).id;
     case 'trigger_id': return (await body(t.post(`${P}/triggers`, { description: 'fresh' }), 'trigger token')).id;
+    case 'hook_id': return (await t.db.insertInto('web_hooks').values({ type: 'ProjectHook', project_id: w.project.id, url: 'http://10.255.255.1/fresh' }).returning('id').executeTakeFirstOrThrow()).id;
     case 'environment_id': {
       // Only a stopped environment may be deleted.
       const env = await body(t.post(`${P}/environments`, { name: t.unique('fresh-env') }), 'environment');

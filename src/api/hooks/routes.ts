@@ -160,7 +160,7 @@ export default async function hookRoutes(fastify: FastifyInstance) {
     return rows.map(({ total: _t, ...log }) => presentHookLog(log as any));
   });
 
-  app.post('/api/v4/projects/:id/hooks/:hook_id/test/:trigger', route({ matrix: { is: 'maintainer', cells: { maintainer: 422, owner: 422, admin: 422 } },
+  app.post('/api/v4/projects/:id/hooks/:hook_id/test/:trigger', route({ matrix: 'maintainer',
     access: manage,
     schema: { params: TestParams, response: { 201: Type.Object({ message: Type.String() }) } },
   }), async (request, reply) => {
