@@ -377,6 +377,7 @@ export async function buildPayload(cairn: HookContext, e: HookEvent, helpers: Bu
     case 'note':
       return notePayload(cairn, p, e);
     case 'pipeline':
+      return pipelinePayload(cairn, p, e.id);
     case 'job':
       return null;
   }
@@ -449,6 +450,95 @@ async function notePayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEve
       },
       repository: repositoryAttrs(cairn, p, false),
       ...extra,
+    },
+  };
+}
+
+const seconds = (from: Date | string | null, to: Date | string | null) => (from && to ? (new Date(to).getTime() - new Date(from).getTime()) / 1000 : null);
+
+/** GitLab's pipeline payload: the pipeline, its commit, its merge request and its latest jobs. */
+async function pipelinePayload(cairn: HookContext, p: ProjectRow, id: number): Promise<BuiltPayload | null> {
+  const pipeline = await cairn.db.selectFrom('ci_pipelines').selectAll().where('id', '=', id).executeTakeFirst();
+  if (!pipeline) return null;
+  const [stages, builds, user, mr] = await Promise.all([
+    cairn.db.selectFrom('ci_stages').select('name').where('pipeline_id', '=', id).orderBy('position').execute(),
+    cairn.db.selectFrom('ci_builds').selectAll().where('pipeline_id', '=', id).where('retried', '=', false).orderBy('stage_idx').orderBy('id').execute(),
+    loadUser(cairn, pipeline.user_id),
+    pipeline.merge_request_id === null ? undefined : cairn.db.selectFrom('merge_requests').selectAll().where('id', '=', pipeline.merge_request_id).executeTakeFirst(),
+  ]);
+  const buildUsers = new Map((await loadUsers(cairn, [...new Set(builds.flatMap((b) => (b.user_id === null ? [] : [b.user_id])))])).map((u) => [u.id, u]));
+  const runnerIds = [...new Set(builds.flatMap((b) => (b.runner_id === null ? [] : [b.runner_id])))];
+  const runners = new Map(
+    (runnerIds.length ? await cairn.db.selectFrom('ci_runners').selectAll().where('id', 'in', runnerIds).execute() : []).map((r) => [r.id, r]),
+  );
+  const web = projectWebUrl({ baseUrl: baseUrl(cairn) }, p);
+  const commit = await lastCommitAttrs(cairn, p, pipeline.sha).catch(() => null);
+  return {
+    trigger: 'pipeline_hooks',
+    data: {
+      object_kind: 'pipeline',
+      object_attributes: {
+        id: pipeline.id,
+        iid: pipeline.iid,
+        name: pipeline.name,
+        ref: pipeline.ref,
+        tag: pipeline.tag,
+        sha: pipeline.sha,
+        before_sha: pipeline.before_sha ?? '0000000000000000000000000000000000000000',
+        source: pipeline.source,
+        status: pipeline.status,
+        detailed_status: pipeline.status,
+        stages: stages.map((s) => s.name),
+        created_at: iso(pipeline.created_at),
+        finished_at: iso(pipeline.finished_at),
+        duration: pipeline.duration,
+        queued_duration: pipeline.queued_duration,
+        variables: [],
+        url: `${web}/-/pipelines/${pipeline.id}`,
+      },
+      merge_request: mr
+        ? {
+            id: mr.id,
+            iid: mr.iid,
+            title: mr.title,
+            source_branch: mr.source_branch,
+            source_project_id: mr.source_project_id,
+            target_branch: mr.target_branch,
+            target_project_id: mr.target_project_id,
+            state: MR_STATES[mr.state_id] ?? 'opened',
+            merge_status: mr.merge_status,
+            detailed_merge_status: mr.state_id === 1 ? 'mergeable' : 'not_open',
+            url: `${web}/-/merge_requests/${mr.iid}`,
+          }
+        : null,
+      user: user ? userHookAttrs(cairn, user) : null,
+      project: projectHookAttrs(cairn, p),
+      commit,
+      builds: builds.map((b) => {
+        const runner = b.runner_id === null ? undefined : runners.get(b.runner_id);
+        const u = b.user_id === null ? undefined : buildUsers.get(b.user_id);
+        return {
+          id: b.id,
+          stage: b.stage,
+          name: b.name,
+          status: b.status,
+          created_at: iso(b.created_at),
+          started_at: iso(b.started_at),
+          finished_at: iso(b.finished_at),
+          duration: seconds(b.started_at, b.finished_at),
+          queued_duration: seconds(b.queued_at, b.started_at),
+          failure_reason: b.failure_reason,
+          when: b.when,
+          manual: b.when === 'manual',
+          allow_failure: b.allow_failure,
+          user: u ? userHookAttrs(cairn, u) : null,
+          runner: runner
+            ? { id: runner.id, description: runner.description, runner_type: runner.runner_type, active: runner.active, is_shared: runner.runner_type === 'instance_type', tags: runner.tag_list ?? [] }
+            : null,
+          artifacts_file: { filename: null, size: null },
+          environment: b.environment ? { name: b.environment, action: ((b.options as { environment?: { action?: string } })?.environment?.action) ?? 'start', deployment_tier: null } : null,
+        };
+      }),
     },
   };
 }

@@ -12,7 +12,7 @@ import { buildPayload, type HookEvent } from './payloads.js';
  * project's latest record of the kind (its last three commits on the default branch for a push,
  * its latest tag, issue, merge request, note), or GitLab's message when it has none.
  */
-export const SAMPLE_TRIGGERS = ['push_events', 'tag_push_events', 'issues_events', 'confidential_issues_events', 'merge_requests_events', 'note_events', 'confidential_note_events'] as const;
+export const SAMPLE_TRIGGERS = ['push_events', 'tag_push_events', 'issues_events', 'confidential_issues_events', 'merge_requests_events', 'note_events', 'confidential_note_events', 'pipeline_events'] as const;
 export type SampleTrigger = (typeof SAMPLE_TRIGGERS)[number];
 
 const ZERO = '0000000000000000000000000000000000000000';
@@ -58,6 +58,12 @@ export async function samplePayload(cairn: Cairn, projectId: number, userId: num
       error = 'Ensure the project has notes.';
       const note = await cairn.db.selectFrom('notes').select('id').where('project_id', '=', projectId).where('system', '=', false).orderBy('id', 'desc').limit(1).executeTakeFirst();
       if (note) event = { kind: 'note', projectId, id: note.id, userId, action: 'create' };
+      break;
+    }
+    case 'pipeline_events': {
+      error = 'Ensure the project has CI pipelines.';
+      const pipeline = await cairn.db.selectFrom('ci_pipelines').select('id').where('project_id', '=', projectId).orderBy('id', 'desc').limit(1).executeTakeFirst();
+      if (pipeline) event = { kind: 'pipeline', projectId, id: pipeline.id };
       break;
     }
   }

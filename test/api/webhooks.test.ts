@@ -10,10 +10,12 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import type { Project } from '../../src/db/schema/core.js';
-import { drainJobs } from '../../src/jobs/queue.js';
+import { buildApp, type App } from '../../src/app.js';
+import { drainJobs, startWorker } from '../../src/jobs/queue.js';
 import { HookLogSchema, ProjectHookSchema } from '../../src/presenters/schemas/hooks.js';
 import { createTestContext, type TestContext, type TestUser } from '../helpers/app.js';
-import { commitFiles } from '../helpers/ci.js';
+import { commitFiles, jobsByName, latestPipeline, runJob } from '../helpers/ci.js';
+import { until } from '../helpers/until.js';
 import { assertMatches } from '../helpers/contract.js';
 import { workTree } from '../helpers/repo.js';
 
@@ -395,6 +397,7 @@ describe('Project webhooks', () => {
     assert.deepEqual((await test('merge_requests_events')).body, { message: 'Ensure the project has merge requests.' });
     assert.deepEqual((await test('note_events')).body, { message: 'Ensure the project has notes.' });
     assert.deepEqual((await test('tag_push_events')).body, { message: 'Ensure the project has tags.' });
+    assert.deepEqual((await test('pipeline_events')).body, { message: 'Ensure the project has CI pipelines.' });
     assert.equal((await test('bogus_events')).status, 400);
     await commitFiles(t, p, { 'a.txt': 'a\n' });
     await t.post(`/api/v4/projects/${p.id}/repository/tags`, { tag_name: 'v1', ref: 'main' });
@@ -427,7 +430,61 @@ describe('Project webhooks', () => {
     assert.match(l2[0].internal_error_message, /timed out/);
   });
 
-  it('deletes a project\'s hooks with it and sends nothing for a project without hooks', async () => {
+  it('delivers pipeline events at each status change, with its jobs, commit and user', async () => {
+    const p = await t.createProject();
+    await hook({ url: `${rx.base}/pipelines`, push_events: false, pipeline_events: true }, p);
+    const sha = await commitFiles(t, p, { '.gitlab-ci.yml': 'build:\n  script: echo hi\n' });
+    await deliver();
+    const pipeline = await latestPipeline(t, p.id);
+    const jobs = await jobsByName(t, pipeline.id);
+    await runJob(t, jobs.build, 'success');
+    await deliver();
+    const got = rx.on('/pipelines');
+    assert.ok(got.length >= 2, String(got.length));
+    assert.equal(got[0].headers['x-gitlab-event'], 'Pipeline Hook');
+    const statuses = got.map((r) => r.body.object_attributes.status);
+    assert.equal(statuses[0], 'pending');
+    assert.equal(statuses.at(-1), 'success');
+    const last = got.at(-1)!.body;
+    assert.equal(last.object_kind, 'pipeline');
+    assert.equal(last.object_attributes.id, pipeline.id);
+    assert.equal(last.object_attributes.sha, sha);
+    assert.equal(last.object_attributes.ref, 'main');
+    assert.deepEqual(last.object_attributes.stages, ['test']);
+    assert.ok(last.object_attributes.url.endsWith(`/-/pipelines/${pipeline.id}`));
+    assert.equal(last.commit.id, sha);
+    assert.equal(last.user.username, 'root');
+    assert.equal(last.builds.length, 1);
+    assert.equal(last.builds[0].name, 'build');
+    assert.equal(last.builds[0].status, 'success');
+    assert.equal(last.builds[0].runner.description, 'test runner');
+    assert.equal(last.project.id, p.id);
+  });
+
+  it('two Cairn processes on one PostgreSQL deliver each event exactly once', { skip: !process.env.DATABASE_URL && 'needs PostgreSQL (DATABASE_URL): two processes share the database' }, async () => {
+    const second: App = await buildApp({ config: t.config, prepare: false, logger: false });
+    const stops = [startWorker(t.app.cairn, { idleMs: 50 }), startWorker(second.cairn, { idleMs: 50 }), startWorker(t.app.cairn, { idleMs: 50 }), startWorker(second.cairn, { idleMs: 50 })];
+    try {
+      const p = await t.createProject();
+      await hook({ url: `${rx.base}/twice`, push_events: false, issues_events: true }, p);
+      await hook({ url: `${rx.base}/twice`, push_events: false, issues_events: true }, p);
+      const n = 12;
+      await Promise.all(Array.from({ length: n }, (_, i) => (i % 2 ? second.inject({ method: 'POST', url: `/api/v4/projects/${p.id}/issues`, headers: { 'private-token': 'root-test-token-0123456789' }, payload: { title: `t${i}` } }) : t.post(`/api/v4/projects/${p.id}/issues`, { title: `t${i}` }))));
+      await until('every delivery', async () => rx.on('/twice').length >= 2 * n, 60_000);
+      await new Promise((r) => setTimeout(r, 1500));
+      const got = rx.on('/twice');
+      assert.equal(got.length, 2 * n);
+      const keys = new Set(got.map((r) => r.headers['idempotency-key']));
+      assert.equal(keys.size, 2 * n, 'no delivery twice');
+      const events = new Set(got.map((r) => r.headers['x-gitlab-event-uuid']));
+      assert.equal(events.size, n, 'each event to both hooks');
+    } finally {
+      await Promise.all(stops.map((s) => s()));
+      await second.close();
+    }
+  });
+
+  it('enqueues nothing for a project without hooks', async () => {
     const p = await t.createProject();
     await t.post(`/api/v4/projects/${p.id}/issues`, { title: 'quiet' });
     const n = await t.db.selectFrom('background_jobs').select((eb) => eb.fn.countAll<number>().as('n')).where('kind', '=', 'webhooks.event').where(sql<boolean>`(payload -> 'event' ->> 'projectId')::int = ${p.id}`).executeTakeFirstOrThrow();

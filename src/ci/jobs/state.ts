@@ -1,3 +1,4 @@
+import { queueHookEvent } from '../../hooks/events.js';
 import { sql } from 'kysely';
 import { RE2JS } from 're2js';
 import type { Cairn } from '../../context.js';
@@ -658,6 +659,7 @@ export async function advancePipeline(cairn: Cairn, trx: Database, pipelineId: n
   const status = await updateStatuses(trx, pipelineId);
   await notifyPipelineFinished(cairn, trx, pipeline, pipeline.status, status);
   if (!status || pipeline.status === status) return null;
+  await queueHookEvent(cairn, trx, { kind: 'pipeline', projectId: pipeline.project_id, id: pipelineId });
   const before = pipeline.status as CiStatus;
   const journal = await beginInlineJob(cairn.db, PIPELINE_TRANSITION_JOB, { pipelineId, before, after: status }, { trx });
   return { pipeline, before, after: status, journal };
