@@ -7,7 +7,9 @@ import { isProtectedRef } from '../ci/pipelines/create.js';
 import { enqueue, defineJob } from '../jobs/queue.js';
 import { branchMatches } from '../policies/branches.js';
 import { DELIVER_JOB, DELIVERY_ATTEMPTS, TRIGGERS, type HookTrigger } from './delivery.js';
-import { buildPayload, type HookContext, type HookEvent } from './payloads.js';
+import { buildPayload, jobPayload, type HookContext, type HookEvent } from './payloads.js';
+import { findProjectRow } from '../finders/projects.js';
+import type { CiBuild } from '../db/schema/ci.js';
 
 /**
  * Where hook events start. A service calls `queueHookEvent` inside the transaction of the change
@@ -53,6 +55,17 @@ export async function queueHookEvent(cairn: HookContext, db: Database, event: Ho
   await enqueue(db, EVENT_JOB, { projectId: event.projectId, trigger: built.trigger, data: built.data, branch, eventUuid }, { maxAttempts: 5 });
 }
 
+/**
+ * A CI job changed status (in the transaction that changed it). Job transitions happen where no
+ * settings are at hand (the runner protocol's pick, the job state machine), so the event keeps
+ * the job's row as it is now and its payload is built from that row when the event's job runs.
+ */
+export async function queueJobHookEvent(db: Database, build: CiBuild | null): Promise<void> {
+  if (!build || build.type !== 'Ci::Build') return;
+  if (!(await projectHasHooks(db, build.project_id))) return;
+  await enqueue(db, EVENT_JOB, { projectId: build.project_id, job: build as unknown as Record<string, unknown>, eventUuid: crypto.randomUUID() }, { maxAttempts: 5 });
+}
+
 /** A name-based UUID (a push replayed after a crash is the same event, so the same UUID). */
 function stableUuid(key: string): string {
   const h = crypto.createHash('sha256').update(key).digest();
@@ -91,6 +104,12 @@ export function branchFilterAllows(hook: Pick<WebHook, 'push_events_branch_filte
 }
 
 defineJob(EVENT_JOB, async (cairn, payload) => {
+  if (payload.job) {
+    const project = await findProjectRow(cairn.db, Number(payload.projectId));
+    if (!project) return;
+    const built = await jobPayload(cairn, project, payload.job as CiBuild);
+    payload = { ...payload, trigger: built.trigger, data: built.data, branch: null };
+  }
   const trigger = payload.trigger as HookTrigger;
   const eventUuid = String(payload.eventUuid);
   const branch = (payload.branch as string | null) ?? null;

@@ -2,6 +2,7 @@ import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import type { Issue, MergeRequest } from '../db/schema/work_items.js';
 import type { Note } from '../db/schema/notes.js';
+import type { CiBuild } from '../db/schema/ci.js';
 import { findProjectRow } from '../finders/projects.js';
 import type { ParsedCommit } from '../git/catfile.js';
 import { commitPathChanges, commitsBetween, countCommitsBetween, readCommitsOnce } from '../git/compare.js';
@@ -539,6 +540,66 @@ async function pipelinePayload(cairn: HookContext, p: ProjectRow, id: number): P
           environment: b.environment ? { name: b.environment, action: ((b.options as { environment?: { action?: string } })?.environment?.action) ?? 'start', deployment_tier: null } : null,
         };
       }),
+    },
+  };
+}
+
+/** A date from a job row kept as JSON (a string) or read from the database (a Date). */
+const asDate = (v: unknown) => (v === null || v === undefined ? null : new Date(v as string));
+
+/** GitLab's job ("build") payload, from the job's row as it was when its status changed. */
+export async function jobPayload(cairn: HookContext, p: ProjectRow, b: CiBuild): Promise<BuiltPayload> {
+  const [pipeline, user, runner] = await Promise.all([
+    cairn.db.selectFrom('ci_pipelines').selectAll().where('id', '=', b.pipeline_id).executeTakeFirst(),
+    loadUser(cairn, b.user_id),
+    b.runner_id === null ? undefined : cairn.db.selectFrom('ci_runners').selectAll().where('id', '=', b.runner_id).executeTakeFirst(),
+  ]);
+  const commit = await lastCommitAttrs(cairn, p, b.sha).catch(() => null);
+  const started = asDate(b.started_at);
+  const finished = asDate(b.finished_at);
+  const queued = asDate(b.queued_at);
+  const env = b.environment ? { name: b.environment, action: ((b.options as { environment?: { action?: string } })?.environment?.action) ?? 'start', deployment_tier: null } : null;
+  return {
+    trigger: 'job_hooks',
+    data: {
+      object_kind: 'build',
+      ref: b.ref,
+      tag: b.tag,
+      before_sha: pipeline?.before_sha ?? '0000000000000000000000000000000000000000',
+      sha: b.sha,
+      retries_count: 0,
+      build_id: b.id,
+      build_name: b.name,
+      build_stage: b.stage,
+      build_status: b.status,
+      build_created_at: iso(asDate(b.created_at)),
+      build_started_at: iso(started),
+      build_finished_at: iso(finished),
+      build_duration: started && finished ? (finished.getTime() - started.getTime()) / 1000 : null,
+      build_queued_duration: queued && started ? (started.getTime() - queued.getTime()) / 1000 : null,
+      build_allow_failure: b.allow_failure,
+      build_failure_reason: b.failure_reason ?? 'unknown_failure',
+      pipeline_id: b.pipeline_id,
+      runner: runner ? { id: runner.id, description: runner.description, runner_type: runner.runner_type, active: runner.active, is_shared: runner.runner_type === 'instance_type', tags: runner.tag_list ?? [] } : null,
+      project_id: p.id,
+      project_name: `${p.namespace.full_name} / ${p.name}`,
+      user: user ? userHookAttrs(cairn, user) : null,
+      commit: {
+        id: pipeline?.id ?? null,
+        name: pipeline?.name ?? null,
+        sha: b.sha,
+        message: commit?.message ?? null,
+        author_name: commit?.author.name ?? null,
+        author_email: commit?.author.email ?? null,
+        author_url: null,
+        status: pipeline?.status ?? null,
+        duration: pipeline?.duration ?? null,
+        started_at: iso(pipeline?.started_at ?? null),
+        finished_at: iso(pipeline?.finished_at ?? null),
+      },
+      repository: repositoryAttrs(cairn, p, true),
+      project: projectHookAttrs(cairn, p),
+      environment: env,
     },
   };
 }

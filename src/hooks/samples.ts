@@ -5,14 +5,14 @@ import { readRefs } from '../git/ref_files.js';
 import { isProtectedRef } from '../ci/pipelines/create.js';
 import { projectRepoPath } from '../services/projects.js';
 import type { HookTrigger } from './delivery.js';
-import { buildPayload, type HookEvent } from './payloads.js';
+import { buildPayload, jobPayload, type HookEvent } from './payloads.js';
 
 /**
  * What `POST /projects/:id/hooks/:hook_id/test/:trigger` sends: GitLab's test data, built from the
  * project's latest record of the kind (its last three commits on the default branch for a push,
  * its latest tag, issue, merge request, note), or GitLab's message when it has none.
  */
-export const SAMPLE_TRIGGERS = ['push_events', 'tag_push_events', 'issues_events', 'confidential_issues_events', 'merge_requests_events', 'note_events', 'confidential_note_events', 'pipeline_events'] as const;
+export const SAMPLE_TRIGGERS = ['push_events', 'tag_push_events', 'issues_events', 'confidential_issues_events', 'merge_requests_events', 'note_events', 'confidential_note_events', 'pipeline_events', 'job_events'] as const;
 export type SampleTrigger = (typeof SAMPLE_TRIGGERS)[number];
 
 const ZERO = '0000000000000000000000000000000000000000';
@@ -65,6 +65,11 @@ export async function samplePayload(cairn: Cairn, projectId: number, userId: num
       const pipeline = await cairn.db.selectFrom('ci_pipelines').select('id').where('project_id', '=', projectId).orderBy('id', 'desc').limit(1).executeTakeFirst();
       if (pipeline) event = { kind: 'pipeline', projectId, id: pipeline.id };
       break;
+    }
+    case 'job_events': {
+      const build = await cairn.db.selectFrom('ci_builds').selectAll().where('project_id', '=', projectId).where('type', '=', 'Ci::Build').orderBy('id', 'desc').limit(1).executeTakeFirst();
+      if (!build) return { error: 'Ensure the project has CI jobs.' };
+      return jobPayload(cairn, project, build);
     }
   }
   if (!event) return { error };

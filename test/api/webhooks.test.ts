@@ -398,6 +398,7 @@ describe('Project webhooks', () => {
     assert.deepEqual((await test('note_events')).body, { message: 'Ensure the project has notes.' });
     assert.deepEqual((await test('tag_push_events')).body, { message: 'Ensure the project has tags.' });
     assert.deepEqual((await test('pipeline_events')).body, { message: 'Ensure the project has CI pipelines.' });
+    assert.deepEqual((await test('job_events')).body, { message: 'Ensure the project has CI jobs.' });
     assert.equal((await test('bogus_events')).status, 400);
     await commitFiles(t, p, { 'a.txt': 'a\n' });
     await t.post(`/api/v4/projects/${p.id}/repository/tags`, { tag_name: 'v1', ref: 'main' });
@@ -430,9 +431,10 @@ describe('Project webhooks', () => {
     assert.match(l2[0].internal_error_message, /timed out/);
   });
 
-  it('delivers pipeline events at each status change, with its jobs, commit and user', async () => {
+  it('delivers pipeline events at each status change, with its jobs, commit and user, and job events', async () => {
     const p = await t.createProject();
     await hook({ url: `${rx.base}/pipelines`, push_events: false, pipeline_events: true }, p);
+    await hook({ url: `${rx.base}/jobs`, push_events: false, job_events: true }, p);
     const sha = await commitFiles(t, p, { '.gitlab-ci.yml': 'build:\n  script: echo hi\n' });
     await deliver();
     const pipeline = await latestPipeline(t, p.id);
@@ -459,6 +461,29 @@ describe('Project webhooks', () => {
     assert.equal(last.builds[0].status, 'success');
     assert.equal(last.builds[0].runner.description, 'test runner');
     assert.equal(last.project.id, p.id);
+    // Job events: pending, running, success, each with the job as it was then.
+    const jobEvents = rx.on('/jobs');
+    assert.equal(jobEvents[0].headers['x-gitlab-event'], 'Job Hook');
+    assert.deepEqual(jobEvents.map((r) => r.body.build_status), ['pending', 'running', 'success']);
+    const done = jobEvents[2].body;
+    assert.equal(done.object_kind, 'build');
+    assert.equal(done.build_id, jobs.build.id);
+    assert.equal(done.build_name, 'build');
+    assert.equal(done.build_stage, 'test');
+    assert.equal(done.pipeline_id, pipeline.id);
+    assert.equal(done.sha, sha);
+    assert.equal(done.runner.description, 'test runner');
+    assert.ok(done.build_finished_at && done.build_started_at);
+    assert.equal(jobEvents[0].body.build_started_at, null);
+    assert.equal(done.commit.sha, sha);
+    assert.equal(done.project_id, p.id);
+    // Test deliveries of both.
+    const tests = await t.get(`/api/v4/projects/${p.id}/hooks`);
+    const jobHook = tests.body.find((h: any) => h.job_events);
+    assert.equal((await t.post(`/api/v4/projects/${p.id}/hooks/${jobHook.id}/test/job_events`)).status, 201);
+    assert.equal(rx.on('/jobs').at(-1)!.body.build_id, jobs.build.id);
+    assert.equal((await t.post(`/api/v4/projects/${p.id}/hooks/${jobHook.id}/test/pipeline_events`)).status, 201);
+    assert.equal(rx.on('/jobs').at(-1)!.headers['x-gitlab-event'], 'Pipeline Hook');
   });
 
   it('two Cairn processes on one PostgreSQL deliver each event exactly once', { skip: !process.env.DATABASE_URL && 'needs PostgreSQL (DATABASE_URL): two processes share the database' }, async () => {
