@@ -420,15 +420,15 @@ describe('Project webhooks', () => {
     const h1 = await hook({ url: downUrl, push_events: false, issues_events: true }, p);
     const h2 = await hook({ url: `${rx.base}/slow`, push_events: false, issues_events: true }, p);
     await t.post(`/api/v4/projects/${p.id}/issues`, { title: 'x' });
-    const started = Date.now();
     await deliver();
-    assert.ok(Date.now() - started < 2900, 'the slow receiver was cut off after CAIRN_WEBHOOK_TIMEOUT');
     const l1 = (await t.get(`/api/v4/projects/${p.id}/hooks/${h1.id}/events`)).body;
     assert.equal(l1[0].response_status, 'internal error');
     assert.match(l1[0].internal_error_message, /connection refused/i);
     const l2 = (await t.get(`/api/v4/projects/${p.id}/hooks/${h2.id}/events`)).body;
     assert.equal(l2[0].response_status, 'internal error');
     assert.match(l2[0].internal_error_message, /timed out/);
+    // Cut off after CAIRN_WEBHOOK_TIMEOUT (1 s), not after the receiver's 3 s.
+    assert.ok(l2[0].execution_duration >= 0.9 && l2[0].execution_duration < 2.5, String(l2[0].execution_duration));
   });
 
   it('delivers pipeline events at each status change, with its jobs, commit and user, and job events', async () => {
