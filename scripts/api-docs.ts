@@ -42,6 +42,8 @@ function areaOf(url: string): string {
     // variables and pipelines with the schedules, instance variables with the others.
     if (url.endsWith('/trigger/pipeline')) return 'triggers';
     if (url.includes('/pipeline_schedules')) return 'pipeline_schedules';
+    // A hook's delivery log and test deliveries are documented with the hooks.
+    if (/\/hooks(\/|$)/.test(url)) return 'hooks';
     if (url.startsWith(`${API_PREFIX}admin/ci/variables`)) return 'variables';
     const tag = tagOf(url);
     return FOLDED[tag] ?? tag;

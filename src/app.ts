@@ -13,6 +13,7 @@ import { bootstrap } from './services/bootstrap.js';
 import { ArchiveCache } from './git/archive.js';
 import { CatFilePool } from './git/catfile.js';
 import { registerHousekeeping } from './services/housekeeping.js';
+import { registerHookEvents } from './hooks/events.js';
 import { registerMergeRequestHooks } from './services/merge_requests.js';
 import { registerPipelineHooks } from './ci/pipelines/create.js';
 import './ci/pipelines/downstream.js';
@@ -105,6 +106,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
   cairn.closers.push(() => cairn.catfile.close());
   cairn.closers.push(await startCache(cairn.cache, database, cairn.notifications, app.log));
   registerHousekeeping(cairn);
+  registerHookEvents(cairn);
   // A push's branch pipelines first, then the merge requests of the branch (refreshed, then their
   // merge request pipelines): the newest pipeline at a head is the merge request's, as GitLab's.
   registerPipelineHooks(cairn);

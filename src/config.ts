@@ -62,6 +62,12 @@ export interface Config {
   workers: boolean;
   /** Background jobs one process runs at once. */
   workerConcurrency: number;
+  /** Webhooks may target loopback, link-local and private addresses (GitLab's allow_local_requests_from_web_hooks_and_services). */
+  webhookAllowLocalRequests: boolean;
+  /** Seconds a webhook delivery may take. */
+  webhookTimeout: number;
+  /** Addresses and ranges webhooks may reach even when local requests are not allowed (GitLab's outbound_local_requests_allowlist). */
+  webhookLocalAllowlist: string[];
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDR ranges); the client address comes from it. */
   trustedProxies: string[];
   logLevel: string;
@@ -580,6 +586,23 @@ export const SETTINGS: Setting[] = [
   }),
   def({ env: 'CAIRN_OAUTH_TOKEN_TTL', key: 'oauthAccessTokenTtl', type: duration({ min: 1 }), default: 7200, defaultText: '`7200`', help: 'OAuth access token lifetime, seconds' }),
   def({ env: 'CAIRN_SHUTDOWN_TIMEOUT', key: 'shutdownTimeout', type: duration({ min: 1 }), default: 30, defaultText: '`30`', help: 'on SIGINT/SIGTERM, how long requests in flight may take to finish, seconds (the built-in runner reports its running jobs failed first); past it the process exits anyway. An idle server stops at once; a second signal stops it at once' }),
+  def({
+    env: 'CAIRN_WEBHOOK_ALLOW_LOCAL_REQUESTS',
+    key: 'webhookAllowLocalRequests',
+    type: bool(),
+    default: false,
+    defaultText: '`false`',
+    help: "`true` lets webhooks reach loopback, link-local and private addresses (GitLab's `allow_local_requests_from_web_hooks_and_services`); otherwise such a hook is refused when saved and its deliveries are refused after DNS resolution and at every redirect",
+  }),
+  def({
+    env: 'CAIRN_WEBHOOK_LOCAL_ALLOWLIST',
+    key: 'webhookLocalAllowlist',
+    type: addressList(),
+    default: [],
+    defaultText: 'empty',
+    help: "local addresses and CIDR ranges webhooks may reach even when `CAIRN_WEBHOOK_ALLOW_LOCAL_REQUESTS` is `false` (GitLab's `outbound_local_requests_allowlist`)",
+  }),
+  def({ env: 'CAIRN_WEBHOOK_TIMEOUT', key: 'webhookTimeout', type: duration({ min: 1 }), default: 10, defaultText: '`10`', help: 'how long a webhook delivery may take, seconds (a delivery that takes longer fails)' }),
   def({ env: 'CAIRN_WORKERS', key: 'workers', type: bool(), default: true, defaultText: '`true`', help: '`false` disables the in-process background worker (run workers elsewhere)' }),
   def({
     env: 'CAIRN_WORKER_CONCURRENCY',

@@ -53,6 +53,7 @@ import storageMoveRoutes from './storage_moves/routes.js';
 import jobTokenScopeRoutes from './job_token_scope/routes.js';
 import pipelineScheduleRoutes from './pipeline_schedules/routes.js';
 import triggerRoutes from './triggers/routes.js';
+import hookRoutes from './hooks/routes.js';
 
 /** Every route module. Each area registers its own file here. */
 export async function registerRoutes(app: FastifyInstance) {
@@ -109,6 +110,7 @@ export async function registerRoutes(app: FastifyInstance) {
   await app.register(jobTokenScopeRoutes);
   await app.register(pipelineScheduleRoutes);
   await app.register(triggerRoutes);
+  await app.register(hookRoutes);
   // Last: the web pages' catch-all routes take only what no route above took.
   await app.register(webRoutes);
 }

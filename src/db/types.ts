@@ -17,6 +17,7 @@ import type { OAuthTables } from './schema/oauth.js';
 import type { PipelineScheduleTables } from './schema/pipeline_schedules.js';
 import type { ReleaseTables } from './schema/releases.js';
 import type { ResourceAccessTokenTables } from './schema/resource_access_tokens.js';
+import type { WebHookTables } from './schema/webhooks.js';
 import type { UsersAreaTables } from './schema/users.js';
 import type { NoteTables } from './schema/notes.js';
 import type { NotificationTables } from './schema/notifications.js';
@@ -49,4 +50,5 @@ export interface DB
     JobTokenScopeTables,
     PipelineScheduleTables,
     LfsTables,
-    DeployTokenTables {}
+    DeployTokenTables,
+    WebHookTables {}

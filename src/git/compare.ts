@@ -234,3 +234,26 @@ export async function authorCounts(gitDir: string, rev: string, limit = 2000): P
   }
   return [...byEmail.values()];
 }
+
+/** How many commits `from..to` holds (`from` null: all of `to`'s history). */
+export async function countCommitsBetween(gitDir: string, from: string | null, to: string, opts: ReadOptions = {}): Promise<number> {
+  const args = ['rev-list', '--count', to];
+  if (from) args.push(`^${from}`);
+  const out = (await git(args, { gitDir, env: envFor(opts), timeoutMs: opts.timeoutMs })).stdout.toString('utf8').trim();
+  return Number(out) || 0;
+}
+
+/** The paths a commit added, modified and removed against its first parent (renames as remove + add), as GitLab's push payloads list them. */
+export async function commitPathChanges(gitDir: string, oid: string): Promise<{ added: string[]; modified: string[]; removed: string[] }> {
+  const out = (await git(['diff-tree', '--no-commit-id', '--root', '-r', '-z', '--no-renames', '--name-status', '-m', '--first-parent', oid], { gitDir })).stdout.toString('utf8');
+  const parts = out.split('\0');
+  const result = { added: [] as string[], modified: [] as string[], removed: [] as string[] };
+  for (let i = 0; i + 1 < parts.length; i += 2) {
+    const status = parts[i];
+    const path = parts[i + 1];
+    if (status === 'A') result.added.push(path);
+    else if (status === 'D') result.removed.push(path);
+    else if (status) result.modified.push(path);
+  }
+  return result;
+}

@@ -1,3 +1,5 @@
+import { ISSUE_HOOK_FIELDS, rowChanges } from '../hooks/changes.js';
+import { queueHookEvent } from '../hooks/events.js';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
@@ -132,6 +134,7 @@ export async function createIssue(cairn: Cairn, project: ProjectWithNamespace, u
       if (assignees?.length) await trx.insertInto('issue_assignees').values(assignees.map((user_id) => ({ issue_id: issue.id, user_id }))).execute();
       if (params.labelChange) await applyLabels(trx, issue, user, params.labelChange);
       await notify(cairn, trx, { action: 'new_issue', target: { type: 'Issue', id: issue.id }, actorId: user.id });
+      await queueHookEvent(cairn, trx, { kind: 'issue', projectId: project.id, id: issue.id, userId: user.id, action: 'open' });
       return issue;
     });
   } catch (e) {
@@ -174,6 +177,7 @@ export async function updateIssue(cairn: Cairn, project: ProjectWithNamespace, i
         .where('id', '=', issue.id)
         .returningAll()
         .executeTakeFirstOrThrow();
+      await queueHookEvent(cairn, trx, { kind: 'issue', projectId: project.id, id: issue.id, userId: user.id, action: 'update', changes: rowChanges(issue, current, ISSUE_HOOK_FIELDS) });
       return true;
     }
     return false;
@@ -201,6 +205,7 @@ export async function changeIssueState(cairn: Pick<Cairn, 'db' | 'config'>, issu
     if (updated) {
       await addSystemNote(trx, issueScope(updated), user.id, note ?? (event === 'close' ? 'closed' : 'reopened'));
       await notify(cairn, trx, { action: event === 'close' ? 'close_issue' : 'reopen_issue', target: { type: 'Issue', id: updated.id }, actorId: user.id });
+      await queueHookEvent(cairn, trx, { kind: 'issue', projectId: updated.project_id, id: updated.id, userId: user.id, action: event, changes: rowChanges(issue, updated, ['state_id', 'closed_at', 'updated_at']) });
     }
     return updated;
   };

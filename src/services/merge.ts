@@ -1,3 +1,5 @@
+import { rowChanges } from '../hooks/changes.js';
+import { queueHookEvent } from '../hooks/events.js';
 import { assertRepositoryWritable } from '../policies/code.js';
 import { withWriteLease } from './repository_writes.js';
 import { sql } from 'kysely';
@@ -329,6 +331,7 @@ async function recordMerged(
     await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, 'merged');
     await enqueueClosingIssues(trx, row, user.id);
     await notify(cairn, trx, { action: 'merge_merge_request', target: { type: 'MergeRequest', id: mr.id }, actorId: user.id });
+    await queueHookEvent(cairn, trx, { kind: 'merge_request', projectId: row.target_project_id, id: row.id, userId: user.id, action: 'merge', changes: rowChanges(mr, row, ['state_id', 'updated_at']) });
     return row;
   });
 }
@@ -402,6 +405,7 @@ export async function reconcileLocked(cairn: Cairn, project: ProjectWithNamespac
     if (done && merged) {
       await enqueueClosingIssues(trx, done, done.merge_user_id);
       await notify(cairn, trx, { action: 'merge_merge_request', target: { type: 'MergeRequest', id: done.id }, actorId: done.merge_user_id });
+      await queueHookEvent(cairn, trx, { kind: 'merge_request', projectId: done.target_project_id, id: done.id, userId: done.merge_user_id, action: 'merge', changes: rowChanges(mr, done, ['state_id', 'updated_at']) });
     }
     return done;
   });

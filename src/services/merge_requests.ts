@@ -1,3 +1,5 @@
+import { MERGE_REQUEST_HOOK_FIELDS, rowChanges } from '../hooks/changes.js';
+import { queueHookEvent } from '../hooks/events.js';
 import { sql } from 'kysely';
 import type { Cairn, PostReceiveEvent } from '../context.js';
 import type { User } from '../db/schema/core.js';
@@ -303,6 +305,7 @@ export async function createMergeRequest(cairn: Cairn, input: CreateInput): Prom
       if (reviewers?.length) await trx.insertInto('merge_request_reviewers').values(reviewers.map((user_id) => ({ merge_request_id: row.id, user_id }))).execute();
       if (params.labelChange) await applyLabels(trx, row, user, params.labelChange);
       await notify(cairn, trx, { action: 'new_merge_request', target: { type: 'MergeRequest', id: row.id }, actorId: user.id });
+      await queueHookEvent(cairn, trx, { kind: 'merge_request', projectId: row.target_project_id, id: row.id, userId: user.id, action: 'open' });
       if (sourceHead) pipelineJournal = await journalMergeRequestPipeline(cairn, row, sourceHead, user.id, trx);
       return row;
     });
@@ -384,6 +387,7 @@ export async function updateMergeRequest(cairn: Cairn, project: ProjectWithNames
         .returningAll()
         .executeTakeFirstOrThrow();
       for (const body of notes) await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, body);
+      await queueHookEvent(cairn, trx, { kind: 'merge_request', projectId: row.target_project_id, id: row.id, userId: user.id, action: 'update', changes: rowChanges(mr, row, MERGE_REQUEST_HOOK_FIELDS) });
       return row;
     });
   }
@@ -421,6 +425,7 @@ export async function changeState(cairn: Cairn, mr: MergeRequest, event: 'close'
     if (row) {
       await addSystemNote(trx, mergeRequestNoteScope(mr), user.id, event === 'close' ? 'closed' : 'reopened');
       await notify(cairn, trx, { action: event === 'close' ? 'close_merge_request' : 'reopen_merge_request', target: { type: 'MergeRequest', id: mr.id }, actorId: user.id });
+      await queueHookEvent(cairn, trx, { kind: 'merge_request', projectId: row.target_project_id, id: row.id, userId: user.id, action: event, changes: rowChanges(mr, row, ['state_id', 'closed_at', 'updated_at']) });
     }
     return row;
   });

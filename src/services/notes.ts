@@ -1,3 +1,4 @@
+import { queueHookEvent } from '../hooks/events.js';
 import crypto from 'node:crypto';
 import { sql } from 'kysely';
 import type { Cairn } from '../context.js';
@@ -100,6 +101,7 @@ export async function createNote(cairn: Cairn, scope: NoteableScope, input: NewN
 /** new_note mail for the noteables that have it (services/notifications.ts NOTEABLE_LOADERS), in the note's transaction. */
 async function notifyNewNote(cairn: Cairn, trx: Database, scope: NoteableScope, noteId: number, authorId: number) {
   if (mailsNotesOn(scope.type)) await notify(cairn, trx, { action: 'new_note', target: { type: 'Note', id: noteId }, actorId: authorId });
+  if (scope.projectId !== null && scope.projectId !== undefined) await queueHookEvent(cairn, trx, { kind: 'note', projectId: scope.projectId, id: noteId, userId: authorId, action: 'create' });
 }
 
 /**
@@ -128,7 +130,10 @@ export async function replyToDiscussion(
 }
 
 export async function updateNoteBody(cairn: Cairn, scope: NoteableScope, note: NoteWithAuthor, body: string): Promise<NoteWithAuthor> {
-  await cairn.db.updateTable('notes').set({ body, updated_at: sql<Date>`now()` }).where('id', '=', note.id).execute();
+  await cairn.db.transaction().execute(async (trx) => {
+    await trx.updateTable('notes').set({ body, updated_at: sql<Date>`now()` }).where('id', '=', note.id).execute();
+    if (note.project_id !== null) await queueHookEvent(cairn, trx, { kind: 'note', projectId: note.project_id, id: note.id, userId: note.author_id, action: 'update' });
+  });
   return reload(cairn, scope, note.id);
 }
 

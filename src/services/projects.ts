@@ -29,7 +29,7 @@ export type NewProject = Omit<Insertable<ProjectsTable>, 'disk_path'>;
 
 export { storageRoot };
 
-export function projectRepoPath(cairn: Cairn, project: { repository_storage: string; disk_path: string }): string {
+export function projectRepoPath(cairn: Pick<Cairn, 'config'>, project: { repository_storage: string; disk_path: string }): string {
   return repositoryPath(storageRoot(cairn, project.repository_storage), project.disk_path);
 }
 

@@ -157,6 +157,8 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
   // A project and a group access token (their bots are members: no column is one).
   const projectToken = await ok(await t.post(`${P}/access_tokens`, { name: 'matrix', scopes: ['api'] }), 'project access token');
   const groupToken = await ok(await t.post(`${G}/access_tokens`, { name: 'matrix', scopes: ['api'] }), 'group access token');
+  // A hook to an address the SSRF guard refuses: a test delivery fails at once, without a network (422).
+  const hook = await t.db.insertInto('web_hooks').values({ type: 'ProjectHook', project_id: project.id, url: 'http://10.255.255.1/hook' }).returning('id').executeTakeFirstOrThrow();
   // An environment with a deployment reported through the API (not the protected one).
   const environment = await ok(await t.post(`${P}/environments`, { name: 'matrix-env' }), 'environment');
   const deployment = await ok(await t.post(`${P}/deployments`, { environment: 'matrix-env', sha, ref: 'main', tag: false, status: 'success' }), 'deployment');
@@ -222,7 +224,7 @@ export async function buildWorld(t: TestContext, name: WorldName): Promise<World
     personalSnippet: personalSnippet.id, epic: epic.iid, epicId: epic.id, epicNote: epicNote.id, epicDisc: epicDisc.id, epicEvent: epicEvents[0]?.id ?? 0,
     deployKey: deployKey.id, deployToken: deployToken.id, groupDeployToken: groupDeployToken.id, victimKey: victimKey.id, impersonation: impersonation.id, application: application.id, clientKey: clientKey.id,
     shareGroup: shareGroup.id, other: other.id, runner: runnerId, pipeline: pipeline.id, job: jobs.test.id, runningJob: jobs.build.id,
-    schedule: schedule.id, trigger: trigger.id, projectToken: projectToken.id, groupToken: groupToken.id, environment: environment.id, deployment: deployment.id,
+    schedule: schedule.id, trigger: trigger.id, projectToken: projectToken.id, groupToken: groupToken.id, hook: hook.id, environment: environment.id, deployment: deployment.id,
     releaseLink: release.assets.links[0].id,
   } as Record<string, string | number>;
   for (const [c, id] of Object.entries(ownKeys)) ids[`key:${c}`] = id;
@@ -377,11 +379,15 @@ function paramValue(t: TestContext, w: World, url: string, name: string, column:
     case 'target_group_id': return i.shareGroup;
     case 'pipeline_schedule_id': return i.schedule;
     case 'trigger_id': return i.trigger;
-    case 'token_id': return url.startsWith('/api/v4/groups/') ? i.groupToken : i.projectToken;
+    case 'token_id':
+      // Deploy tokens and access tokens share the parameter's name.
+      if (under('/access_tokens/')) return url.startsWith('/api/v4/groups/') ? i.groupToken : i.projectToken;
+      return url.startsWith('/api/v4/groups/') ? i.groupDeployToken : i.deployToken;
+    case 'hook_id': return i.hook;
+    case 'trigger': return 'push_events';
     case 'environment_id': return i.environment;
     case 'deployment_id': return i.deployment;
     case 'link_id': return i.releaseLink;
-    case 'token_id': return url.startsWith('/api/v4/groups/') ? i.groupDeployToken : i.deployToken;
   }
   throw new Error(`no value for :${name} of ${url}`);
 }
@@ -427,6 +433,7 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
       return tag;
     }
     case 'token_id':
+      if (url.includes('/access_tokens/')) return (await body(t.post(`${url.startsWith('/api/v4/groups/') ? G : P}/access_tokens`, { name: 'fresh', scopes: ['api'] }), 'access token')).id;
       return (await body(t.post(`${url.startsWith('/api/v4/groups/') ? G : P}/deploy_tokens`, { name: 'fresh', scopes: ['read_repository'] }), 'deploy token')).id;
     case 'link_id': {
       const name = t.unique('link');
@@ -447,7 +454,7 @@ async function freshValue(t: TestContext, w: World, url: string, name: string, c
     }
     case 'pipeline_schedule_id': return (await body(t.post(`${P}/pipeline_schedules`, { description: 'fresh', ref: 'main', cron: '0 2 * * *' }), 'pipeline schedule')).id;
     case 'trigger_id': return (await body(t.post(`${P}/triggers`, { description: 'fresh' }), 'trigger token')).id;
-    case 'token_id': return (await body(t.post(`${url.startsWith('/api/v4/groups/') ? G : P}/access_tokens`, { name: 'fresh', scopes: ['api'] }), 'access token')).id;
+    case 'hook_id': return (await t.db.insertInto('web_hooks').values({ type: 'ProjectHook', project_id: w.project.id, url: 'http://10.255.255.1/fresh' }).returning('id').executeTakeFirstOrThrow()).id;
     case 'environment_id': {
       // Only a stopped environment may be deleted.
       const env = await body(t.post(`${P}/environments`, { name: t.unique('fresh-env') }), 'environment');

@@ -1,3 +1,4 @@
+import { queueHookEvent, queueJobHookEvent } from '../../hooks/events.js';
 import { sql } from 'kysely';
 import { RE2JS } from 're2js';
 import type { Cairn } from '../../context.js';
@@ -157,6 +158,7 @@ export async function enqueueBuild(db: Executor, buildId: number): Promise<CiBui
   }
   const build = await transition(db, JOB_MACHINE, buildId, 'enqueue', { set: { queued_at: sql`now()` as any, ...touched() } });
   if (!build) return null;
+  await queueJobHookEvent(db, build);
   if (build.type === 'Ci::Bridge') {
     await enqueue(db, CREATE_DOWNSTREAM_JOB, { bridgeId: build.id });
     return build;
@@ -193,6 +195,7 @@ async function failForProtectedEnvironment(db: Executor, buildId: number): Promi
     set: { failure_reason: PROTECTED_ENVIRONMENT_FAILURE, finished_at: sql`now()` as any, token_digest: null, ...touched() },
   });
   await afterJobTransition(db, failed);
+  await queueJobHookEvent(db, failed);
   return failed;
 }
 
@@ -215,6 +218,7 @@ export async function assignBuild(trx: Database, buildId: number, runnerId: numb
   });
   if (!build) return null;
   await afterJobTransition(trx, build);
+  await queueJobHookEvent(trx, build);
   await enqueue(trx, BUILD_TIMEOUT_JOB, { buildId }, { runAt: new Date(Date.now() + timeout * 1000) });
   await updateStatuses(trx, build.pipeline_id);
   return { build, token };
@@ -264,6 +268,7 @@ export async function finishBuild(cairn: Cairn, buildId: number, opts: FinishOpt
     });
     if (!build) return null;
     await afterJobTransition(trx, build);
+    await queueJobHookEvent(trx, build);
     if (before.status !== 'running') await dropPending(trx, [build.id]);
     await releaseResources(trx, [build.id]);
     const retrying = failed && (await shouldAutoRetry(trx, build));
@@ -425,7 +430,10 @@ async function cancelBuildsLocked(db: Executor, buildIds: number[]): Promise<CiB
   const canceled = await transition(db, JOB_MACHINE, buildIds, 'cancel', { set: { finished_at: sql`now()` as any, token_digest: null, ...touched() } });
   await dropPending(db, canceled.map((b) => b.id));
   await releaseResources(db, canceled.map((b) => b.id));
-  for (const b of canceled) await afterJobTransition(db, b);
+  for (const b of canceled) {
+    await afterJobTransition(db, b);
+    await queueJobHookEvent(db, b);
+  }
   return canceled;
 }
 
@@ -658,6 +666,7 @@ export async function advancePipeline(cairn: Cairn, trx: Database, pipelineId: n
   const status = await updateStatuses(trx, pipelineId);
   await notifyPipelineFinished(cairn, trx, pipeline, pipeline.status, status);
   if (!status || pipeline.status === status) return null;
+  await queueHookEvent(cairn, trx, { kind: 'pipeline', projectId: pipeline.project_id, id: pipelineId });
   const before = pipeline.status as CiStatus;
   const journal = await beginInlineJob(cairn.db, PIPELINE_TRANSITION_JOB, { pipelineId, before, after: status }, { trx });
   return { pipeline, before, after: status, journal };
@@ -676,12 +685,14 @@ export async function afterPipelineCommit(cairn: Cairn, moved: PipelineTransitio
 async function skip(db: Executor, id: number): Promise<CiStatus | null> {
   const skipped = await transition(db, JOB_MACHINE, id, 'skip', { set: { updated_at: sql`now()` as any } });
   await afterJobTransition(db, skipped);
+  await queueJobHookEvent(db, skipped);
   return skipped?.status ?? null;
 }
 
 async function toManual(db: Executor, id: number): Promise<CiStatus | null> {
   const manual = await transition(db, JOB_MACHINE, id, 'actionize', { set: { updated_at: sql`now()` as any } });
   await afterJobTransition(db, manual);
+  await queueJobHookEvent(db, manual);
   return manual?.status ?? null;
 }
 

@@ -79,7 +79,7 @@ export type CreatePipelineResult =
   | { kind: 'not_created'; reason: 'no_config' | 'skip_ci' | 'workflow_rules' | 'no_jobs' | 'error'; message: string; errors?: string[] };
 
 /** Is this branch protected (a protected-branch rule matches it)? Tags are protected by protected_tags when that exists. */
-export async function isProtectedRef(cairn: Cairn, projectId: number, ref: string, tag: boolean): Promise<boolean> {
+export async function isProtectedRef(cairn: Pick<Cairn, 'db'>, projectId: number, ref: string, tag: boolean): Promise<boolean> {
   if (tag) {
     const hasTable = await sql<{ ok: boolean }>`select to_regclass('protected_tags') is not null as ok`.execute(cairn.db);
     if (!hasTable.rows[0]?.ok) return false;

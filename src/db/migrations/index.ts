@@ -38,6 +38,7 @@ import * as lfs from './0990_lfs.js';
 import * as releases from './1000_releases.js';
 import * as deployTokens from './1010_deploy_tokens.js';
 import * as resourceAccessTokens from './1020_resource_access_tokens.js';
+import * as webhooks from './1030_webhooks.js';
 import * as backgroundJobPriority from './1060_background_job_priority.js';
 
 // Every migration, by name. Names sort in the order they were written; each area of the
@@ -82,5 +83,6 @@ export const migrations: Record<string, Migration> = {
   '1000_releases': releases,
   '1010_deploy_tokens': deployTokens,
   '1020_resource_access_tokens': resourceAccessTokens,
+  '1030_webhooks': webhooks,
   '1060_background_job_priority': backgroundJobPriority,
 };
