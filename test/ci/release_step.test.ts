@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { releaseCliLine, releaseFields } from '../../src/runner/release.js';
+import { descriptionFrom, releaseCliLine, releaseFields } from '../../src/runner/release.js';
 import { expandVariables } from '../../src/runner/script.js';
 import { createTestContext, type TestContext } from '../helpers/app.js';
 import { commitFiles, ProtocolRunner } from '../helpers/ci.js';
@@ -176,5 +176,20 @@ describe('release: keyword, the job payload', () => {
     assert.throws(() => releaseFields('release-cli create --description "`id`" --tag-name "v1"', vars), /backquotes/);
     assert.throws(() => releaseFields('release-cli create --tag-name v1; id', vars), /not one Cairn can read/);
     assert.deepEqual(releaseFields('release-cli create --tag-name "v\\$1 \\"x\\""', vars), { tag_name: 'v$1 "x"', milestones: [], links: [] });
+  });
+
+  it('a description naming a file in the project directory is its contents; links, .., absolute paths and text are not read', () => {
+    const dir = fs.mkdtempSync(path.join(t.tmpDir, 'desc-'));
+    fs.mkdirSync(path.join(dir, 'docs'));
+    fs.writeFileSync(path.join(dir, 'docs', 'NOTES.md'), '# Notes\n');
+    fs.symlinkSync('/etc', path.join(dir, 'etc'));
+    fs.symlinkSync('/etc/hostname', path.join(dir, 'host.md'));
+    fs.writeFileSync(path.join(dir, 'big.md'), Buffer.alloc(1024 * 1024 + 1, 'a'));
+    assert.equal(descriptionFrom('./docs/NOTES.md', dir), '# Notes\n');
+    assert.equal(descriptionFrom('docs/NOTES.md', dir), '# Notes\n');
+    for (const text of ['etc/hostname', 'host.md', '../NOTES.md', 'docs/../docs/NOTES.md', '/etc/hostname', 'docs/NOTES.md and more', 'missing.md', 'docs']) {
+      assert.equal(descriptionFrom(text, dir), text);
+    }
+    assert.throws(() => descriptionFrom('big.md', dir), /larger than 1 MiB/);
   });
 });
