@@ -17,6 +17,7 @@ import { createJobCgroup, detectCgroups, formatBytes, jobLimitsFromEnv, type Cgr
 import { chownTree, removeTree } from './nofollow.js';
 import { runProcess, watchProcess, type Running, type RunResult } from './process.js';
 import { attachNetwork, findOnPath, isLoopbackHost, sandboxArgs, setprivArgs, urlPort, type AttachedNetwork, type PortForward, type SandboxStatus } from './sandbox.js';
+import { runReleaseNatively } from './release.js';
 import { baseEnvironment, expandVariables, jobVariables, stepScript } from './script.js';
 import {
   buildEntrypoint, containerArgv, containerEnvironment, containerProjectDir, containerSandboxOptions, ContainerError, DETECT_SHELL, derivedServiceNames,
@@ -27,6 +28,9 @@ import { imageFailureReason, type PreparedImage } from './image_source.js';
 import { createJobNamespace, HELPER_ENV, type JobNamespace } from './job_namespace.js';
 import { JobTrace } from './trace.js';
 import type { JobArtifact, JobPayload, JobStep } from './types.js';
+
+/** Exit 0 when the job's environment has glab or release-cli (the release step's script can run). */
+const RELEASE_TOOL_PROBE = 'command -v glab > /dev/null 2>&1 || command -v release-cli > /dev/null 2>&1';
 
 export interface ExecutorOptions {
   /** Where job directories are made (each job gets a fresh one, removed afterwards). */
@@ -724,13 +728,13 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
     }
 
     /** Writes a step's script (never following a link) and runs it where the job runs. */
-    const runStep = async (step: JobStep, name: string, status: string | null, limitSec?: number): Promise<RunResult> => {
+    const runStep = async (step: JobStep, name: string, status: string | null, limitSec?: number, echo = true): Promise<RunResult> => {
       const stepVars = status ? { ...scriptExports, CI_JOB_STATUS: status } : scriptExports;
       const file = path.join(inImage ? ciDir : tmpDir, `${name}.sh`);
       // Neither the script's name nor its directory is followed if the job made a link of it.
       const fd = createOutput(file, 0o700);
       try {
-        fs.writeFileSync(fd, stepScript(step.script ?? [], inImage ? {} : stepVars));
+        fs.writeFileSync(fd, stepScript(step.script ?? [], inImage ? {} : stepVars, { echo }));
       } finally {
         fs.closeSync(fd);
       }
@@ -748,6 +752,21 @@ export async function executeJob(client: RunnerClient, job: JobPayload, o: Execu
       const runIt = failure ? when === 'on_failure' || when === 'always' : when === 'on_success' || when === 'always' || when === '';
       if (!runIt) continue;
       trace.write(color.section(step.name === 'script' ? 'Executing "step_script" stage of the job script' : `Executing "${step.name}" stage of the job script`));
+      // The release step (a job's release:): performed by the runner when the job's environment
+      // has neither glab nor release-cli (asked there, with the job's PATH), else its script runs.
+      if (step.name === 'release' && (await runStep({ name: 'release-probe', script: [RELEASE_TOOL_PROBE] }, 'release-probe', null, 60, false)).exitCode !== 0) {
+        if (interrupted()) break;
+        const made = await runReleaseNatively(step.script ?? [], {
+          apiUrl: client.url('').replace(/\/+$/, ''),
+          jobToken: job.token,
+          projectId: vars.get('CI_PROJECT_ID')?.value ?? String(job.job_info?.project_id ?? ''),
+          projectDir: buildDir,
+          vars,
+          write: (text) => trace.write(text),
+        });
+        if (!made && !step.allow_failure) failure = new JobError('Job failed: exit code 1', 'script_failure', 1);
+        continue;
+      }
       const r = await runStep(step, 'script', null);
       if (interrupted()) break;
       if (r.exitCode !== 0 && !step.allow_failure) {

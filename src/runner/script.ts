@@ -20,13 +20,13 @@ const READONLY_IN_BASH = new Set(['BASHOPTS', 'BASH_VERSINFO', 'EUID', 'PPID', '
  * errexit, and pipefail where the shell has it (bash, busybox ash; not dash), as gitlab-runner's
  * scripts do; each command is echoed as `$ command` before it runs.
  */
-export function stepScript(commands: string[], exports: Record<string, string> = {}): string {
+export function stepScript(commands: string[], exports: Record<string, string> = {}, opts: { echo?: boolean } = {}): string {
   const lines: string[] = [];
   for (const [k, v] of Object.entries(exports)) if (NAME.test(k) && !READONLY_IN_BASH.has(k)) lines.push(`export ${k}=${shQuote(v)}`);
   lines.push('if (set -o pipefail) 2>/dev/null; then set -o pipefail; fi', 'set -e', 'set +o noclobber', '');
   for (const cmd of commands) {
     const shown = cmd.split('\n').length > 1 ? `${cmd.split('\n')[0]} # collapsed multi-line command` : cmd;
-    lines.push(`printf '%s\\n' ${shQuote(`\x1b[32;1m$ ${shown}\x1b[0;m`)}`);
+    if (opts.echo !== false) lines.push(`printf '%s\\n' ${shQuote(`\x1b[32;1m$ ${shown}\x1b[0;m`)}`);
     lines.push(cmd);
     lines.push('');
   }

@@ -12,6 +12,7 @@ import { GITLAB_COMPAT_VERSION } from '../../version.js';
 import { mergeRequestVariables, openMergeRequestsReference } from '../pipelines/lookup.js';
 import type { CompiledJob } from '../config/index.js';
 import { payloadCaches } from './cache_keys.js';
+import { releaseStep } from './release_step.js';
 
 /**
  * The job as gitlab-runner's JobResponse has it (common/spec: id, token, allow_git_fetch,
@@ -186,6 +187,8 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
   add('CI_SERVER_HOST', url.hostname);
   add('CI_SERVER_PORT', url.port || (url.protocol === 'https:' ? '443' : '80'));
   add('CI_SERVER_PROTOCOL', url.protocol.replace(':', ''));
+  // host[:port], the port only when it is not the scheme's (GitLab's Gitlab.config.gitlab.host_with_port).
+  add('CI_SERVER_FQDN', url.host);
   add('CI_SERVER_SHELL_SSH_HOST', url.hostname);
   add('CI_SERVER_NAME', 'GitLab');
   add('CI_SERVER_VERSION', GITLAB_COMPAT_VERSION);
@@ -314,6 +317,9 @@ export async function buildJobPayload(cairn: Cairn, build: CiBuild, token: strin
   const steps: Array<Record<string, unknown>> = [
     { name: 'script', script: [...(job.beforeScript ?? []), ...(job.script ?? [])], timeout, when: 'on_success', allow_failure: false },
   ];
+  // release: its own step after the script (GitLab's Step.from_release), see release_step.ts.
+  const release = releaseStep(job.extra?.release, timeout);
+  if (release) steps.push(release);
   if (job.afterScript?.length) steps.push({ name: 'after_script', script: job.afterScript, timeout, when: 'always', allow_failure: true });
 
   const image = job.image
