@@ -10,7 +10,7 @@ import { nextInternalId } from '../services/internal_ids.js';
 import { projectRepoPath } from '../services/projects.js';
 import { defineMachine, transition, type EventOf } from '../db/state_machine.js';
 import { advancePipeline, afterPipelineCommit } from './jobs/state.js';
-import { isProtectedRef } from './pipelines/create.js';
+import { isProtectedRef } from '../policies/branches.js';
 
 /**
  * External commit statuses (POST /projects/:id/statuses/:sha), as GitLab's GenericCommitStatus:

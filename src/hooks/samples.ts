@@ -2,7 +2,7 @@ import type { Cairn } from '../context.js';
 import { findProjectRow } from '../finders/projects.js';
 import { commitsBetween, readCommitsOnce } from '../git/compare.js';
 import { readRefs } from '../git/ref_files.js';
-import { isProtectedRef } from '../ci/pipelines/create.js';
+import { isProtectedRef } from '../policies/branches.js';
 import { projectRepoPath } from '../services/projects.js';
 import type { HookTrigger } from './delivery.js';
 import { buildPayload, jobPayload, type HookEvent } from './payloads.js';

@@ -189,3 +189,15 @@ export async function canUpdateRef(db: Database, project: PushProject, user: Use
 export function protectedRefPipelineMessage(ref: string): string {
   return `You do not have sufficient permission to run a pipeline on '${ref}'. Please select a different branch or contact your administrator for assistance.`;
 }
+
+/** Is this branch protected (a protected-branch rule matches it)? Tags are protected by protected_tags when that exists. */
+export async function isProtectedRef(cairn: { db: Database }, projectId: number, ref: string, tag: boolean): Promise<boolean> {
+  if (tag) {
+    const hasTable = await sql<{ ok: boolean }>`select to_regclass('protected_tags') is not null as ok`.execute(cairn.db);
+    if (!hasTable.rows[0]?.ok) return false;
+    const rows = await sql<{ name: string }>`select name from protected_tags where project_id = ${projectId}`.execute(cairn.db);
+    return rows.rows.some((r) => branchMatches(r.name, ref));
+  }
+  const rules = await cairn.db.selectFrom('protected_branches').select('name').where('project_id', '=', projectId).execute();
+  return rules.some((r) => branchMatches(r.name, ref));
+}

@@ -7,7 +7,7 @@ import { changedPathsBetween } from '../../git/ci_files.js';
 import { listTree, mergeBase, objectAtPath, readBlob, readCommit, resolveCommit } from '../../git/refs.js';
 import { InvalidCompareToError } from '../config/errors.js';
 import { decryptSecret, encryptSecret } from '../../lib/secrets.js';
-import { branchMatches } from '../../policies/branches.js';
+import { isProtectedRef } from '../../policies/branches.js';
 import { VISIBILITY_NAMES } from '../../policies/access.js';
 import { projectSettings } from '../../presenters/projects.js';
 import { nextInternalId } from '../../services/internal_ids.js';
@@ -77,18 +77,6 @@ export interface CreatePipelineInput {
 export type CreatePipelineResult =
   | { kind: 'created'; pipeline: CiPipeline }
   | { kind: 'not_created'; reason: 'no_config' | 'skip_ci' | 'workflow_rules' | 'no_jobs' | 'error'; message: string; errors?: string[] };
-
-/** Is this branch protected (a protected-branch rule matches it)? Tags are protected by protected_tags when that exists. */
-export async function isProtectedRef(cairn: Pick<Cairn, 'db'>, projectId: number, ref: string, tag: boolean): Promise<boolean> {
-  if (tag) {
-    const hasTable = await sql<{ ok: boolean }>`select to_regclass('protected_tags') is not null as ok`.execute(cairn.db);
-    if (!hasTable.rows[0]?.ok) return false;
-    const rows = await sql<{ name: string }>`select name from protected_tags where project_id = ${projectId}`.execute(cairn.db);
-    return rows.rows.some((r) => branchMatches(r.name, ref));
-  }
-  const rules = await cairn.db.selectFrom('protected_branches').select('name').where('project_id', '=', projectId).execute();
-  return rules.some((r) => branchMatches(r.name, ref));
-}
 
 /** The CI config file path of a project (ci_config_path, or .gitlab-ci.yml). */
 export function ciConfigPath(project: FoundProject): string {
