@@ -30,9 +30,10 @@ import {
   ImpersonationTokenParams,
   RotateBody,
   scopeList,
+  tokenFilters,
   TokenListQuery,
 } from './schemas.js';
-import { RowIdParams, timestampParam, UserIdParams } from '../params.js';
+import { RowIdParams, UserIdParams } from '../params.js';
 import { NoContent, route } from '../route.js';
 import {
   ImpersonationTokenSchema,
@@ -90,18 +91,7 @@ export default async function personalAccessTokenRoutes(fastify: FastifyInstance
   }), async (request, reply) => {
     const user = requireUser(request);
     const q = request.query;
-    const filters: TokenFilters = {
-      revoked: q.revoked,
-      state: q.state,
-      createdBefore: timestampParam('created_before', q.created_before),
-      createdAfter: timestampParam('created_after', q.created_after),
-      lastUsedBefore: timestampParam('last_used_before', q.last_used_before),
-      lastUsedAfter: timestampParam('last_used_after', q.last_used_after),
-      expiresBefore: dateParam('expires_before', q.expires_before),
-      expiresAfter: dateParam('expires_after', q.expires_after),
-      search: q.search || undefined,
-      sort: q.sort,
-    };
+    const filters: TokenFilters = tokenFilters(q);
     if (user.admin) {
       if (q.user_id !== undefined) {
         if (q.user_id === '') throw notFound();

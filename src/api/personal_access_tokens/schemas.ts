@@ -1,5 +1,6 @@
-import { Type } from 'typebox';
-import { calendarDateParam, RowId } from '../params.js';
+import { Type, type Static } from 'typebox';
+import type { TokenFilters } from '../../finders/tokens.js';
+import { calendarDateParam, RowId, timestampParam } from '../params.js';
 
 const Str = Type.String();
 const Bool = Type.Boolean();
@@ -8,9 +9,8 @@ export const StringList = Type.Union([Type.Array(Type.String()), Type.String()])
 
 export const ImpersonationTokenParams = Type.Object({ user_id: RowId, impersonation_token_id: RowId });
 
-/** GET /personal_access_tokens (route() adds page and per_page). */
-export const TokenListQuery = Type.Object({
-  user_id: Type.Optional(Type.Union([RowId, Type.Literal('')])),
+/** GitLab's PersonalAccessTokensFinder filters, as the token lists take them (personal, project and group access tokens). */
+export const TokenFilterFields = {
   revoked: Type.Optional(Bool),
   state: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('inactive')])),
   created_before: Type.Optional(Str),
@@ -20,6 +20,28 @@ export const TokenListQuery = Type.Object({
   expires_before: Type.Optional(Str),
   expires_after: Type.Optional(Str),
   search: Type.Optional(Str),
+};
+
+/** The finder's filters from a token list's query; 400 for a malformed date or time. */
+export function tokenFilters(q: { [K in keyof typeof TokenFilterFields]?: Static<(typeof TokenFilterFields)[K]> } & { sort?: string }): TokenFilters {
+  return {
+    revoked: q.revoked,
+    state: q.state,
+    createdBefore: timestampParam('created_before', q.created_before),
+    createdAfter: timestampParam('created_after', q.created_after),
+    lastUsedBefore: timestampParam('last_used_before', q.last_used_before),
+    lastUsedAfter: timestampParam('last_used_after', q.last_used_after),
+    expiresBefore: dateParam('expires_before', q.expires_before),
+    expiresAfter: dateParam('expires_after', q.expires_after),
+    search: q.search || undefined,
+    sort: q.sort,
+  };
+}
+
+/** GET /personal_access_tokens (route() adds page and per_page). */
+export const TokenListQuery = Type.Object({
+  user_id: Type.Optional(Type.Union([RowId, Type.Literal('')])),
+  ...TokenFilterFields,
   sort: Type.Optional(Str),
 });
 

@@ -18,8 +18,8 @@ import {
 import { dateAfterDays, MAX_TOKEN_LIFETIME_DAYS } from '../../services/tokens.js';
 import { rowId } from '../../lib/ids.js';
 import { sourceAccess, sourceOf, type SourceKind } from '../members/params.js';
-import { dateParam, RotateBody, scopeList, StringList } from '../personal_access_tokens/schemas.js';
-import { IdParams, timestampParam } from '../params.js';
+import { dateParam, RotateBody, scopeList, StringList, TokenFilterFields, tokenFilters } from '../personal_access_tokens/schemas.js';
+import { IdParams } from '../params.js';
 import { NoContent, route } from '../route.js';
 
 const Str = Type.String();
@@ -28,15 +28,7 @@ const TokenParams = Type.Object({ id: Str, token_id: Str });
 
 /** GET .../access_tokens: GitLab's PersonalAccessTokensFinder filters over the resource's bots. */
 const ListQuery = Type.Object({
-  state: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('inactive')])),
-  revoked: Type.Optional(Type.Boolean()),
-  created_before: Type.Optional(Str),
-  created_after: Type.Optional(Str),
-  last_used_before: Type.Optional(Str),
-  last_used_after: Type.Optional(Str),
-  expires_before: Type.Optional(Str),
-  expires_after: Type.Optional(Str),
-  search: Type.Optional(Str),
+  ...TokenFilterFields,
   sort: Type.Optional(Type.Union(['created_asc', 'created_desc', 'expires_asc', 'expires_desc', 'last_used_asc', 'last_used_desc', 'name_asc', 'name_desc'].map((s) => Type.Literal(s)))),
 });
 
@@ -90,18 +82,7 @@ export default async function resourceAccessTokenRoutes(fastify: FastifyInstance
       const { source } = sourceOf(request, kind);
       const q = request.query;
       const page = pageParams(request);
-      const { rows, total } = await findResourceTokens(db(), resourceRef(source), {
-        state: q.state,
-        revoked: q.revoked,
-        createdBefore: timestampParam('created_before', q.created_before),
-        createdAfter: timestampParam('created_after', q.created_after),
-        lastUsedBefore: timestampParam('last_used_before', q.last_used_before),
-        lastUsedAfter: timestampParam('last_used_after', q.last_used_after),
-        expiresBefore: dateParam('expires_before', q.expires_before),
-        expiresAfter: dateParam('expires_after', q.expires_after),
-        search: q.search || undefined,
-        sort: q.sort,
-      }, page);
+      const { rows, total } = await findResourceTokens(db(), resourceRef(source), tokenFilters(q), page);
       setPaginationHeaders(request, reply, page, total);
       return rows.map(presentResourceAccessToken);
     });
