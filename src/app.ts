@@ -100,6 +100,7 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     notifications: await NotificationHub.start(database, app.log),
     postReceiveHooks: [],
     closers: [],
+    draining: false,
   };
   // Closers run last-registered first: the listening connection closes after all that waits on it.
   cairn.closers.push(() => cairn.notifications.close());
@@ -126,6 +127,8 @@ export async function buildApp(opts: BuildOptions): Promise<App> {
     } else if (!reply.hasHeader('content-security-policy')) {
       reply.header('content-security-policy', "default-src 'none'; frame-ancestors 'none'; sandbox");
     }
+    // Stopping: no keep-alive connection is left for a client or balancer to send a request on.
+    if (cairn.draining) reply.header('connection', 'close');
     return payload;
   });
 

@@ -74,6 +74,8 @@ export interface Config {
   logFormat: 'auto' | 'text' | 'json';
   /** Seconds a stopping server gives requests in flight. */
   shutdownTimeout: number;
+  /** Seconds a stopping server keeps serving with its readiness failing, before it closes. */
+  shutdownBlackout: number;
   /** Seconds a finished storage move keeps the source copy for reads that began before the switch. */
   storageMoveCleanupDelay: number;
   /** Git over HTTP accepts a user's password as well as tokens (GitLab's password_authentication_enabled_for_git). */
@@ -585,6 +587,14 @@ export const SETTINGS: Setting[] = [
     help: '`POST /oauth/token` and `/oauth/revoke` requests per minute from one address (`0` = unlimited); past it 429 `too_many_requests` with `Retry-After`, shared by all processes',
   }),
   def({ env: 'CAIRN_OAUTH_TOKEN_TTL', key: 'oauthAccessTokenTtl', type: duration({ min: 1 }), default: 7200, defaultText: '`7200`', help: 'OAuth access token lifetime, seconds' }),
+  def({
+    env: 'CAIRN_SHUTDOWN_BLACKOUT',
+    key: 'shutdownBlackout',
+    type: duration(),
+    default: 0,
+    defaultText: '`0`',
+    help: "on SIGINT/SIGTERM, how long the server keeps serving, answering `/-/readiness` with 503 and every request with `Connection: close`, before it stops taking requests (GitLab's `shutdown_blackout_seconds`); behind a load balancer, longer than its health check takes to mark the node down, so no request is sent to a closing connection",
+  }),
   def({ env: 'CAIRN_SHUTDOWN_TIMEOUT', key: 'shutdownTimeout', type: duration({ min: 1 }), default: 30, defaultText: '`30`', help: 'on SIGINT/SIGTERM, how long requests in flight may take to finish, seconds (the built-in runner reports its running jobs failed first); past it the process exits anyway. An idle server stops at once; a second signal stops it at once' }),
   def({
     env: 'CAIRN_WEBHOOK_ALLOW_LOCAL_REQUESTS',

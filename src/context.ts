@@ -69,6 +69,11 @@ export interface Cairn {
   postReceiveHooks: ((event: PostReceiveEvent) => Promise<void>)[];
   /** Closed when the app closes (git process pools, workers). */
   closers: (() => Promise<void>)[];
+  /**
+   * Set when the process starts to stop: readiness fails (load balancers take it out) while it
+   * still serves for CAIRN_SHUTDOWN_BLACKOUT, answering with `Connection: close` (src/server.ts).
+   */
+  draining: boolean;
 }
 
 declare module 'fastify' {

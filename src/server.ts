@@ -15,6 +15,11 @@ export async function serve() {
   let ssh: SshServer | null = null;
   const shutdown = async (signal: string) => {
     app.log.info(`${signal}: shutting down`);
+    // The blackout: readiness fails so that load balancers stop sending requests here, while every
+    // request still gets served; closing keep-alive connections a balancer may be about to reuse
+    // would lose the request it sends on one (GitLab's shutdown_blackout_seconds).
+    app.cairn.draining = true;
+    if (config.shutdownBlackout > 0) await new Promise((r) => setTimeout(r, config.shutdownBlackout * 1000));
     // Bounded: what is still running past the grace period (and the closing after it) is cut off.
     setTimeout(() => {
       app.log.warn(`still stopping after CAIRN_SHUTDOWN_TIMEOUT (${config.shutdownTimeout} s): exiting now`);

@@ -52,6 +52,7 @@ const BAD: Record<string, string[]> = {
   CAIRN_LOG_LEVEL: ['loud', 'verbose'],
   CAIRN_LOG_FORMAT: ['pretty', 'xml'],
   CAIRN_SHUTDOWN_TIMEOUT: ['soon', '0'],
+  CAIRN_SHUTDOWN_BLACKOUT: ['soon', '-1'],
   CAIRN_STORAGE_MOVE_CLEANUP_DELAY: ['soon', '-1'],
   CAIRN_WORKER_CONCURRENCY: ['many', '0', '65', '1.5'],
   CAIRN_GIT_PASSWORD_AUTH: ['sometimes'],

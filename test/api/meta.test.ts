@@ -32,6 +32,21 @@ describe('meta endpoints and conventions', () => {
     assert.equal(ready.body.status, 'ok');
   });
 
+  it('while stopping (the shutdown blackout): readiness fails, requests are still served with Connection: close', async () => {
+    t.app.cairn.draining = true;
+    try {
+      const ready = await t.get('/-/readiness', { token: null });
+      assert.equal(ready.status, 503);
+      assert.deepEqual(ready.body, { status: 'failed', master_check: [{ status: 'failed', message: 'shutting down' }], db_check: [{ status: 'ok' }] });
+      const served = await t.get('/api/v4/version');
+      assert.equal(served.status, 200);
+      assert.equal(served.headers.connection, 'close');
+    } finally {
+      t.app.cairn.draining = false;
+    }
+    assert.equal((await t.get('/-/readiness', { token: null })).status, 200);
+  });
+
   it('unknown token is 401 with GitLab body; unknown route 404', async () => {
     const res = await t.get('/api/v4/version', { token: 'nope' });
     assert.equal(res.status, 401);

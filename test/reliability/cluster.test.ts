@@ -91,6 +91,8 @@ describe('three nodes behind HAProxy, restarted and killed mid-way', { skip: !pr
       CAIRN_RUNNER_POLL_TIMEOUT: '2',
       CAIRN_BUILTIN_RUNNER_CONCURRENT: '2',
       CAIRN_SHUTDOWN_TIMEOUT: '5',
+      // Longer than HAProxy takes to mark a stopping node down (check inter 500 fall 2): a restart loses nothing.
+      CAIRN_SHUTDOWN_BLACKOUT: '3',
     };
     for (let i = 0; i < 3; i++) nodes.push({ port: await freePort(), dataDir: path.join(root, `node${i + 1}`), runner: i < 2, child: null });
     // Started one after the other: the first migrates and makes root, the others find it done.

@@ -20,6 +20,8 @@ export default async function metaRoutes(app: FastifyInstance) {
   app.get('/-/health', route({ matrix: 'public',  ...health, schema: { response: { 200: RawBody('text/plain') } } }), async (_req, reply) => reply.type('text/plain').send('GitLab OK'));
   app.get('/-/liveness', route({ matrix: 'public',  ...health, schema: { response: { 200: LivenessSchema } } }), async () => ({ status: 'ok' }));
   app.get('/-/readiness', route({ matrix: 'public',  ...health, schema: { response: { 200: ReadinessSchema, 503: ReadinessSchema } } }), async (request, reply) => {
+    // Stopping (GitLab's shutdown blackout): still serving, but no longer to be sent requests.
+    if (app.cairn.draining) return reply.code(503).send({ status: 'failed', master_check: [{ status: 'failed', message: 'shutting down' }], db_check: [{ status: 'ok' }] });
     try {
       await app.cairn.db.selectFrom('users').select('id').limit(1).execute();
       return { status: 'ok', master_check: [{ status: 'ok' }], db_check: [{ status: 'ok' }] };
