@@ -7,6 +7,8 @@
 // tsx instead. TEST_CONCURRENCY sets how many test files run at once (2 by default).
 // TEST_TIMINGS_DIR=<dir> records each test file's wall and CPU time there
 // (scripts/test-cpu-probe.mjs); `node scripts/test-timings.mjs <dir>` lists them.
+// scripts/test-watch-reporter.mjs says on stderr which tests run for long (TEST_SLOW_MINUTES) and
+// keeps TEST_PROGRESS_FILE, when set, listing the tests running now.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -87,7 +89,12 @@ const prepareMs = Date.now() - started;
 const loader = useTsx ? ['--import', 'tsx'] : ['--enable-source-maps'];
 const run = spawnSync(
   process.execPath,
-  [...loader, ...probe, '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...runFiles],
+  [
+    ...loader, ...probe, '--test', `--test-concurrency=${concurrency}`,
+    '--test-reporter=spec', '--test-reporter-destination=stdout',
+    `--test-reporter=${path.join(root, 'scripts/test-watch-reporter.mjs')}`, '--test-reporter-destination=stderr',
+    ...runFiles,
+  ],
   { stdio: 'inherit', cwd: root, env: { ...process.env, NODE_ENV: 'test' } },
 );
 fs.rmSync(buildDir, { recursive: true, force: true });
