@@ -77,17 +77,20 @@ function plugins(runtimePackages, found) {
 
 /**
  * Builds `files` (absolute paths under `root`) into `outDir`, keeping their paths relative to
- * `root` with the extension .mjs. Returns the built files in the same order.
+ * `root` with the extension .mjs. Returns the built files in the same order, and for each whether
+ * it uses the database (usesDatabase below).
  */
 export async function buildTests(root, files, outDir) {
   const esbuild = await import('esbuild');
   const runtimePackages = new Set(KNOWN_LOCATION_DEPENDENT);
+  let metafile;
   try {
     for (;;) {
       const found = new Set();
       fs.rmSync(outDir, { recursive: true, force: true });
-      await esbuild.build({
+      const result = await esbuild.build({
         entryPoints: files,
+        absWorkingDir: root,
         outdir: outDir,
         outbase: root,
         outExtension: { '.js': '.mjs' },
@@ -106,12 +109,59 @@ export async function buildTests(root, files, outDir) {
         // Bundled CommonJS packages call require() for Node's own modules.
         banner: { js: "import { createRequire as __cairnTestRequire } from 'node:module'; const require = __cairnTestRequire(import.meta.url);" },
         plugins: plugins(runtimePackages, found),
+        metafile: true,
       });
-      if (found.size === 0) break;
+      if (found.size === 0) {
+        metafile = result.metafile;
+        break;
+      }
       for (const name of found) runtimePackages.add(name);
     }
   } finally {
     await esbuild.stop?.();
   }
-  return files.map((f) => path.join(outDir, path.relative(root, f).replace(/\.[cm]?[jt]sx?$/, '.mjs')));
+  const built = files.map((f) => path.join(outDir, path.relative(root, f).replace(/\.[cm]?[jt]sx?$/, '.mjs')));
+  return { files: built, usesDatabase: usesDatabase(root, files, outDir, metafile) };
+}
+
+/** What makes a test depend on which database it runs on: it opens one, or starts Cairn's CLI. */
+const DATABASE_MODULE = 'src/db/index.ts';
+const NAMES_DATABASE = /\bDATABASE_URL\b|bin\/cairn\.mjs|\brunCairn\b|\bstartServe\b/;
+
+/**
+ * For each test file (in order), whether it uses the database: whether the modules it loads
+ * (followed through the shared chunks of the build) include src/db/index.ts, or a test module it
+ * loads names DATABASE_URL or runs `cairn` (bin/cairn.mjs) in a child process.
+ */
+function usesDatabase(root, files, outDir, metafile) {
+  const rel = (p) => path.relative(root, path.resolve(root, p));
+  const outputs = new Map(Object.entries(metafile.outputs).map(([out, o]) => [rel(out), o]));
+  const namesDatabase = new Map();
+  const sourceNamesDatabase = (input) => {
+    if (!namesDatabase.has(input)) {
+      namesDatabase.set(input, input.startsWith('test/') && NAMES_DATABASE.test(fs.readFileSync(path.join(root, input), 'utf8')));
+    }
+    return namesDatabase.get(input);
+  };
+  return files.map((file) => {
+    const entry = rel(path.join(outDir, path.relative(root, file).replace(/\.[cm]?[jt]sx?$/, '.mjs')));
+    const seen = new Set();
+    const stack = [entry];
+    while (stack.length) {
+      const out = outputs.get(stack.pop());
+      if (!out) continue;
+      for (const input of Object.keys(out.inputs)) {
+        const source = rel(input);
+        if (source === DATABASE_MODULE || sourceNamesDatabase(source)) return true;
+      }
+      for (const imp of out.imports) {
+        const next = rel(imp.path);
+        if (!imp.external && !seen.has(next)) {
+          seen.add(next);
+          stack.push(next);
+        }
+      }
+    }
+    return false;
+  });
 }

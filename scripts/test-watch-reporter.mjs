@@ -4,17 +4,21 @@
 //  - writes a line to stderr for each test (or suite) running longer than
 //    TEST_SLOW_MINUTES (5 by default), and again each time as long again has passed;
 //  - keeps TEST_PROGRESS_FILE (when set) up to date with the tests running now and since when,
-//    so .ci/run can say what was running if it has to stop a pass at its deadline.
+//    so .ci/run can say what was running if it has to stop a pass at its deadline;
+//  - writes the test files that failed to TEST_FAILED_FILE (when set), one a line, for
+//    scripts/test.mjs to run once more.
 import fs from 'node:fs';
 import path from 'node:path';
 
 const slowMs = Number(process.env.TEST_SLOW_MINUTES ?? 5) * 60_000;
 const progressFile = process.env.TEST_PROGRESS_FILE || null;
+const failedFile = process.env.TEST_FAILED_FILE || null;
 // Compiled test files (scripts/test-build.mjs) are named by their sources.
 const name = (file) => path.relative(process.cwd(), file ?? '?').replace(/^\.cache\/test-build\/\d+\//, '').replace(/\.mjs$/, '.ts');
 
 export default async function* watch(source) {
   const running = new Map(); // "file\0nesting\0name" -> { file, name, since, warned }
+  const failed = new Set();
   let dirty = false;
   const save = () => {
     if (!progressFile || !dirty) return;
@@ -49,6 +53,10 @@ export default async function* watch(source) {
       } else if (event.type === 'test:complete') {
         running.delete(key);
         dirty = true;
+      }
+      if (event.type === 'test:fail' && !d.todo && failedFile && d.file && !failed.has(d.file)) {
+        failed.add(d.file);
+        fs.appendFileSync(failedFile, d.file + '\n');
       }
     }
   } finally {

@@ -70,10 +70,21 @@ function sweepStaleBuilds() {
   }
 }
 let runFiles = files;
+// What the runner calls a failed file (its source, through the source maps) -> the file to run.
+const toRun = new Map(files.map((f) => [f, f]));
 if (!useTsx) {
   sweepStaleBuilds();
   try {
-    runFiles = await buildTests(root, files, buildDir);
+    const built = await buildTests(root, files, buildDir);
+    runFiles = built.files;
+    files.forEach((f, i) => { toRun.set(f, built.files[i]); toRun.set(built.files[i], built.files[i]); });
+    // TEST_DATABASE_ONLY=1: only the files that use the database (.ci/run's second database pass:
+    // the others would run the same code twice).
+    if (/^(1|true|yes|on)$/i.test(process.env.TEST_DATABASE_ONLY ?? '')) {
+      runFiles = runFiles.filter((_, i) => built.usesDatabase[i]);
+      const left = files.filter((_, i) => !built.usesDatabase[i]).map((f) => path.relative(root, f));
+      console.log(`TEST_DATABASE_ONLY: ${left.length} test files that do not use the database are left out: ${left.join(', ')}`);
+    }
   } catch (err) {
     console.error(`compiling the tests failed: ${err.message ?? err}`);
     process.exit(1);
@@ -87,19 +98,42 @@ if (prepStatus !== 0) {
 const prepareMs = Date.now() - started;
 
 const loader = useTsx ? ['--import', 'tsx'] : ['--enable-source-maps'];
-const run = spawnSync(
-  process.execPath,
-  [
-    ...loader, ...probe, '--test', `--test-concurrency=${concurrency}`,
-    '--test-reporter=spec', '--test-reporter-destination=stdout',
-    `--test-reporter=${path.join(root, 'scripts/test-watch-reporter.mjs')}`, '--test-reporter-destination=stderr',
-    ...runFiles,
-  ],
-  { stdio: 'inherit', cwd: root, env: { ...process.env, NODE_ENV: 'test' } },
-);
+const limit = ['--import', path.join(root, 'scripts/test-file-limit.mjs')];
+const failedList = path.join(os.tmpdir(), `cairn-test-failed-${process.pid}`);
+function runTests(list) {
+  fs.rmSync(failedList, { force: true });
+  const run = spawnSync(
+    process.execPath,
+    [
+      ...loader, ...limit, ...probe, '--test', `--test-concurrency=${concurrency}`,
+      '--test-reporter=spec', '--test-reporter-destination=stdout',
+      `--test-reporter=${path.join(root, 'scripts/test-watch-reporter.mjs')}`, '--test-reporter-destination=stderr',
+      ...list,
+    ],
+    { stdio: 'inherit', cwd: root, env: { ...process.env, NODE_ENV: 'test', TEST_FAILED_FILE: failedList } },
+  );
+  const failed = fs.existsSync(failedList) ? fs.readFileSync(failedList, 'utf8').split('\n').filter(Boolean) : [];
+  fs.rmSync(failedList, { force: true });
+  return { status: run.status ?? 1, failed: [...new Set(failed)] };
+}
+let { status, failed } = runTests(runFiles);
+// A test file that failed is run once more, alone, when at most TEST_RETRIES_MAX (3) did: a pass
+// then is reported as flaky, loudly, and the run passes. Set TEST_RETRIES_MAX=0 to never retry.
+const retriesMax = Number(process.env.TEST_RETRIES_MAX ?? 3);
+const rel = (f) => path.relative(root, f).replace(/^\.cache\/test-build\/\d+\//, '').replace(/\.mjs$/, '.ts');
+if (status !== 0 && failed.length > 0 && failed.length <= retriesMax && failed.every((f) => toRun.has(f))) {
+  console.log(`\n=== ${failed.length} test file(s) failed; running them once more: ${failed.map(rel).join(', ')}`);
+  const again = runTests(failed.map((f) => toRun.get(f)));
+  if (again.status === 0) {
+    console.log(`\n=== FLAKY: failed, then passed when run again (the run passes; look into them): ${failed.map(rel).join(', ')}`);
+    status = 0;
+  } else {
+    console.log(`\n=== failed again: ${(again.failed.length ? again.failed : failed).map(rel).join(', ')}`);
+  }
+}
 fs.rmSync(buildDir, { recursive: true, force: true });
 if (timingsDir) {
   const record = { wall_ms: Date.now() - started, prepare_ms: prepareMs, concurrency, loadavg: os.loadavg().map((l) => l.toFixed(2)) };
   fs.writeFileSync(path.join(timingsDir, 'run.json'), JSON.stringify(record) + '\n');
 }
-process.exit(run.status ?? 1);
+process.exit(status);
