@@ -243,17 +243,42 @@ export async function countCommitsBetween(gitDir: string, from: string | null, t
   return Number(out) || 0;
 }
 
-/** The paths a commit added, modified and removed against its first parent (renames as remove + add), as GitLab's push payloads list them. */
-export async function commitPathChanges(gitDir: string, oid: string): Promise<{ added: string[]; modified: string[]; removed: string[] }> {
-  const out = (await git(['diff-tree', '--no-commit-id', '--root', '-r', '-z', '--no-renames', '--name-status', '-m', '--first-parent', oid], { gitDir })).stdout.toString('utf8');
+/** The paths a commit added, modified and removed against its first parent (renames as remove + add). */
+export interface PathChanges {
+  added: string[];
+  modified: string[];
+  removed: string[];
+}
+
+/**
+ * What each commit changed against its first parent (a root commit: all it has), as GitLab's push
+ * payloads list it; a commit that changed nothing is missing from the map.
+ */
+export async function commitPathChanges(gitDir: string, commits: Pick<ParsedCommit, 'oid' | 'parents'>[]): Promise<Map<string, PathChanges>> {
+  const result = new Map<string, PathChanges>();
+  if (commits.length === 0) return result;
+  // One diff-tree for them all. Each stdin line names the commit and its first parent: given the
+  // commit alone, diff-tree diffs a merge against every parent. Ids on stdin are never options.
+  const input = commits.map((c) => (c.parents.length ? `${c.oid} ${c.parents[0]}` : c.oid)).join('\n') + '\n';
+  const out = (await git(['diff-tree', '--stdin', '--root', '-r', '-z', '--no-renames', '--name-status'], { gitDir, input })).stdout.toString('utf8');
   const parts = out.split('\0');
-  const result = { added: [] as string[], modified: [] as string[], removed: [] as string[] };
-  for (let i = 0; i + 1 < parts.length; i += 2) {
-    const status = parts[i];
+  let current: PathChanges | null = null;
+  for (let i = 0; i < parts.length; ) {
+    const token = parts[i];
+    // A status is one letter (and a score for copies); a commit's id starts its changes.
+    if (/^[0-9a-f]{40}(?:[0-9a-f]{24})?$/.test(token)) {
+      current = { added: [], modified: [], removed: [] };
+      result.set(token, current);
+      i += 1;
+      continue;
+    }
     const path = parts[i + 1];
-    if (status === 'A') result.added.push(path);
-    else if (status === 'D') result.removed.push(path);
-    else if (status) result.modified.push(path);
+    if (token && current && path !== undefined) {
+      if (token === 'A') current.added.push(path);
+      else if (token === 'D') current.removed.push(path);
+      else current.modified.push(path);
+    }
+    i += 2;
   }
   return result;
 }

@@ -5,7 +5,7 @@ import type { Note } from '../db/schema/notes.js';
 import type { CiBuild } from '../db/schema/ci.js';
 import { findProjectRow } from '../finders/projects.js';
 import type { ParsedCommit } from '../git/catfile.js';
-import { commitPathChanges, commitsBetween, countCommitsBetween, readCommitsOnce } from '../git/compare.js';
+import { commitPathChanges, commitsBetween, countCommitsBetween, readCommitsOnce, type PathChanges } from '../git/compare.js';
 import { isZeroOid } from '../git/validate.js';
 import { projectFullPath, projectSettings, projectWebUrl, type ProjectRow } from '../presenters/projects.js';
 import { iso, sshRepoUrl } from '../presenters/users.js';
@@ -83,8 +83,8 @@ function timestampWithOffset(sig: ParsedCommit['author']): string {
   return `${local}${m ? `${m[1]}${m[2]}:${m[3]}` : '+00:00'}`;
 }
 
-async function commitHookAttrs(cairn: HookContext, p: ProjectRow, gitDir: string, c: ParsedCommit) {
-  const paths = await commitPathChanges(gitDir, c.oid);
+/** A commit as hooks show it (a push's commits add the paths they changed). */
+function commitHookAttrs(cairn: HookContext, p: ProjectRow, c: ParsedCommit) {
   return {
     id: c.oid,
     message: c.message,
@@ -92,7 +92,6 @@ async function commitHookAttrs(cairn: HookContext, p: ProjectRow, gitDir: string
     timestamp: timestampWithOffset(c.author),
     url: `${projectWebUrl({ baseUrl: baseUrl(cairn) }, p)}/-/commit/${c.oid}`,
     author: { name: c.author.name, email: c.author.email },
-    ...paths,
   };
 }
 
@@ -178,17 +177,8 @@ async function issueAttrs(cairn: HookContext, p: ProjectRow, issue: Issue) {
 
 async function lastCommitAttrs(cairn: HookContext, p: ProjectRow, sha: string | null) {
   if (!sha) return null;
-  const gitDir = projectRepoPath(cairn, p);
-  const [c] = await readCommitsOnce(gitDir, [sha]);
-  if (!c) return null;
-  return {
-    id: c.oid,
-    message: c.message,
-    title: c.message.split('\n')[0].slice(0, 100),
-    timestamp: timestampWithOffset(c.author),
-    url: `${projectWebUrl({ baseUrl: baseUrl(cairn) }, p)}/-/commit/${c.oid}`,
-    author: { name: c.author.name, email: c.author.email },
-  };
+  const [c] = await readCommitsOnce(projectRepoPath(cairn, p), [sha]);
+  return c ? commitHookAttrs(cairn, p, c) : null;
 }
 
 async function mergeRequestAttrs(cairn: HookContext, p: ProjectRow, mr: MergeRequest) {
@@ -266,7 +256,7 @@ async function pushPayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEve
   const tag = e.ref.startsWith('refs/tags/');
   const gitDir = projectRepoPath(cairn, p);
   const user = await loadUser(cairn, e.userId);
-  let commits: Awaited<ReturnType<typeof commitHookAttrs>>[] = [];
+  let commits: (ReturnType<typeof commitHookAttrs> & PathChanges)[] = [];
   let total = 0;
   if (!isZeroOid(e.after)) {
     // A new branch lists what the default branch does not have; a tag, nothing but its count (as GitLab).
@@ -277,7 +267,8 @@ async function pushPayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEve
       if (!tag) {
         const oids = await commitsBetween(gitDir, from, e.after, { limit: PUSH_COMMITS_LIMIT });
         const parsed = await readCommitsOnce(gitDir, oids);
-        commits = await Promise.all(parsed.map((c) => commitHookAttrs(cairn, p, gitDir, c)));
+        const changes = await commitPathChanges(gitDir, parsed);
+        commits = parsed.map((c) => ({ ...commitHookAttrs(cairn, p, c), ...(changes.get(c.oid) ?? { added: [], modified: [], removed: [] }) }));
       }
     } catch {
       // The default branch may be gone: count the commit's history instead.

@@ -209,6 +209,8 @@ describe('Project webhooks', () => {
     assert.equal(big.total_commits_count, 25);
     assert.equal(big.commits.length, 20);
     assert.equal(big.commits.at(-1).id, tip);
+    // Empty commits: each one's lists are there, and empty.
+    for (const c of big.commits) assert.deepEqual([c.added, c.modified, c.removed], [[], [], []], c.id);
     assert.equal(big.before, '0000000000000000000000000000000000000000');
     // This one passes feature/*.
     assert.equal(rx.on('/filtered').length, 1);
