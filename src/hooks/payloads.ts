@@ -8,13 +8,14 @@ import type { ParsedCommit } from '../git/catfile.js';
 import { commitPathChanges, commitsBetween, countCommitsBetween, readCommitsOnce, type PathChanges } from '../git/compare.js';
 import { isZeroOid } from '../git/validate.js';
 import { projectFullPath, projectSettings, projectWebUrl, type ProjectRow } from '../presenters/projects.js';
+import { releaseSources } from '../presenters/releases.js';
 import { iso, sshRepoUrl } from '../presenters/users.js';
 import { projectRepoPath } from '../services/projects.js';
 import type { HookTrigger } from './delivery.js';
 
 /**
  * GitLab's webhook payloads ("Webhook events"), built from the database and the repository when
- * the event's job runs: push and tag push, issues, merge requests, notes, pipelines and jobs.
+ * the event's job runs: push and tag push, issues, merge requests, notes, pipelines, jobs and releases.
  */
 
 /** What building a payload reads: the database (the caller's transaction, so it sees the change) and the settings. */
@@ -27,7 +28,9 @@ export type HookEvent =
   | { kind: 'merge_request'; projectId: number; id: number; userId: number | null; action: 'open' | 'update' | 'close' | 'reopen' | 'merge'; changes?: Changes; oldrev?: string }
   | { kind: 'note'; projectId: number; id: number; userId: number | null; action: 'create' | 'update' }
   | { kind: 'pipeline'; projectId: number; id: number }
-  | { kind: 'job'; projectId: number; id: number };
+  | { kind: 'job'; projectId: number; id: number }
+  /** Queued before a deletion, in its transaction: the payload is built while the release is there. */
+  | { kind: 'release'; projectId: number; id: number; action: 'create' | 'update' | 'delete' };
 
 /** At most this many commits in a push payload (total_commits_count says how many there were). */
 export const PUSH_COMMITS_LIMIT = 20;
@@ -372,7 +375,47 @@ export async function buildPayload(cairn: HookContext, e: HookEvent, helpers: Bu
       return pipelinePayload(cairn, p, e.id);
     case 'job':
       return null;
+    case 'release':
+      return releasePayload(cairn, p, e);
   }
+}
+
+/** A time as Rails prints one in UTC, the form GitLab's release payloads use: "2020-11-02 12:55:12 UTC". */
+function utcText(value: Date | string): string {
+  return `${new Date(value as string).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+/** GitLab's release event (Release#hook_attrs): the release, its assets and its commit. */
+async function releasePayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEvent, { kind: 'release' }>): Promise<BuiltPayload | null> {
+  const release = await cairn.db.selectFrom('releases').selectAll().where('id', '=', e.id).executeTakeFirst();
+  if (!release) return null;
+  const links = await cairn.db.selectFrom('release_links').selectAll().where('release_id', '=', release.id).orderBy('id').execute();
+  const host = new URL(baseUrl(cairn)).host;
+  const linkAttrs = links.map((l) => {
+    let external = true;
+    try {
+      external = new URL(l.url).host !== host;
+    } catch {}
+    return { id: l.id, external, link_type: l.link_type, name: l.name, url: l.url };
+  });
+  const sources = releaseSources({ baseUrl: baseUrl(cairn) }, p, release.tag);
+  return {
+    trigger: 'release_hooks',
+    data: {
+      id: release.id,
+      created_at: utcText(release.created_at),
+      description: release.description,
+      name: release.name,
+      released_at: utcText(release.released_at),
+      tag: release.tag,
+      object_kind: 'release',
+      project: projectHookAttrs(cairn, p),
+      url: `${projectWebUrl({ baseUrl: baseUrl(cairn) }, p)}/-/releases/${encodeURIComponent(release.tag)}`,
+      action: e.action,
+      assets: { count: links.length + sources.length, links: linkAttrs, sources },
+      commit: await lastCommitAttrs(cairn, p, release.sha),
+    },
+  };
 }
 
 async function notePayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEvent, { kind: 'note' }>): Promise<BuiltPayload | null> {

@@ -10,9 +10,9 @@ import { buildPayload, jobPayload, type HookEvent } from './payloads.js';
 /**
  * What `POST /projects/:id/hooks/:hook_id/test/:trigger` sends: GitLab's test data, built from the
  * project's latest record of the kind (its last three commits on the default branch for a push,
- * its latest tag, issue, merge request, note), or GitLab's message when it has none.
+ * its latest tag, issue, merge request, note, pipeline, job, release), or GitLab's message when it has none.
  */
-export const SAMPLE_TRIGGERS = ['push_events', 'tag_push_events', 'issues_events', 'confidential_issues_events', 'merge_requests_events', 'note_events', 'confidential_note_events', 'pipeline_events', 'job_events'] as const;
+export const SAMPLE_TRIGGERS = ['push_events', 'tag_push_events', 'issues_events', 'confidential_issues_events', 'merge_requests_events', 'note_events', 'confidential_note_events', 'pipeline_events', 'job_events', 'releases_events'] as const;
 export type SampleTrigger = (typeof SAMPLE_TRIGGERS)[number];
 
 const ZERO = '0000000000000000000000000000000000000000';
@@ -64,6 +64,12 @@ export async function samplePayload(cairn: Cairn, projectId: number, userId: num
       error = 'Ensure the project has CI pipelines.';
       const pipeline = await cairn.db.selectFrom('ci_pipelines').select('id').where('project_id', '=', projectId).orderBy('id', 'desc').limit(1).executeTakeFirst();
       if (pipeline) event = { kind: 'pipeline', projectId, id: pipeline.id };
+      break;
+    }
+    case 'releases_events': {
+      error = 'Ensure the project has releases.';
+      const release = await cairn.db.selectFrom('releases').select('id').where('project_id', '=', projectId).orderBy('id', 'desc').limit(1).executeTakeFirst();
+      if (release) event = { kind: 'release', projectId, id: release.id, action: 'create' };
       break;
     }
     case 'job_events': {

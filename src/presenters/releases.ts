@@ -32,6 +32,12 @@ export function directAssetUrl(ctx: PresentContext, project: ProjectRow, tag: st
   return link.filepath ? `${ctx.baseUrl}/${projectFullPath(project)}/-/releases/${encodeTag(tag)}/downloads${link.filepath}` : link.url;
 }
 
+/** The source archives of the release of `tag`, in GitLab's order. */
+export function releaseSources(ctx: Pick<PresentContext, 'baseUrl'>, project: ProjectRow, tag: string) {
+  const base = `${ctx.baseUrl}/${projectFullPath(project)}`;
+  return RELEASE_SOURCE_FORMATS.map((format) => ({ format, url: `${base}/-/archive/${tag.split('/').map(encodeURIComponent).join('/')}/${project.path}-${tag.replace(/\//g, '-')}.${format}` }));
+}
+
 /** GitLab's Releases::Link. */
 export function presentReleaseLink(ctx: PresentContext, project: ProjectRow, tag: string, link: ReleaseLink) {
   return { id: link.id, name: link.name, url: link.url, direct_asset_url: directAssetUrl(ctx, project, tag, link), link_type: link.link_type };
@@ -44,9 +50,7 @@ export function presentRelease(ctx: PresentContext, project: ProjectRow, r: Rele
   const author = r.author_id !== null ? x.authors.get(r.author_id) : undefined;
   const commit = r.sha ? x.commits.get(r.sha) : undefined;
   const links = (x.links.get(r.id) ?? []).map((l) => presentReleaseLink(ctx, project, r.tag, l));
-  const sources = viewer.downloadCode
-    ? RELEASE_SOURCE_FORMATS.map((format) => ({ format, url: `${base}/-/archive/${r.tag.split('/').map(encodeURIComponent).join('/')}/${project.path}-${r.tag.replace(/\//g, '-')}.${format}` }))
-    : [];
+  const sources = viewer.downloadCode ? releaseSources(ctx, project, r.tag) : [];
   const milestones = x.milestones.get(r.id) ?? [];
   const released = new Date(r.released_at as unknown as string);
   const created = new Date(r.created_at as unknown as string);

@@ -7,6 +7,7 @@ import type { Cairn } from '../context.js';
 import type { Database } from '../db/index.js';
 import { RELEASE_LINK_TYPES, type Release, type ReleaseLink, type ReleaseLinkType } from '../db/schema/releases.js';
 import { findRelease } from '../finders/releases.js';
+import { queueHookEvent } from '../hooks/events.js';
 import { milestonesByTitle, projectMilestoneScope } from '../finders/milestones.js';
 import type { ProjectWithNamespace } from '../finders/projects.js';
 import { readRef, resolveCommit } from '../git/refs.js';
@@ -131,6 +132,7 @@ export async function createRelease(cairn: Cairn, project: ProjectWithNamespace,
         .executeTakeFirstOrThrow();
       if (links.length) await trx.insertInto('release_links').values(links.map((l) => ({ ...l, release_id: release.id }))).execute();
       if (milestones?.length) await setMilestones(trx, release.id, milestones);
+      await queueHookEvent(cairn, trx, { kind: 'release', projectId: project.id, id: release.id, action: 'create' });
       return release;
     });
   } catch (e) {
@@ -152,6 +154,7 @@ export async function updateRelease(cairn: Cairn, project: ProjectWithNamespace,
     if (when) set.released_at = when;
     const updated = await trx.updateTable('releases').set(set).where('id', '=', release.id).returningAll().executeTakeFirstOrThrow();
     if (milestones !== undefined) await setMilestones(trx, release.id, milestones);
+    await queueHookEvent(cairn, trx, { kind: 'release', projectId: project.id, id: release.id, action: 'update' });
     return updated;
   });
 }
@@ -161,7 +164,11 @@ export async function deleteRelease(cairn: Cairn, project: ProjectWithNamespace,
   const release = await findRelease(cairn.db, project.id, tag);
   if (!release) throw notFound();
   assertCan(caller, 'destroy_release', project);
-  await cairn.db.deleteFrom('releases').where('id', '=', release.id).execute();
+  await cairn.db.transaction().execute(async (trx) => {
+    // The event's payload is built first, from the release as it is.
+    await queueHookEvent(cairn, trx, { kind: 'release', projectId: project.id, id: release.id, action: 'delete' });
+    await trx.deleteFrom('releases').where('id', '=', release.id).execute();
+  });
   return release;
 }
 

@@ -276,6 +276,56 @@ describe('Project webhooks', () => {
     assert.equal(conf[0].body.object_attributes.id, secret.body.id);
   });
 
+  it('delivers release events (create, update, delete) with assets and commit, and a test release event', async () => {
+    const p = await t.createProject();
+    const sha = await commitFiles(t, p, { 'a.txt': 'a\n' }, { message: 'Release me\n\nbody' });
+    const h = await hook({ url: `${rx.base}/releases`, push_events: false, tag_push_events: false, releases_events: true }, p);
+    await hook({ url: `${rx.base}/no-releases`, push_events: false }, p);
+    assert.deepEqual((await t.post(`/api/v4/projects/${p.id}/hooks/${h.id}/test/releases_events`)).body, { message: 'Ensure the project has releases.' });
+    const created = await t.post(`/api/v4/projects/${p.id}/releases`, {
+      tag_name: 'v1.0/rc',
+      ref: 'main',
+      name: 'First',
+      description: 'notes',
+      released_at: '2026-01-02T03:04:05Z',
+      assets: { links: [{ name: 'Binary', url: 'https://downloads.example.com/bin', link_type: 'package' }, { name: 'Here', url: `${t.config.externalUrl}/x/y` }] },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    assert.equal((await t.put(`/api/v4/projects/${p.id}/releases/${encodeURIComponent('v1.0/rc')}`, { name: 'Renamed' })).status, 200);
+    assert.equal((await t.delete(`/api/v4/projects/${p.id}/releases/${encodeURIComponent('v1.0/rc')}`)).status, 200);
+    await deliver();
+    const got = rx.on('/releases');
+    assert.deepEqual(got.map((r) => [r.headers['x-gitlab-event'], r.body.action, r.body.name]), [
+      ['Release Hook', 'create', 'First'],
+      ['Release Hook', 'update', 'Renamed'],
+      ['Release Hook', 'delete', 'Renamed'],
+    ]);
+    const b = got[0].body;
+    assert.equal(b.object_kind, 'release');
+    assert.equal(b.tag, 'v1.0/rc');
+    assert.equal(b.description, 'notes');
+    assert.equal(b.released_at, '2026-01-02 03:04:05 UTC');
+    assert.match(b.created_at, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
+    assert.equal(b.url.endsWith(`/-/releases/${encodeURIComponent('v1.0/rc')}`), true);
+    assert.equal(b.project.id, p.id);
+    assert.equal(b.assets.count, 6);
+    assert.deepEqual(b.assets.links.map((l: any) => [l.name, l.link_type, l.external]), [['Binary', 'package', true], ['Here', 'other', false]]);
+    assert.deepEqual(b.assets.sources.map((s: any) => s.format), ['zip', 'tar.gz', 'tar.bz2', 'tar']);
+    assert.equal(b.assets.sources[0].url.endsWith(`/-/archive/v1.0/rc/${p.path}-v1.0-rc.zip`), true);
+    assert.equal(b.commit.id, sha);
+    assert.equal(b.commit.title, 'Release me');
+    assert.equal(b.commit.author.email.length > 0, true);
+    // The hook without releases_events heard none of it.
+    assert.equal(rx.on('/no-releases').length, 0);
+    // A test release event: the latest release.
+    await t.post(`/api/v4/projects/${p.id}/releases`, { tag_name: 'v2', ref: 'main' });
+    await deliver();
+    const before = got.length;
+    assert.equal((await t.post(`/api/v4/projects/${p.id}/hooks/${h.id}/test/releases_events`)).status, 201);
+    const tested = rx.on('/releases').slice(before + 1);
+    assert.deepEqual(tested.map((r) => [r.headers['x-gitlab-event'], r.body.tag]), [['Release Hook', 'v2']]);
+  });
+
   it('delivers merge request events (open, update, close, merge) and note events', async () => {
     const p = await t.createProject();
     await commitFiles(t, p, { 'a.txt': 'a\n' });
