@@ -15,7 +15,8 @@ import type { HookTrigger } from './delivery.js';
 
 /**
  * GitLab's webhook payloads ("Webhook events"), built from the database and the repository when
- * the event's job runs: push and tag push, issues, merge requests, notes, pipelines, jobs and releases.
+ * the event's job runs: push and tag push, issues, merge requests, notes, pipelines, jobs, releases
+ * and milestones.
  */
 
 /** What building a payload reads: the database (the caller's transaction, so it sees the change) and the settings. */
@@ -30,7 +31,8 @@ export type HookEvent =
   | { kind: 'pipeline'; projectId: number; id: number }
   | { kind: 'job'; projectId: number; id: number }
   /** Queued before a deletion, in its transaction: the payload is built while the release is there. */
-  | { kind: 'release'; projectId: number; id: number; action: 'create' | 'update' | 'delete' };
+  | { kind: 'release'; projectId: number; id: number; action: 'create' | 'update' | 'delete' }
+  | { kind: 'milestone'; projectId: number; id: number; action: 'create' | 'close' | 'reopen' };
 
 /** At most this many commits in a push payload (total_commits_count says how many there were). */
 export const PUSH_COMMITS_LIMIT = 20;
@@ -377,6 +379,8 @@ export async function buildPayload(cairn: HookContext, e: HookEvent, helpers: Bu
       return null;
     case 'release':
       return releasePayload(cairn, p, e);
+    case 'milestone':
+      return milestonePayload(cairn, p, e);
   }
 }
 
@@ -414,6 +418,34 @@ async function releasePayload(cairn: HookContext, p: ProjectRow, e: Extract<Hook
       action: e.action,
       assets: { count: links.length + sources.length, links: linkAttrs, sources },
       commit: await lastCommitAttrs(cairn, p, release.sha),
+    },
+  };
+}
+
+/** GitLab's milestone event (a project milestone created, closed or reopened). */
+async function milestonePayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEvent, { kind: 'milestone' }>): Promise<BuiltPayload | null> {
+  const m = await cairn.db.selectFrom('milestones').selectAll().where('id', '=', e.id).executeTakeFirst();
+  if (!m) return null;
+  return {
+    trigger: 'milestone_hooks',
+    data: {
+      object_kind: 'milestone',
+      event_type: 'milestone',
+      project: projectHookAttrs(cairn, p),
+      object_attributes: {
+        id: m.id,
+        iid: m.iid,
+        title: m.title,
+        description: m.description,
+        state: m.state,
+        created_at: utcText(m.created_at),
+        updated_at: utcText(m.updated_at),
+        due_date: m.due_date,
+        start_date: m.start_date,
+        group_id: m.group_id,
+        project_id: m.project_id,
+      },
+      action: e.action,
     },
   };
 }

@@ -1,5 +1,7 @@
 import { sql } from 'kysely';
+import type { Config } from '../config.js';
 import type { Database } from '../db/index.js';
+import { queueHookEvent } from '../hooks/events.js';
 import type { Milestone } from '../db/schema/work_items.js';
 import { apiError } from '../plugins/errors.js';
 import { nextInternalId } from './internal_ids.js';
@@ -9,6 +11,11 @@ import { MILESTONE_MACHINE } from '../db/work_item_states.js';
 
 /** A milestone's owner: a project (in a namespace that may be a group) or a group. */
 export type MilestoneParent = { projectId: number; namespaceGroupId: number | null } | { groupId: number };
+
+/** Given, a project milestone's changes are sent to the project's hooks (GitLab's milestone events). */
+export interface MilestoneHooks {
+  config: Config;
+}
 
 
 export interface MilestoneInput {
@@ -83,14 +90,14 @@ function cleanTitle(title: string): string {
 }
 
 /** POST /projects/:id/milestones and /groups/:id/milestones. */
-export async function createMilestone(db: Database, parent: MilestoneParent, input: MilestoneInput & { title: string }): Promise<Milestone> {
+export async function createMilestone(db: Database, parent: MilestoneParent, input: MilestoneInput & { title: string }, hooks?: MilestoneHooks): Promise<Milestone> {
   const next = { title: cleanTitle(input.title), due_date: castDate(input.due_date), start_date: castDate(input.start_date) };
   const errors = await validate(db, parent, next, null);
   if (Object.keys(errors).length) throw apiError(400, `Failed to create milestone ${rubyErrors(errors)}`);
   try {
     return await db.transaction().execute(async (trx) => {
       const iid = 'groupId' in parent ? await nextInternalId(trx, 'group_milestones', parent.groupId) : await nextInternalId(trx, 'project_milestones', parent.projectId);
-      return trx
+      const created = await trx
         .insertInto('milestones')
         .values({
           iid,
@@ -103,6 +110,8 @@ export async function createMilestone(db: Database, parent: MilestoneParent, inp
         })
         .returningAll()
         .executeTakeFirstOrThrow();
+      await milestoneEvent(hooks, trx, created, 'create');
+      return created;
     });
   } catch (error) {
     // The same title created twice at once: the second meets the unique index.
@@ -119,6 +128,7 @@ export async function updateMilestone(
   parent: MilestoneParent,
   milestone: Milestone,
   input: MilestoneInput & { state_event?: EventOf<typeof MILESTONE_MACHINE> },
+  hooks?: MilestoneHooks,
 ): Promise<Milestone> {
   const next = {
     title: input.title !== undefined ? cleanTitle(input.title) : milestone.title,
@@ -147,10 +157,19 @@ export async function updateMilestone(
     if (input.state_event) {
       // A milestone already in the target state is left as it is, as GitLab's state machine leaves it.
       const moved = await transition(trx, MILESTONE_MACHINE, milestone.id, input.state_event, { set: { updated_at: new Date() } });
-      if (moved) row = moved;
+      if (moved) {
+        row = moved;
+        await milestoneEvent(hooks, trx, moved, input.state_event === 'close' ? 'close' : 'reopen');
+      }
     }
     return row;
   });
+}
+
+/** A project milestone's event for the project's hooks (group milestones have no project hooks to go to). */
+async function milestoneEvent(hooks: MilestoneHooks | undefined, trx: Database, milestone: Milestone, action: 'create' | 'close' | 'reopen') {
+  if (!hooks || milestone.project_id === null) return;
+  await queueHookEvent({ config: hooks.config, db: trx }, trx, { kind: 'milestone', projectId: milestone.project_id, id: milestone.id, action });
 }
 
 /** DELETE .../milestones/:milestone_id: issues and merge requests lose it (the foreign keys set it null). */

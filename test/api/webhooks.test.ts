@@ -326,6 +326,34 @@ describe('Project webhooks', () => {
     assert.deepEqual(tested.map((r) => [r.headers['x-gitlab-event'], r.body.tag]), [['Release Hook', 'v2']]);
   });
 
+  it('delivers milestone events (create, close, reopen) for project milestones', async () => {
+    const p = await t.createProject();
+    await hook({ url: `${rx.base}/milestones`, push_events: false, milestone_events: true }, p);
+    const m = await t.post(`/api/v4/projects/${p.id}/milestones`, { title: 'v1.0', description: 'First', due_date: '2026-12-31', start_date: '2026-12-01' });
+    assert.equal(m.status, 201, JSON.stringify(m.body));
+    // An edit is no event; closing and reopening are.
+    await t.put(`/api/v4/projects/${p.id}/milestones/${m.body.id}`, { description: 'First stable' });
+    await t.put(`/api/v4/projects/${p.id}/milestones/${m.body.id}`, { state_event: 'close' });
+    await t.put(`/api/v4/projects/${p.id}/milestones/${m.body.id}`, { state_event: 'close' });
+    await t.put(`/api/v4/projects/${p.id}/milestones/${m.body.id}`, { state_event: 'activate' });
+    await deliver();
+    const got = rx.on('/milestones');
+    assert.deepEqual(got.map((r) => [r.headers['x-gitlab-event'], r.body.action, r.body.object_attributes.state]), [
+      ['Milestone Hook', 'create', 'active'],
+      ['Milestone Hook', 'close', 'closed'],
+      ['Milestone Hook', 'reopen', 'active'],
+    ]);
+    const b = got[0].body;
+    assert.equal(b.object_kind, 'milestone');
+    assert.equal(b.event_type, 'milestone');
+    assert.equal(b.project.id, p.id);
+    assert.deepEqual(
+      { ...b.object_attributes, created_at: undefined, updated_at: undefined },
+      { id: m.body.id, iid: m.body.iid, title: 'v1.0', description: 'First', state: 'active', created_at: undefined, updated_at: undefined, due_date: '2026-12-31', start_date: '2026-12-01', group_id: null, project_id: p.id },
+    );
+    assert.match(b.object_attributes.created_at, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
+  });
+
   it('delivers merge request events (open, update, close, merge) and note events', async () => {
     const p = await t.createProject();
     await commitFiles(t, p, { 'a.txt': 'a\n' });

@@ -155,7 +155,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
     schema: { params: IdParams, body: CreateBody, response: { 201: ProjectMilestoneSchema } },
   }), async (request, reply) => {
     const parent = projectParent(request);
-    const created = await createMilestone(db(), parent, request.body);
+    const created = await createMilestone(db(), parent, request.body, { config: cairn.config });
     return reply.code(201).send(present(request, [await reload({ projectId: created.project_id! }, created.id)])[0]);
   });
 
@@ -167,7 +167,7 @@ export default async function milestoneRoutes(fastify: FastifyInstance) {
     const parent = projectParent(request);
     const where = { projectId: projectOf(request).project.id };
     const milestone = await milestoneOf(where, request.params.milestone_id);
-    await updateMilestone(db(), parent, milestone, request.body);
+    await updateMilestone(db(), parent, milestone, request.body, { config: cairn.config });
     return present(request, [await reload(where, milestone.id)])[0];
   });
 
