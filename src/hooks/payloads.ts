@@ -15,8 +15,8 @@ import type { HookTrigger } from './delivery.js';
 
 /**
  * GitLab's webhook payloads ("Webhook events"), built from the database and the repository when
- * the event's job runs: push and tag push, issues, merge requests, notes, pipelines, jobs, releases
- * and milestones.
+ * the event's job runs: push and tag push, issues, merge requests, notes, pipelines, jobs, releases,
+ * milestones and emoji reactions.
  */
 
 /** What building a payload reads: the database (the caller's transaction, so it sees the change) and the settings. */
@@ -32,7 +32,9 @@ export type HookEvent =
   | { kind: 'job'; projectId: number; id: number }
   /** Queued before a deletion, in its transaction: the payload is built while the release is there. */
   | { kind: 'release'; projectId: number; id: number; action: 'create' | 'update' | 'delete' }
-  | { kind: 'milestone'; projectId: number; id: number; action: 'create' | 'close' | 'reopen' };
+  | { kind: 'milestone'; projectId: number; id: number; action: 'create' | 'close' | 'reopen' }
+  /** Queued before a revoked award goes, in its transaction (as a release's deletion). */
+  | { kind: 'emoji'; projectId: number; id: number; userId: number; action: 'award' | 'revoke' };
 
 /** At most this many commits in a push payload (total_commits_count says how many there were). */
 export const PUSH_COMMITS_LIMIT = 20;
@@ -381,6 +383,8 @@ export async function buildPayload(cairn: HookContext, e: HookEvent, helpers: Bu
       return releasePayload(cairn, p, e);
     case 'milestone':
       return milestonePayload(cairn, p, e);
+    case 'emoji':
+      return emojiPayload(cairn, p, e);
   }
 }
 
@@ -446,6 +450,67 @@ async function milestonePayload(cairn: HookContext, p: ProjectRow, e: Extract<Ho
         project_id: m.project_id,
       },
       action: e.action,
+    },
+  };
+}
+
+/**
+ * GitLab's emoji event: an award given or taken back on an issue, a merge request, a project
+ * snippet or a note on one of them (or on a commit), with what it was awarded on. Nothing is
+ * sent for what only confidential hooks may see (a confidential issue, an internal note).
+ */
+async function emojiPayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEvent, { kind: 'emoji' }>): Promise<BuiltPayload | null> {
+  const award = await cairn.db.selectFrom('award_emoji').selectAll().where('id', '=', e.id).executeTakeFirst();
+  if (!award) return null;
+  const web = projectWebUrl({ baseUrl: baseUrl(cairn) }, p);
+  const on: Record<string, unknown> = {};
+  let url: string;
+  if (award.awardable_type === 'Note') {
+    const note = await notePayload(cairn, p, { kind: 'note', projectId: p.id, id: award.awardable_id, userId: null, action: 'create' });
+    if (!note || note.trigger !== 'note_hooks') return null;
+    const { object_attributes: attrs, issue, merge_request, snippet, commit } = note.data as Record<string, any>;
+    const { action: _action, ...noteAttrs } = attrs;
+    Object.assign(on, { note: noteAttrs }, issue && { issue }, merge_request && { merge_request }, snippet && { snippet }, commit && { commit });
+    url = attrs.url;
+  } else if (award.awardable_type === 'Issue') {
+    const issue = await cairn.db.selectFrom('issues').selectAll().where('id', '=', award.awardable_id).executeTakeFirst();
+    if (!issue || issue.confidential) return null;
+    on.issue = (await issueAttrs(cairn, p, issue)).attrs;
+    url = `${web}/-/issues/${issue.iid}`;
+  } else if (award.awardable_type === 'MergeRequest') {
+    const mr = await cairn.db.selectFrom('merge_requests').selectAll().where('id', '=', award.awardable_id).executeTakeFirst();
+    if (!mr) return null;
+    on.merge_request = (await mergeRequestAttrs(cairn, p, mr)).attrs;
+    url = `${web}/-/merge_requests/${mr.iid}`;
+  } else if (award.awardable_type === 'Snippet') {
+    const s = await cairn.db.selectFrom('snippets').selectAll().where('id', '=', award.awardable_id).executeTakeFirst();
+    if (!s) return null;
+    on.snippet = { id: s.id, title: s.title, description: s.description, content: '', author_id: s.author_id, project_id: s.project_id, created_at: iso(s.created_at), updated_at: iso(s.updated_at), file_name: null, type: 'ProjectSnippet', visibility_level: s.visibility_level, url: `${web}/-/snippets/${s.id}` };
+    url = `${web}/-/snippets/${s.id}`;
+  } else {
+    return null;
+  }
+  const user = await loadUser(cairn, e.userId);
+  return {
+    trigger: 'emoji_hooks',
+    data: {
+      object_kind: 'emoji',
+      event_type: e.action,
+      user: user ? userHookAttrs(cairn, user) : null,
+      project_id: p.id,
+      project: projectHookAttrs(cairn, p),
+      object_attributes: {
+        user_id: award.user_id,
+        created_at: utcText(award.created_at),
+        id: award.id,
+        name: award.name,
+        awardable_type: award.awardable_type,
+        awardable_id: award.awardable_id,
+        updated_at: utcText(award.updated_at),
+        action: e.action,
+        awarded_on_url: url,
+      },
+      ...on,
     },
   };
 }

@@ -1,5 +1,7 @@
 import { sql } from 'kysely';
+import type { Config } from '../config.js';
 import type { Database } from '../db/index.js';
+import { queueHookEvent } from '../hooks/events.js';
 import type { User } from '../db/schema/core.js';
 import type { AwardEmoji } from '../db/schema/work_items.js';
 import { awardEmojiName } from '../lib/emoji.js';
@@ -12,6 +14,16 @@ import { ApiError, notFound } from '../plugins/errors.js';
  */
 
 export type AwardWithUser = AwardEmoji & { user: User };
+
+/** Given, the award is sent to the project's hooks (GitLab's emoji events), in the award's transaction. */
+export interface AwardHooks {
+  config: Config;
+  projectId: number;
+}
+
+async function emojiEvent(hooks: AwardHooks | undefined, trx: Database, awardId: number, userId: number, action: 'award' | 'revoke') {
+  if (hooks) await queueHookEvent({ config: hooks.config, db: trx }, trx, { kind: 'emoji', projectId: hooks.projectId, id: awardId, userId, action });
+}
 
 /** GitLab answers every refused award with a 404 naming the reason ("404 Award Emoji <reason> Not Found"). */
 const refused = (reason: string) => new ApiError(404, { message: `404 Award Emoji ${reason} Not Found` });
@@ -51,22 +63,30 @@ export async function findAward(db: Database, type: string, id: number, awardId:
 }
 
 /** Awards `rawName` from `user`; the name must be a known emoji (aliases such as +1 are stored by their canonical name). */
-export async function addAward(db: Database, input: { type: string; id: number; user: User; name: string }): Promise<AwardWithUser> {
+export async function addAward(db: Database, input: { type: string; id: number; user: User; name: string }, hooks?: AwardHooks): Promise<AwardWithUser> {
   const name = awardEmojiName(input.name.trim().replace(/^:(.+):$/, '$1'));
   if (!name) throw refused('Name is not a valid emoji name');
-  const inserted = await db
-    .insertInto('award_emoji')
-    .values({ name, user_id: input.user.id, awardable_type: input.type, awardable_id: input.id })
-    .onConflict((oc) => oc.columns(['awardable_type', 'awardable_id', 'user_id', 'name']).doNothing())
-    .returning('id')
-    .executeTakeFirst();
+  const inserted = await db.transaction().execute(async (trx) => {
+    const row = await trx
+      .insertInto('award_emoji')
+      .values({ name, user_id: input.user.id, awardable_type: input.type, awardable_id: input.id })
+      .onConflict((oc) => oc.columns(['awardable_type', 'awardable_id', 'user_id', 'name']).doNothing())
+      .returning('id')
+      .executeTakeFirst();
+    if (row) await emojiEvent(hooks, trx, row.id, input.user.id, 'award');
+    return row;
+  });
   if (!inserted) throw refused('Name has already been taken');
   return findAward(db, input.type, input.id, inserted.id);
 }
 
 /** Removes an award: its awarder or an administrator (403 for anyone else). */
-export async function removeAward(db: Database, award: AwardEmoji, user: User): Promise<void> {
+export async function removeAward(db: Database, award: AwardEmoji, user: User, hooks?: AwardHooks): Promise<void> {
   // GitLab: unauthorized! unless the award is the caller's or they are an administrator.
   if (award.user_id !== user.id && !user.admin) throw new ApiError(401, { message: '401 Unauthorized' });
-  await db.deleteFrom('award_emoji').where('id', '=', award.id).execute();
+  await db.transaction().execute(async (trx) => {
+    // The event's payload is built first, from the award as it is.
+    await emojiEvent(hooks, trx, award.id, user.id, 'revoke');
+    await trx.deleteFrom('award_emoji').where('id', '=', award.id).execute();
+  });
 }

@@ -354,6 +354,42 @@ describe('Project webhooks', () => {
     assert.match(b.object_attributes.created_at, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
   });
 
+  it('delivers emoji events (award, revoke) with what was awarded on; none for a confidential issue', async () => {
+    const p = await t.createProject();
+    await commitFiles(t, p, { 'a.txt': 'a\n' });
+    await hook({ url: `${rx.base}/emoji`, push_events: false, emoji_events: true }, p);
+    const issue = (await t.post(`/api/v4/projects/${p.id}/issues`, { title: 'Likeable' })).body;
+    const secret = (await t.post(`/api/v4/projects/${p.id}/issues`, { title: 'Hidden', confidential: true })).body;
+    const note = (await t.post(`/api/v4/projects/${p.id}/issues/${issue.iid}/notes`, { body: 'a comment' })).body;
+    const award = await t.post(`/api/v4/projects/${p.id}/issues/${issue.iid}/award_emoji`, { name: 'thumbsup' });
+    assert.equal(award.status, 201, JSON.stringify(award.body));
+    assert.equal((await t.post(`/api/v4/projects/${p.id}/issues/${secret.iid}/award_emoji`, { name: 'thumbsup' })).status, 201);
+    const onNote = await t.post(`/api/v4/projects/${p.id}/issues/${issue.iid}/notes/${note.id}/award_emoji`, { name: 'tada' });
+    assert.equal(onNote.status, 201, JSON.stringify(onNote.body));
+    assert.equal((await t.delete(`/api/v4/projects/${p.id}/issues/${issue.iid}/award_emoji/${award.body.id}`)).status, 204);
+    await deliver();
+    const got = rx.on('/emoji');
+    assert.deepEqual(got.map((r) => [r.headers['x-gitlab-event'], r.body.event_type, r.body.object_attributes.name, r.body.object_attributes.awardable_type]), [
+      ['Emoji Hook', 'award', 'thumbsup', 'Issue'],
+      ['Emoji Hook', 'award', 'tada', 'Note'],
+      ['Emoji Hook', 'revoke', 'thumbsup', 'Issue'],
+    ]);
+    const [onIssue, noteAward] = got.map((r) => r.body);
+    assert.equal(onIssue.object_kind, 'emoji');
+    assert.equal(onIssue.user.username, 'root');
+    assert.equal(onIssue.project_id, p.id);
+    assert.equal(onIssue.object_attributes.id, award.body.id);
+    assert.equal(onIssue.object_attributes.awardable_id, issue.id);
+    assert.equal(onIssue.object_attributes.awarded_on_url.endsWith(`/-/issues/${issue.iid}`), true);
+    assert.match(onIssue.object_attributes.created_at, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
+    assert.equal(onIssue.issue.iid, issue.iid);
+    assert.equal(noteAward.note.id, note.id);
+    assert.equal(noteAward.note.note, 'a comment');
+    assert.equal('action' in noteAward.note, false);
+    assert.equal(noteAward.issue.iid, issue.iid);
+    assert.equal(noteAward.object_attributes.awarded_on_url.endsWith(`/-/issues/${issue.iid}#note_${note.id}`), true);
+  });
+
   it('delivers merge request events (open, update, close, merge) and note events', async () => {
     const p = await t.createProject();
     await commitFiles(t, p, { 'a.txt': 'a\n' });

@@ -86,7 +86,7 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
         const target = await loadTarget(kind, request, onNote);
         if (!can(access.user, 'award_emoji', access)) throw notFound('Award Emoji');
         if (target.system) throw notFound('Award Emoji Awardable cannot be awarded emoji');
-        const award = await addAward(db, { type: target.type, id: target.id, user: access.user!, name: request.body.name });
+        const award = await addAward(db, { type: target.type, id: target.id, user: access.user!, name: request.body.name }, { config: app.cairn.config, projectId: access.project.id });
         return reply.code(201).send(presentAwardEmoji(ctxOf(request), award));
       });
 
@@ -100,7 +100,7 @@ export default async function awardEmojiRoutes(fastify: FastifyInstance) {
         const access = projectOf(request);
         const target = await loadTarget(kind, request, onNote);
         const award = await findAward(db, target.type, target.id, request.params.award_id as number);
-        await removeAward(db, award, access.user!);
+        await removeAward(db, award, access.user!, { config: app.cairn.config, projectId: access.project.id });
         return reply.code(204).send();
       });
     }
