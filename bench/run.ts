@@ -16,7 +16,8 @@
 //   request's 50-file changes and a commit's 50-file diff, signed in.
 // - web_mr (bench/web_merge_request.ts): a merge request's changes tab with 50 files (10 with
 //   threads), inline and side by side, and its overview, with 4 connections.
-// The browsing pages over a 10,000-commit history (bench/web_browse.ts) run by hand.
+// The browsing pages over a 10,000-commit history (bench/web_browse.ts) and webhook delivery at
+// 100 events/s (bench/webhooks.ts) run by hand.
 import { runApiBench } from './api.js';
 import { CI_P99_TARGET_MS, printCiResult, runCiBench } from './ci.js';
 import { printArtifactsResult, runArtifactsBench } from './artifacts.js';
