@@ -2,6 +2,7 @@ import type { Cairn } from '../context.js';
 import type { User } from '../db/schema/core.js';
 import type { Issue, MergeRequest } from '../db/schema/work_items.js';
 import type { Note } from '../db/schema/notes.js';
+import type { Snippet } from '../db/schema/snippets.js';
 import type { CiBuild } from '../db/schema/ci.js';
 import { findProjectRow } from '../finders/projects.js';
 import type { ParsedCommit } from '../git/catfile.js';
@@ -388,6 +389,11 @@ export async function buildPayload(cairn: HookContext, e: HookEvent, helpers: Bu
   }
 }
 
+/** A project snippet as note and emoji payloads show it (`web`: the project's web URL). */
+function snippetHookAttrs(web: string, s: Snippet) {
+  return { id: s.id, title: s.title, description: s.description, content: '', author_id: s.author_id, project_id: s.project_id, created_at: iso(s.created_at), updated_at: iso(s.updated_at), file_name: null, type: 'ProjectSnippet', visibility_level: s.visibility_level, url: `${web}/-/snippets/${s.id}` };
+}
+
 /** A time as Rails prints one in UTC, the form GitLab's release payloads use: "2020-11-02 12:55:12 UTC". */
 function utcText(value: Date | string): string {
   return `${new Date(value as string).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
@@ -485,7 +491,7 @@ async function emojiPayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEv
   } else if (award.awardable_type === 'Snippet') {
     const s = await cairn.db.selectFrom('snippets').selectAll().where('id', '=', award.awardable_id).executeTakeFirst();
     if (!s) return null;
-    on.snippet = { id: s.id, title: s.title, description: s.description, content: '', author_id: s.author_id, project_id: s.project_id, created_at: iso(s.created_at), updated_at: iso(s.updated_at), file_name: null, type: 'ProjectSnippet', visibility_level: s.visibility_level, url: `${web}/-/snippets/${s.id}` };
+    on.snippet = snippetHookAttrs(web, s);
     url = `${web}/-/snippets/${s.id}`;
   } else {
     return null;
@@ -540,7 +546,7 @@ async function notePayload(cairn: HookContext, p: ProjectRow, e: Extract<HookEve
   } else if (note.noteable_type === 'Snippet' && note.noteable_id !== null) {
     const s = await cairn.db.selectFrom('snippets').selectAll().where('id', '=', note.noteable_id).executeTakeFirst();
     if (!s) return null;
-    extra.snippet = { id: s.id, title: s.title, description: s.description, content: '', author_id: s.author_id, project_id: s.project_id, created_at: iso(s.created_at), updated_at: iso(s.updated_at), file_name: null, type: 'ProjectSnippet', visibility_level: s.visibility_level, url: `${web}/-/snippets/${s.id}` };
+    extra.snippet = snippetHookAttrs(web, s);
     url = `${web}/-/snippets/${s.id}#note_${note.id}`;
   } else {
     return null;

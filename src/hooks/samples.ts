@@ -10,7 +10,8 @@ import { buildPayload, jobPayload, type HookEvent } from './payloads.js';
 /**
  * What `POST /projects/:id/hooks/:hook_id/test/:trigger` sends: GitLab's test data, built from the
  * project's latest record of the kind (its last three commits on the default branch for a push,
- * its latest tag, issue, merge request, note, pipeline, job, release), or GitLab's message when it has none.
+ * its latest tag, issue, merge request, note, pipeline, job, release), or GitLab's message when it
+ * has none.
  */
 export const SAMPLE_TRIGGERS = ['push_events', 'tag_push_events', 'issues_events', 'confidential_issues_events', 'merge_requests_events', 'note_events', 'confidential_note_events', 'pipeline_events', 'job_events', 'releases_events'] as const;
 export type SampleTrigger = (typeof SAMPLE_TRIGGERS)[number];
