@@ -117,8 +117,8 @@ function runTests(list) {
   return { status: run.status ?? 1, failed: [...new Set(failed)] };
 }
 let { status, failed } = runTests(runFiles);
-// A test file that failed is run once more, alone, when at most TEST_RETRIES_MAX (3) did: a pass
-// then is reported as flaky, loudly, and the run passes. Set TEST_RETRIES_MAX=0 to never retry.
+// The test files that failed run once more, after the others, when at most TEST_RETRIES_MAX (3)
+// did: a pass then is reported as flaky, loudly, and the run passes. TEST_RETRIES_MAX=0: no retry.
 const retriesMax = Number(process.env.TEST_RETRIES_MAX ?? 3);
 const rel = (f) => path.relative(root, f).replace(/^\.cache\/test-build\/\d+\//, '').replace(/\.mjs$/, '.ts');
 if (status !== 0 && failed.length > 0 && failed.length <= retriesMax && failed.every((f) => toRun.has(f))) {
