@@ -7,7 +7,8 @@
 // write's own time included). Target: p99 under 1 s at 100 events a second.
 //
 // Run: `node --import tsx bench/webhooks.ts` (PGlite) or with DATABASE_URL (PostgreSQL).
-// Settings: BENCH_RATE (100), BENCH_SECONDS (10), BENCH_PROJECTS (20).
+// Settings: BENCH_RATE (100), BENCH_SECONDS (10), BENCH_PROJECTS (20); CAIRN_WORKER_CONCURRENCY is
+// passed to the server.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { api, startServer } from './lib.js';
@@ -50,7 +51,7 @@ async function main() {
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
 
-  const server = await startServer({ CAIRN_WEBHOOK_ALLOW_LOCAL_REQUESTS: 'true' });
+  const server = await startServer({ CAIRN_WEBHOOK_ALLOW_LOCAL_REQUESTS: 'true', ...(process.env.CAIRN_WORKER_CONCURRENCY ? { CAIRN_WORKER_CONCURRENCY: process.env.CAIRN_WORKER_CONCURRENCY } : {}) });
   let writeErrors = 0;
   const writeMs: number[] = [];
   try {
